@@ -1,0 +1,157 @@
+"""Streamlit caching around the store and the analyses (the only analytics module importing
+streamlit). Pages call these and nothing else that touches data.
+
+Every cached read takes the store's ``data_version`` (and the store path) as arguments, so an
+ingest or delete invalidates what depends on the data without any ``.clear()``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from analytics import grid, ingest, sources, store
+from analytics.config import ParseOptions, Settings, Weights
+from analytics.formats import FormatError
+from analytics.formats._common import file_stem
+
+DEMAND_KINDS = ("requests", "demand_series")
+
+
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@st.cache_resource(show_spinner=False)
+def _connection(db_path: str):
+    return store.connect(db_path)
+
+
+def connection():
+    """The process-wide store connection (functions open a cursor per call)."""
+    return _connection(str(settings().db_path))
+
+
+def data_version() -> int:
+    return store.data_version(connection())
+
+
+@st.cache_data(show_spinner=False)
+def _datasets(db_path: str, version: int) -> pd.DataFrame:
+    return store.list_datasets(connection())
+
+
+def datasets() -> pd.DataFrame:
+    """The dataset ledger (cached on the data version)."""
+    return _datasets(str(settings().db_path), data_version())
+
+
+def dataset_names(kinds: tuple[str, ...] | None = None) -> list[str]:
+    df = datasets()
+    if kinds:
+        df = df[df["kind"].isin(kinds)]
+    return df["name"].tolist()
+
+
+def dataset_info(name: str) -> dict | None:
+    df = datasets()
+    row = df[df["name"] == name]
+    return None if row.empty else row.iloc[0].to_dict()
+
+
+@st.cache_data(show_spinner="Building the demand grid ...")
+def _grid(db_path: str, version: int, name: str, bin_s: int, w_prompt: float,
+          w_completion: float, include_failed: bool) -> pd.DataFrame:
+    return grid.demand_grid(
+        connection(), name, bin_s,
+        Weights(w_prompt, w_completion, include_failed=include_failed),
+    )
+
+
+def demand_grid(name: str, bin_s: int, w_prompt: float = 1.0, w_completion: float = 1.0,
+                include_failed: bool = True) -> pd.DataFrame:
+    """Complete demand grid (see :func:`analytics.grid.demand_grid`). Raises GridError."""
+    return _grid(str(settings().db_path), data_version(), name, bin_s, w_prompt, w_completion,
+                 include_failed)
+
+
+def grid_summary(g: pd.DataFrame) -> dict:
+    return grid.grid_summary(g)
+
+
+@st.cache_data(show_spinner="Preparing the download ...")
+def _export(db_path: str, version: int, name: str, fmt: str) -> bytes:
+    df = store.dataset_rows(connection(), name)
+    if fmt == "parquet":
+        return df.to_parquet(index=False)
+    return df.to_csv(index=False).encode()
+
+
+def export_table(name: str, fmt: str) -> bytes:
+    """All rows of a dataset as CSV or Parquet bytes."""
+    return _export(str(settings().db_path), data_version(), name, fmt)
+
+
+def ingest_uploads(files, opts: ParseOptions) -> list[dict]:
+    """Ingest browser uploads, one transaction per file; never raises for bad input.
+
+    Each upload is streamed to a temporary file (no second in-memory copy), parsed and written.
+    Returns one dict per file with ``status`` ``ingested`` / ``duplicate`` / ``rejected`` and, for
+    rejections, ``error`` (file, line, column, reason).
+    """
+    results = []
+    cap = settings().max_upload_mb * 1_000_000
+    for up in files:
+        suffix = "".join(Path(up.name).suffixes[-2:])
+        with tempfile.NamedTemporaryFile(suffix=suffix) as tmp:
+            up.seek(0)
+            shutil.copyfileobj(up, tmp, 1 << 20)
+            tmp.flush()
+            try:
+                res = ingest.ingest_files(
+                    connection(), [ingest.FileIn(Path(tmp.name), up.name)], opts=opts,
+                    max_bytes=cap,
+                )
+                results.extend(res)
+            except FormatError as exc:
+                results.append({"file": up.name, "status": "rejected", "error": str(exc),
+                                "dataset": None, "rows": 0, "format": None})
+            except store.NameTaken as exc:
+                results.append({"file": up.name, "status": "rejected", "error": str(exc),
+                                "dataset": file_stem(up.name), "rows": 0, "format": None})
+    return results
+
+
+def delete_dataset(name: str) -> None:
+    store.delete_dataset(connection(), name)
+
+
+def registry() -> list[dict]:
+    return [{"name": s.name, "file": s.filename, "licence": s.licence, "citation": s.citation,
+             "checksum": "sha256 pinned" if s.sha256 else "hashed on download",
+             "url": s.url} for s in sources.REGISTRY.values()]
+
+
+def pull_and_ingest(name: str, on_progress: Callable[[int, int | None], None]) -> list[dict]:
+    """Download a registry file into the data dir and ingest it. Raises PullError/FormatError."""
+    got = sources.pull(name, settings().data_dir, progress=False, on_progress=on_progress)
+    path = Path(got["path"])
+    return ingest.ingest_files(connection(), [ingest.FileIn(path, path.name)])
+
+
+def recognised_files() -> list[str]:
+    return [str(p) for p in ingest.recognised_files(settings().data_dir)]
+
+
+def bootstrap(on_file: Callable[[int, int, str], None]) -> list[dict]:
+    """First run: ingest every recognised file in the data dir."""
+    return ingest.bootstrap(connection(), settings().data_dir, on_file=on_file)
+
+
+def add_synthetic_demo() -> list[dict]:
+    return ingest.ingest_synthetic(connection())

@@ -1,0 +1,124 @@
+"""Settings and frozen parameter records shared by the CLI, the cache layer and the pages.
+
+Nothing here touches data: it only says where things are and which knobs an analysis takes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: Default start instant for traces whose timestamps are relative (BurstGPT seconds from 0:00 of
+#: the first day, Mooncake milliseconds from the first request). BurstGPT does not publish its
+#: calendar dates, so the default is an arbitrary Monday: weekdays and dates derived from it are
+#: *relative*, only hour-of-day and the order of days are real.
+DEFAULT_T0 = datetime(2023, 1, 2, tzinfo=UTC)
+
+#: Upload cap in megabytes (mirrors ``server.maxUploadSize`` in ``.streamlit/config.toml``); a full
+#: BurstGPT release file is 52-220 MB.
+MAX_UPLOAD_MB = 400
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where headroom keeps its store and looks for raw files.
+
+    Attributes
+    ----------
+    db_path : Path
+        DuckDB file. ``$HEADROOM_DB`` or ``data/headroom.duckdb``.
+    data_dir : Path
+        Folder scanned on first run for recognised files. ``$HEADROOM_DATA_DIR`` or ``data/raw``.
+    max_upload_mb : int
+        Largest file the browser upload accepts.
+    """
+
+    db_path: Path
+    data_dir: Path
+    max_upload_mb: int = MAX_UPLOAD_MB
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read ``HEADROOM_DB`` and ``HEADROOM_DATA_DIR``, falling back to the repo's ``data/``."""
+        db = os.environ.get("HEADROOM_DB") or str(REPO_ROOT / "data" / "headroom.duckdb")
+        raw = os.environ.get("HEADROOM_DATA_DIR") or str(REPO_ROOT / "data" / "raw")
+        return cls(db_path=Path(db), data_dir=Path(raw))
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """Options a format may need to turn a file into canonical rows.
+
+    Attributes
+    ----------
+    t0 : datetime
+        UTC instant that relative timestamps count from (see ``DEFAULT_T0``).
+    site : str or None
+        Site name for carbon / weather / price files; default is taken from the file name.
+    year : int
+        Calendar year given to typical-year (TMY) weather records, whose own year field mixes
+        years month by month. Default 2022, the year of the SustainDC carbon files.
+    max_backstep_s : float
+        How far a request timestamp may go backwards before the file is rejected as
+        non-monotone (seconds).
+    """
+
+    t0: datetime = DEFAULT_T0
+    site: str | None = None
+    year: int = 2022
+    max_backstep_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Weights of the demand target ``weighted tokens = w_prompt*prompt + w_completion*completion``.
+
+    The defaults (1, 1) make the target the plain token total, the quantity BurstGPT reports as
+    ``Total tokens``. Raising ``w_completion`` expresses that decode tokens cost more GPU time than
+    prefill tokens (decode is memory-bound and runs one token per step); pick it from your own
+    serving measurements. ``per_model`` overrides both weights for a model name, e.g.
+    ``{"GPT-4": (2.0, 4.0)}``.
+    """
+
+    w_prompt: float = 1.0
+    w_completion: float = 1.0
+    per_model: tuple[tuple[str, float, float], ...] = field(default_factory=tuple)
+    include_failed: bool = True
+
+
+#: Bin widths offered in the UI, in seconds.
+BIN_CHOICES_S = {"1min": 60, "5min": 300, "15min": 900, "1h": 3600, "1d": 86400}
+
+
+def parse_bin(spec: str | int) -> int:
+    """Turn ``"5min"``, ``"1h"``, ``"300s"``, ``"1d"`` or an int of seconds into seconds.
+
+    Raises
+    ------
+    ValueError
+        If the spec is not understood or not positive.
+
+    >>> parse_bin("5min"), parse_bin("1h"), parse_bin(90), parse_bin("30s")
+    (300, 3600, 90, 30)
+    """
+    if isinstance(spec, int):
+        seconds = spec
+    else:
+        s = spec.strip().lower()
+        units = (("min", 60), ("h", 3600), ("d", 86400), ("s", 1))
+        for suffix, mult in units:
+            if s.endswith(suffix) and s[: -len(suffix)].strip().replace(".", "", 1).isdigit():
+                seconds = int(round(float(s[: -len(suffix)]) * mult))
+                break
+        else:
+            if s.isdigit():
+                seconds = int(s)
+            else:
+                raise ValueError(f"bin {spec!r} is not understood; use e.g. 5min, 1h, 300s")
+    if seconds <= 0:
+        raise ValueError(f"bin {spec!r} must be positive")
+    return seconds

@@ -1,0 +1,170 @@
+"""Complete demand grids and chronological splits.
+
+The demand target follows the envelopes paper ("Conformal GPU Demand Envelopes and Power-Aware
+Scheduling ...", Sec. data): requests form a complete five-minute grid (bins without requests are
+zeros, not gaps) of ``weighted tokens = w_prompt * prompt_tokens + w_completion * completion_tokens``
+(:class:`analytics.config.Weights`; defaults 1 and 1 give the plain token total). The paper's
+chronological split is 42 / 9 / 10 days for fit / calibration / test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analytics import store
+from analytics.config import Weights, parse_bin
+
+PAPER_SPLIT_DAYS = (42, 9, 10)
+DEFAULT_SPLIT_FRAC = (0.69, 0.15, 0.16)
+
+
+class GridError(ValueError):
+    """A grid was asked for that the data cannot give (wrong kind, bin finer than the data)."""
+
+
+def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None = None
+                ) -> pd.DataFrame:
+    """Complete, zero-filled demand grid of a dataset.
+
+    Parameters
+    ----------
+    con : store connection
+    name : dataset name (``requests`` or ``demand_series`` kind)
+    bin : bin width, ``"5min"``, ``"1h"``, ``300`` (seconds)
+    weights : target weights; ignored for pre-binned series, which have no prompt/completion split
+
+    Returns
+    -------
+    DataFrame of shape (n_bins, k): ``ts`` (bin start, UTC), ``requests`` (may be empty for
+    series without counts), ``tokens`` and ``target`` (weighted tokens per bin), plus
+    ``failed``, ``prompt_tokens``, ``completion_tokens`` for request datasets.
+
+    Raises
+    ------
+    GridError
+        The dataset holds no demand, or ``bin`` is finer than (or not a multiple of) the data's
+        own bin.
+    store.UnknownDataset
+        No dataset of that name.
+    """
+    weights = weights or Weights()
+    info = store.dataset(con, name)
+    bin_s = parse_bin(bin)
+    resolution = float(info["resolution_s"] or 0)
+    if info["kind"] == "requests":
+        if bin_s < resolution:
+            raise GridError(f"{name}: bin {bin_s} s is finer than the data's {resolution} s")
+        return store.requests_grid(con, int(info["dataset_id"]), bin_s, weights)
+    if info["kind"] == "demand_series":
+        if bin_s < resolution:
+            raise GridError(
+                f"{name}: bin {bin_s} s is finer than the data's own {int(resolution)} s bins; "
+                f"choose {int(resolution)} s or a multiple of it"
+            )
+        if bin_s % int(resolution):
+            raise GridError(
+                f"{name}: bin {bin_s} s is not a multiple of the data's {int(resolution)} s bins"
+            )
+        return store.series_grid(con, int(info["dataset_id"]), bin_s)
+    raise GridError(f"{name} holds {info['kind']} rows, not LLM demand")
+
+
+def grid_summary(grid: pd.DataFrame) -> dict:
+    """``{"bins", "start", "end", "mean_target", "zero_bins"}`` of a grid (times ISO 8601 UTC).
+
+    >>> g = pd.DataFrame({"ts": pd.to_datetime(["2024-01-01 00:00", "2024-01-01 00:05"]),
+    ...                   "target": [10.0, 0.0]})
+    >>> grid_summary(g)["zero_bins"], grid_summary(g)["mean_target"]
+    (1, 5.0)
+    """
+    if grid.empty:
+        return {"bins": 0, "start": None, "end": None, "mean_target": None, "zero_bins": 0}
+    return {
+        "bins": int(len(grid)),
+        "start": pd.Timestamp(grid["ts"].iloc[0]).isoformat(),
+        "end": pd.Timestamp(grid["ts"].iloc[-1]).isoformat(),
+        "mean_target": float(grid["target"].mean()),
+        "zero_bins": int((grid["target"] == 0).sum()),
+    }
+
+
+@dataclass(frozen=True)
+class Split:
+    """Chronological fit / calibration / test split of a grid, as row positions.
+
+    Attributes
+    ----------
+    fit, calibration, test : slice of row positions, contiguous and in time order
+    mode : ``"days"`` or ``"fractions"``
+    sizes : (n_fit, n_cal, n_test) in bins
+    """
+
+    fit: slice
+    calibration: slice
+    test: slice
+    mode: str
+    sizes: tuple[int, int, int]
+
+    def bounds(self, ts: pd.Series) -> dict:
+        """Start / end timestamps of each part (ISO 8601)."""
+        out = {}
+        for part in ("fit", "calibration", "test"):
+            s = getattr(self, part)
+            out[part] = {"start": pd.Timestamp(ts.iloc[s.start]).isoformat(),
+                         "end": pd.Timestamp(ts.iloc[s.stop - 1]).isoformat(),
+                         "bins": s.stop - s.start}
+        return out
+
+
+def chronological_split(
+    n_bins: int,
+    bin_s: int,
+    days: tuple[int, int, int] | None = None,
+    fractions: tuple[float, float, float] | None = None,
+) -> Split:
+    """Split ``n_bins`` consecutive bins into fit / calibration / test, in time order.
+
+    With ``days`` (default the paper's 42/9/10) and a series at least that long, the *last*
+    ``sum(days)`` days are used. Otherwise ``fractions`` (default 0.69/0.15/0.16) of the whole
+    series. Each part gets at least one bin.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 bins, fractions that do not sum to 1, or non-positive parts.
+
+    >>> s = chronological_split(61 * 288, 300)
+    >>> s.mode, s.sizes
+    ('days', (12096, 2592, 2880))
+    >>> chronological_split(100, 300).sizes
+    (69, 15, 16)
+    """
+    if n_bins < 3:
+        raise ValueError(f"a split needs at least 3 bins, the grid has {n_bins}")
+    per_day = 86400 / bin_s
+    want_days = days or (PAPER_SPLIT_DAYS if fractions is None else None)
+    if want_days is not None:
+        if any(d <= 0 for d in want_days):
+            raise ValueError(f"split days must be positive, got {want_days}")
+        sizes = [int(round(d * per_day)) for d in want_days]
+        if sum(sizes) <= n_bins:
+            start = n_bins - sum(sizes)
+            a, b = start + sizes[0], start + sizes[0] + sizes[1]
+            return Split(slice(start, a), slice(a, b), slice(b, n_bins), "days", tuple(sizes))
+        if days is not None:
+            raise ValueError(
+                f"the grid spans {n_bins / per_day:.1f} days, fewer than the {sum(days)} "
+                "days asked for; use fractions"
+            )
+    fractions = fractions or DEFAULT_SPLIT_FRAC
+    if abs(sum(fractions) - 1) > 1e-6 or any(f <= 0 for f in fractions):
+        raise ValueError(f"split fractions must be positive and sum to 1, got {fractions}")
+    n_fit = max(1, int(round(fractions[0] * n_bins)))
+    n_cal = max(1, int(round(fractions[1] * n_bins)))
+    n_test = n_bins - n_fit - n_cal
+    if n_test < 1:
+        raise ValueError(f"{n_bins} bins are too few for fractions {fractions}")
+    return Split(slice(0, n_fit), slice(n_fit, n_fit + n_cal), slice(n_fit + n_cal, n_bins),
+                 "fractions", (n_fit, n_cal, n_test))

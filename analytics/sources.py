@@ -1,0 +1,234 @@
+"""Registry of official public datasets and ``headroom pull``.
+
+Each entry names the upstream file (pinned to a commit where the host allows it), its licence, the
+work to cite and, where known, the sha256 of its bytes. Hashes were computed on copies staged from
+the pinned upstream commits; entries with ``sha256=None`` (release assets and blob-hosted files
+we could not read) are hashed on download and the hash is reported, not checked.
+
+Downloads stream to ``<dest>/<file>.part`` in 1 MiB chunks with a progress bar, resume from the
+bytes already there (HTTP Range; a server that ignores Range restarts the file), check the hash,
+then rename into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+
+@dataclass(frozen=True)
+class Source:
+    """One downloadable file.
+
+    Attributes
+    ----------
+    name : registry key, used by ``headroom pull NAME``
+    url : official download address
+    filename : name to save under
+    licence : licence of the data
+    citation : work to cite
+    sha256 : expected hash of the bytes, or None when unknown
+    size_bytes : expected size, or None
+    """
+
+    name: str
+    url: str
+    filename: str
+    licence: str
+    citation: str
+    sha256: str | None = None
+    size_bytes: int | None = None
+
+
+_BURST = "https://github.com/HPMLL/BurstGPT/releases/download/v1.2/"
+_BURST_CITE = ("Wang et al., BurstGPT: A Real-World Workload Dataset to Optimize LLM Serving "
+               "Systems, KDD 2025")
+_AZ23 = ("https://raw.githubusercontent.com/Azure/AzurePublicDataset/"
+         "b469a113cedca53ddc3bdea71a143dc4b7d8700c/data/")
+_AZ23_CITE = "Patel et al., Splitwise: Efficient Generative LLM Inference Using Phase Splitting, ISCA 2024"
+_AZ24 = "https://azurepublicdatasettraces.blob.core.windows.net/azurellminfererencetrace/"
+_AZ24_CITE = ("Stojkovic et al., DynamoLLM: Designing LLM Inference Clusters for Performance and "
+              "Energy Efficiency, HPCA 2025")
+_DCRL = ("https://raw.githubusercontent.com/HewlettPackard/dc-rl/"
+         "a92b4755aca560e34a98d14028dda629eb968482/data/CarbonIntensity/")
+_DCRL_CITE = ("Naug et al., SustainDC: Benchmarking for Sustainable Data Center Control, "
+              "NeurIPS 2024 D&B (carbon from U.S. EIA EBA, public domain)")
+_GDCC = ("https://raw.githubusercontent.com/HewlettPackard/green-dcc/"
+         "3f6ea95cb835b89ba50b0ef76d66d14b8037643e/data/carbon_intensity/")
+_GDCC_CITE = "HewlettPackard green-dcc (carbon intensity from Electricity Maps)"
+
+_SUSTAINDC = {
+    "AZPS": ("e05789a1dbf940e0554b0e8db42d84ed5cc0279d0050206fb048ba832ef24ef4", 601730),
+    "BPAT": ("ea4b1f6ea07c623958077590de68c42a693c12cb608e9e802ab70a055e59beaf", 636031),
+    "CISO": ("0e6d562d4105e16e652cb48c8eb818a3110d063aca8cfa8a68fa24209db3aac4", 811411),
+    "ERCO": ("886432b2b988d9f4e280ee147dc45e095f6a4fffa30960a1254d4ee113bf2255", 682127),
+    "MISO": ("9f4a155433568fa1c014a5aefc8834556f5054d71d401b5c9cfba9211fef41ee", 856891),
+    "NYIS": ("fe64c68f40bc9caffcdb5eb760614f2cda984aa99e6d95328fb18847cce869b8", 659008),
+    "PJM": ("371fcbccb6b7d768df41bffd4496d58295a86e6821daf9528f013931a047d21d", 872193),
+    "SOCO": ("90654744766469a90b85d971c56e921bc5013ab597c44d87bc7f6eaa6f899e72", 667088),
+    "WAAT": ("8ea49f028e5272bc9e3181035c363df2fd797a2cf20593f7e731f9293b40ba13", 739805),
+}
+_GREENDCC = {
+    "GB": ("1a4c844668f63b9d56639be7626062cf29f35e467d289d9b54f218c73000b999", 1043431),
+    "DE-LU": ("b6040328169313ca91b28806f3d69191cb6c035f45a7bcdd338a7c090d914dcb", 725139),
+    "US-CAL-CISO": ("44bafab775c6b0d4762b1dc971eb293cfea154f80799a5230f9268d32e1ad55b", 749471),
+    "US-TEX-ERCO": ("e98066048a85422d39c877ffd281d1612d698b40e2c355a00ed0a49acaba2954", 1012586),
+    "SG": ("d668136330b50887e9736d194586b984b71f32c3192382b7df65739a37839de3", 879840),
+}
+
+REGISTRY: dict[str, Source] = {
+    s.name: s
+    for s in [
+        Source("burstgpt1", _BURST + "BurstGPT_1.csv", "BurstGPT_1.csv", "CC BY 4.0", _BURST_CITE),
+        Source("burstgpt1_without_fails", _BURST + "BurstGPT_without_fails_1.csv",
+               "BurstGPT_without_fails_1.csv", "CC BY 4.0", _BURST_CITE),
+        Source("burstgpt2", _BURST + "BurstGPT_2.csv", "BurstGPT_2.csv", "CC BY 4.0", _BURST_CITE),
+        Source("burstgpt3", _BURST + "BurstGPT_3.csv", "BurstGPT_3.csv", "CC BY 4.0", _BURST_CITE),
+        Source("azure2023_code", _AZ23 + "AzureLLMInferenceTrace_code.csv",
+               "AzureLLMInferenceTrace_code.csv", "CC BY 4.0", _AZ23_CITE,
+               "54e9a6d2a4bd06ba1e060304b900abbc74cbea53de96506e60fe5bb4f2277fb6", 320117),
+        Source("azure2023_conv", _AZ23 + "AzureLLMInferenceTrace_conv.csv",
+               "AzureLLMInferenceTrace_conv.csv", "CC BY 4.0", _AZ23_CITE,
+               "2f1e5b666d4e3055fdbba98598ce2ec307767b9064e03e2fa46676dbcc7d0bf8", 719188),
+        Source("azure2024_code", _AZ24 + "AzureLLMInferenceTrace_code_1week.csv",
+               "AzureLLMInferenceTrace_code_1week.csv", "CC BY 4.0", _AZ24_CITE),
+        Source("azure2024_conv", _AZ24 + "AzureLLMInferenceTrace_conv_1week.csv",
+               "AzureLLMInferenceTrace_conv_1week.csv", "CC BY 4.0", _AZ24_CITE),
+        Source("mooncake_conversation",
+               "https://raw.githubusercontent.com/kvcache-ai/Mooncake/"
+               "3b5a594133958449a1feaf1c9e0fc1b553e34a28/FAST25-release/traces/"
+               "conversation_trace.jsonl",
+               "conversation_trace.jsonl", "Apache-2.0",
+               "Qin et al., Mooncake: A KVCache-centric Disaggregated Architecture for LLM "
+               "Serving, FAST 2025",
+               "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df", 3029533),
+        *[
+            Source(f"sustaindc_carbon_{ba.lower()}", _DCRL + f"{ba}_NG_%26_avgCI.csv",
+                   f"{ba}_NG_&_avgCI.csv", "MIT (code); EIA data public domain", _DCRL_CITE,
+                   sha, size)
+            for ba, (sha, size) in _SUSTAINDC.items()
+        ],
+        *[
+            Source(f"greendcc_carbon_{z.lower()}_2023", _GDCC + f"{z}/2023/{z}_2023_hourly.csv",
+                   f"{z}_2023_hourly.csv", "MIT (code); Electricity Maps data terms apply",
+                   _GDCC_CITE, sha, size)
+            for z, (sha, size) in _GREENDCC.items()
+        ],
+        Source("mlenergy_v3_lm_arena_chat",
+               "https://raw.githubusercontent.com/ml-energy/leaderboard/"
+               "0cd52dab897c5d91a45f4d413038f3b8b4251b0f/public/data/tasks/lm-arena-chat.json",
+               "mlenergy_v3_lm-arena-chat.json", "Apache-2.0",
+               "Chung et al., The ML.ENERGY Benchmark, NeurIPS 2025 D&B",
+               "24e25d46cdd6a9d9d58f8de63928d6f42601f9966d22e4d7a478e5f11f89a7ec", 286127),
+    ]
+}
+
+
+class PullError(RuntimeError):
+    """Download failed (network, HTTP status) or the bytes do not match the registry hash."""
+
+
+def pull(
+    name: str,
+    dest: str | Path,
+    url: str | None = None,
+    *,
+    progress: bool = True,
+    on_progress: Callable[[int, int | None], None] | None = None,
+    chunk_bytes: int = 1 << 20,
+    timeout_s: float = 60.0,
+) -> dict:
+    """Download a registry file into ``dest`` (resumable, checksum-checked).
+
+    Parameters
+    ----------
+    name : registry key (see ``REGISTRY``)
+    dest : folder to save into (created if missing)
+    url : override the registry URL (a mirror); the registry hash is still checked
+    progress : draw a tqdm bar on stderr
+    on_progress : callback ``(bytes_done, bytes_total_or_None)`` for UIs
+
+    Returns
+    -------
+    ``{"name", "path", "sha256", "bytes", "verified"}``; ``verified`` is False where the
+    registry has no hash for the file.
+
+    Raises
+    ------
+    KeyError : unknown name
+    PullError : network or HTTP failure (the partial file is kept for a resume), or a hash
+        mismatch (the bad file is deleted)
+    """
+    if name not in REGISTRY:
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(REGISTRY)}")
+    src = REGISTRY[name]
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    final = dest / src.filename
+    if final.exists() and src.sha256 and _sha256(final) == src.sha256:
+        return _result(src, final, src.sha256)
+    part = final.with_name(final.name + ".part")
+    done = part.stat().st_size if part.exists() else 0
+    hasher = hashlib.sha256()
+    if done:
+        with open(part, "rb") as fh:
+            while block := fh.read(chunk_bytes):
+                hasher.update(block)
+    request = urllib.request.Request(url or src.url, headers={"User-Agent": "headroom"})
+    if done:
+        request.add_header("Range", f"bytes={done}-")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            if done and resp.status != 206:  # server ignored Range: start over
+                done, hasher = 0, hashlib.sha256()
+            length = resp.headers.get("Content-Length")
+            total = done + int(length) if length is not None else src.size_bytes
+            mode = "ab" if done else "wb"
+            bar = tqdm(total=total, initial=done, unit="B", unit_scale=True, desc=name,
+                       file=sys.stderr, disable=not progress)
+            with open(part, mode) as out, bar:
+                while block := resp.read(chunk_bytes):
+                    out.write(block)
+                    hasher.update(block)
+                    done += len(block)
+                    bar.update(len(block))
+                    if on_progress:
+                        on_progress(done, total)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and done:  # range beyond the end: the part file is already complete
+            pass
+        else:
+            raise PullError(f"{name}: HTTP {exc.code} from {url or src.url}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise PullError(
+            f"{name}: download from {url or src.url} failed ({exc}); "
+            f"{done} bytes kept in {part} - run the same pull again to resume"
+        ) from exc
+    digest = hasher.hexdigest()
+    if src.sha256 and digest != src.sha256:
+        part.unlink(missing_ok=True)
+        raise PullError(
+            f"{name}: sha256 {digest} does not match the registry's {src.sha256}; file deleted"
+        )
+    part.replace(final)
+    return _result(src, final, digest)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _result(src: Source, path: Path, digest: str) -> dict:
+    return {"name": src.name, "path": str(path), "sha256": digest,
+            "bytes": path.stat().st_size, "verified": src.sha256 is not None}

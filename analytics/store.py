@@ -1,0 +1,372 @@
+"""The DuckDB store: schema, migrations and every SQL statement headroom runs.
+
+This is the only module that imports ``duckdb``. Callers hold one connection per process and every
+function here opens its own cursor (``with con.cursor() as cur``), because DuckDB refuses
+concurrent use of one connection from several threads and Streamlit runs sessions on threads.
+Results are materialised (pandas) before they are returned.
+
+Ingest is one transaction: a batch of parsed files is written completely or not at all, and a
+file whose bytes (sha256) are already in the ledger is reported as ``duplicate`` and skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import polars as pl
+
+from analytics.config import Weights
+from analytics.formats._common import CANONICAL, Parsed
+
+SCHEMA_VERSION = 1
+DATA_TABLES = tuple(CANONICAL)
+
+_SQL_TYPES = {
+    pl.Datetime("us"): "TIMESTAMP",
+    pl.String: "VARCHAR",
+    pl.Int64: "BIGINT",
+    pl.Int32: "INTEGER",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+}
+
+
+class StoreError(RuntimeError):
+    """A statement failed; carries the SQL that failed."""
+
+    def __init__(self, message: str, sql: str | None = None):
+        self.sql = sql
+        super().__init__(message + (f"\n-- failing SQL:\n{sql.strip()}" if sql else ""))
+
+
+class NameTaken(ValueError):
+    """A dataset of this name exists with other content; pick another ``--name``."""
+
+
+class UnknownDataset(KeyError):
+    """No dataset of that name."""
+
+    def __str__(self) -> str:
+        return f"no dataset named {self.args[0]!r}"
+
+
+def _ddl(table: str) -> str:
+    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items())
+    return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
+
+
+#: Forward migrations: version -> statements. Never edit a released step; add the next one.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE SEQUENCE IF NOT EXISTS dataset_id_seq START 1",
+        """CREATE TABLE IF NOT EXISTS datasets (
+          dataset_id INTEGER PRIMARY KEY,
+          name VARCHAR NOT NULL UNIQUE,
+          kind VARCHAR NOT NULL,
+          format VARCHAR NOT NULL,
+          source VARCHAR,
+          sha256 VARCHAR NOT NULL UNIQUE,
+          rows BIGINT NOT NULL,
+          ts_min TIMESTAMP,
+          ts_max TIMESTAMP,
+          resolution_s DOUBLE,
+          ingested_at TIMESTAMP NOT NULL,
+          synthetic BOOLEAN NOT NULL DEFAULT false,
+          warnings VARCHAR
+        )""",
+        # data_version counts every change of the ledger (ingest *and* delete); the max
+        # dataset_id alone would not move when a dataset is deleted.
+        "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT)",
+        "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
+        *[_ddl(t) for t in DATA_TABLES],
+    ],
+}
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) the store at ``path`` and bring its schema up to date.
+
+    Raises
+    ------
+    StoreError
+        If the file is locked by another process or is not a DuckDB database.
+    """
+    path = Path(path)
+    if str(path) != ":memory:":
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open store {path}: {exc}") from exc
+    if not read_only:
+        migrate(con)
+    return con
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Apply pending migrations in one transaction; return the schema version now in force."""
+    with con.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMP)"
+        )
+        current = cur.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+        for version in sorted(v for v in MIGRATIONS if v > current):
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                for sql in MIGRATIONS[version]:
+                    _run(cur, sql)
+                cur.execute("INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
+                cur.execute("COMMIT")
+            except Exception:
+                cur.execute("ROLLBACK")
+                raise
+            current = version
+    return current
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _run(cur, sql: str, params=None):
+    try:
+        return cur.execute(sql, params) if params is not None else cur.execute(sql)
+    except duckdb.Error as exc:
+        raise StoreError(str(exc), sql) from exc
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def data_version(con) -> int:
+    """A number that changes whenever any dataset is added or removed (cache key)."""
+    with con.cursor() as cur:
+        return int(cur.execute("SELECT value FROM meta WHERE key = 'data_version'").fetchone()[0])
+
+
+@dataclass(frozen=True)
+class IngestItem:
+    """One parsed file to write: rows, the dataset name, and the sha256 of its bytes."""
+
+    parsed: Parsed
+    name: str
+    sha256: str
+    synthetic: bool = False
+
+
+def ingest(con, items: list[IngestItem]) -> list[dict]:
+    """Write parsed files as new datasets, all in one transaction.
+
+    Returns
+    -------
+    list of dict, one per item: ``{"file", "dataset", "format", "rows", "status"}`` with status
+    ``"ingested"`` or ``"duplicate"`` (same bytes already stored: nothing written).
+
+    Raises
+    ------
+    NameTaken
+        A dataset with that name holds other bytes. Nothing of the batch is written.
+    StoreError
+        A statement failed. Nothing of the batch is written.
+    """
+    results = []
+    with con.cursor() as cur:
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            seen_names = set()
+            for item in items:
+                p = item.parsed
+                dup = cur.execute(
+                    "SELECT name FROM datasets WHERE sha256 = ?", [item.sha256]
+                ).fetchone()
+                if dup:
+                    results.append({"file": p.source, "dataset": dup[0], "format": p.format,
+                                    "rows": 0, "status": "duplicate"})
+                    continue
+                taken = cur.execute("SELECT 1 FROM datasets WHERE name = ?", [item.name]).fetchone()
+                if taken or item.name in seen_names:
+                    raise NameTaken(
+                        f"{p.source}: a dataset named {item.name!r} already exists with other "
+                        "content; choose another name (--name)"
+                    )
+                seen_names.add(item.name)
+                results.append(_insert(cur, item))
+            if any(r["status"] == "ingested" for r in results):
+                _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+    return results
+
+
+def _insert(cur, item: IngestItem) -> dict:
+    p = item.parsed
+    frame = p.frame.select(list(CANONICAL[p.table]))
+    dataset_id = cur.execute("SELECT nextval('dataset_id_seq')").fetchone()[0]
+    ts_min = frame["ts"].min() if frame.height else None
+    ts_max = frame["ts"].max() if frame.height else None
+    _run(
+        cur,
+        "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [dataset_id, item.name, p.table, p.format, p.source, item.sha256, frame.height,
+         ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings)],
+    )
+    cur.register("incoming", frame.to_arrow())
+    try:
+        cols = ", ".join(CANONICAL[p.table])
+        _run(cur, f"INSERT INTO {p.table} SELECT ? AS dataset_id, {cols} FROM incoming",
+             [dataset_id])
+    finally:
+        cur.unregister("incoming")
+    return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
+            "status": "ingested"}
+
+
+def delete_dataset(con, name: str) -> None:
+    """Remove a dataset and its rows (one transaction). Raises UnknownDataset."""
+    with con.cursor() as cur:
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            row = cur.execute("SELECT dataset_id, kind FROM datasets WHERE name = ?",
+                              [name]).fetchone()
+            if row is None:
+                raise UnknownDataset(name)
+            _run(cur, f"DELETE FROM {row[1]} WHERE dataset_id = ?", [row[0]])
+            _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
+            _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+
+
+def list_datasets(con) -> pd.DataFrame:
+    """The ledger, oldest first: dataset_id, name, kind, format, source, rows, ts_min, ts_max,
+    resolution_s, ingested_at, synthetic, warnings."""
+    with con.cursor() as cur:
+        return cur.execute(
+            "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, resolution_s, "
+            "ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id"
+        ).df()
+
+
+def dataset(con, name: str) -> dict:
+    """One ledger row as a dict. Raises UnknownDataset."""
+    with con.cursor() as cur:
+        df = cur.execute("SELECT * FROM datasets WHERE name = ?", [name]).df()
+    if df.empty:
+        raise UnknownDataset(name)
+    return df.iloc[0].to_dict()
+
+
+def table_counts(con) -> dict[str, int]:
+    """Row count of the ledger and of every canonical table."""
+    with con.cursor() as cur:
+        return {
+            t: int(cur.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+            for t in ("datasets", *DATA_TABLES)
+        }
+
+
+def dataset_rows(con, name: str) -> pd.DataFrame:
+    """All rows of one dataset in its canonical columns, in time order."""
+    info = dataset(con, name)
+    cols = ", ".join(CANONICAL[info["kind"]])
+    with con.cursor() as cur:
+        return cur.execute(
+            f"SELECT {cols} FROM {info['kind']} WHERE dataset_id = ? ORDER BY ts",
+            [int(info["dataset_id"])],
+        ).df()
+
+
+def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.DataFrame:
+    """Complete, zero-filled grid of one request dataset.
+
+    Returns
+    -------
+    DataFrame with one row per bin from the first request's bin to the last one's:
+    ``ts`` (bin start, UTC), ``requests``, ``failed``, ``prompt_tokens``, ``completion_tokens``,
+    ``tokens`` (prompt + completion) and ``target`` (weighted tokens, see
+    :class:`analytics.config.Weights`). Bins are aligned to the Unix epoch.
+    """
+    per_model = pd.DataFrame(list(weights.per_model), columns=["model", "w_p", "w_c"]).astype(
+        {"model": "string", "w_p": "float64", "w_c": "float64"}
+    )
+    sql = """
+    WITH src AS (
+      SELECT time_bucket(to_seconds($bin), r.ts, TIMESTAMP '1970-01-01') AS bin,
+             r.prompt_tokens, r.completion_tokens, r.failed,
+             coalesce(mw.w_p, $wp) * r.prompt_tokens
+               + coalesce(mw.w_c, $wc) * r.completion_tokens AS target
+      FROM requests r LEFT JOIN model_weights mw ON r.model = mw.model
+      WHERE r.dataset_id = $id AND ($with_failed OR NOT r.failed)
+    ), agg AS (
+      SELECT bin, count(*) AS requests, sum(failed::INTEGER) AS failed,
+             sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+             sum(target) AS target
+      FROM src GROUP BY bin
+    ), bounds AS (
+      SELECT time_bucket(to_seconds($bin), min(ts), TIMESTAMP '1970-01-01') AS lo,
+             time_bucket(to_seconds($bin), max(ts), TIMESTAMP '1970-01-01') AS hi
+      FROM requests WHERE dataset_id = $id
+    ), grid AS (
+      SELECT unnest(generate_series(lo, hi, to_seconds($bin))) AS ts FROM bounds
+    )
+    SELECT g.ts,
+           coalesce(a.requests, 0)::BIGINT AS requests,
+           coalesce(a.failed, 0)::BIGINT AS failed,
+           coalesce(a.prompt_tokens, 0)::DOUBLE AS prompt_tokens,
+           coalesce(a.completion_tokens, 0)::DOUBLE AS completion_tokens,
+           coalesce(a.prompt_tokens + a.completion_tokens, 0)::DOUBLE AS tokens,
+           coalesce(a.target, 0)::DOUBLE AS target
+    FROM grid g LEFT JOIN agg a ON g.ts = a.bin
+    ORDER BY g.ts
+    """
+    params = {"bin": bin_s, "wp": weights.w_prompt, "wc": weights.w_completion,
+              "id": dataset_id, "with_failed": weights.include_failed}
+    with con.cursor() as cur:
+        cur.register("model_weights", per_model)
+        try:
+            return _run(cur, sql, params).df()
+        finally:
+            cur.unregister("model_weights")
+
+
+def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:
+    """Complete, zero-filled grid of a pre-binned ``demand_series`` dataset re-binned to ``bin_s``.
+
+    Returns ``ts``, ``requests`` (NULL where the source has no counts), ``tokens`` and
+    ``target`` (= tokens: pre-binned series carry no prompt / completion split, so weights do
+    not apply).
+    """
+    sql = """
+    WITH agg AS (
+      SELECT time_bucket(to_seconds($bin), ts, TIMESTAMP '1970-01-01') AS bin,
+             sum(requests) AS requests, count(requests) AS with_counts, sum(tokens) AS tokens
+      FROM demand_series WHERE dataset_id = $id GROUP BY bin
+    ), has AS (
+      SELECT count(requests) > 0 AS has_counts FROM demand_series WHERE dataset_id = $id
+    ), bounds AS (SELECT min(bin) AS lo, max(bin) AS hi FROM agg),
+    grid AS (SELECT unnest(generate_series(lo, hi, to_seconds($bin))) AS ts FROM bounds)
+    SELECT g.ts,
+           CASE WHEN (SELECT has_counts FROM has) THEN coalesce(a.requests, 0) END::BIGINT
+             AS requests,
+           coalesce(a.tokens, 0)::DOUBLE AS tokens,
+           coalesce(a.tokens, 0)::DOUBLE AS target
+    FROM grid g LEFT JOIN agg a ON g.ts = a.bin
+    ORDER BY g.ts
+    """
+    with con.cursor() as cur:
+        return _run(cur, sql, {"bin": bin_s, "id": dataset_id}).df()

@@ -1,0 +1,116 @@
+"""Data: upload traces, pull public datasets, see and manage what is in the store."""
+
+from datetime import UTC, datetime, time
+
+import streamlit as st
+from analytics import cache
+from analytics.config import DEFAULT_T0, ParseOptions
+
+st.title("Data")
+
+report = st.session_state.pop("ingest_report", None)
+if report:
+    for r in report:
+        if r["status"] == "rejected":
+            st.error(f"**{r['file']}** rejected - {r['error']}")
+        elif r["status"] == "duplicate":
+            st.info(f"**{r['file']}**: same bytes as dataset `{r['dataset']}` - nothing added.")
+        else:
+            st.success(f"**{r['file']}** -> dataset `{r['dataset']}` ({r['format']}, "
+                       f"{r['rows']:,} rows)")
+
+ledger = cache.datasets()
+if ledger.empty:
+    st.info(
+        "**No data yet.** headroom works on real traces. Get some by:\n"
+        "- uploading files below (BurstGPT, Azure LLM, Mooncake, carbon, weather, prices, or a "
+        "canonical CSV / Parquet),\n"
+        "- pulling an official public dataset below or with `headroom pull NAME`,\n"
+        "- putting files in the data folder (`data/raw/` or `$HEADROOM_DATA_DIR`) and restarting.\n\n"
+        "Offline with nothing to load? Try the synthetic demo - it is labelled synthetic "
+        "everywhere it appears."
+    )
+    if st.button("Load synthetic demo", key="demo"):
+        with st.spinner("Generating 14 days of synthetic requests ..."):
+            st.session_state["ingest_report"] = cache.add_synthetic_demo()
+        st.session_state["pending_dataset"] = st.session_state["ingest_report"][0]["dataset"]
+        st.rerun()
+
+st.subheader("Upload")
+uploads = st.file_uploader(
+    "Trace, carbon, weather or price files (.csv, .csv.gz, .jsonl(.gz), .json.gz, .epw(.gz), "
+    ".parquet)",
+    accept_multiple_files=True,
+    type=["csv", "gz", "jsonl", "json", "epw", "parquet"],
+    key="uploads",
+)
+with st.expander("Parse options"):
+    day0 = st.date_input("Start date for relative timestamps (BurstGPT, Mooncake)",
+                         value=DEFAULT_T0.date(), key="t0_date")
+    st.caption("BurstGPT counts seconds from 0:00 of its first day and publishes no dates, so "
+               "weekdays are **relative** to this date (default: a Monday).")
+    site = st.text_input("Site (carbon / weather / prices; default from the file name)",
+                         key="site") or None
+    year = st.number_input("Year for typical-year (EPW) weather", 1990, 2100, 2022, key="year")
+if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
+    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year))
+    with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
+        results = cache.ingest_uploads(uploads, opts)
+        status.update(label="Ingest finished", state="complete")
+    st.session_state["ingest_report"] = results
+    added = [r["dataset"] for r in results if r["status"] == "ingested"]
+    if added:
+        st.session_state["pending_dataset"] = added[-1]
+    st.rerun()
+
+st.subheader("Datasets")
+if not ledger.empty:
+    st.dataframe(
+        ledger.drop(columns=["dataset_id"]),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "rows": st.column_config.NumberColumn(format="%d"),
+            "resolution_s": st.column_config.NumberColumn("resolution (s)"),
+            "synthetic": st.column_config.CheckboxColumn(),
+        },
+        key="ledger",
+    )
+    left, right = st.columns(2)
+    with left:
+        target = st.selectbox("Dataset", ledger["name"].tolist(), key="manage_dataset")
+        fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt")
+        st.download_button(
+            f"Download {target}.{fmt}",
+            data=cache.export_table(target, fmt),
+            file_name=f"{target}.{fmt}",
+            mime="text/csv" if fmt == "csv" else "application/octet-stream",
+            key="download",
+        )
+    with right:
+        st.write("")
+        if st.button(f"Delete {target}", key="delete"):
+            cache.delete_dataset(target)
+            st.rerun()
+else:
+    st.caption("The store is empty.")
+
+st.subheader("Pull a public dataset")
+registry = cache.registry()
+choice = st.selectbox("Dataset", [r["name"] for r in registry], key="pull_name")
+entry = next(r for r in registry if r["name"] == choice)
+st.caption(f"{entry['file']} - {entry['licence']} - cite: {entry['citation']} - "
+           f"{entry['checksum']}")
+if st.button("Pull and ingest", key="pull"):
+    bar = st.progress(0.0, text=f"Downloading {choice} ...")
+
+    def on_progress(done: int, total: int | None) -> None:
+        if total:
+            bar.progress(min(done / total, 1.0), text=f"{done / 1e6:.1f} / {total / 1e6:.1f} MB")
+
+    try:
+        st.session_state["ingest_report"] = cache.pull_and_ingest(choice, on_progress)
+        st.rerun()
+    except Exception as exc:  # network, checksum or format: shown, the page keeps running
+        bar.empty()
+        st.error(f"Pull of {choice} failed: {exc}")

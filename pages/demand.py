@@ -1,0 +1,59 @@
+"""Demand: the complete demand grid of the chosen dataset."""
+
+import streamlit as st
+from analytics import cache, charts
+from analytics.config import BIN_CHOICES_S
+
+st.title("Demand")
+
+name = st.session_state.get("dataset")
+info = cache.dataset_info(name) if name else None
+if info is None:
+    st.info("No demand dataset yet. Add one on the Data page (upload, pull, or the synthetic "
+            "demo).")
+    st.stop()
+
+st.caption(f"Dataset **{name}** - {info['format']}, {int(info['rows']):,} rows, "
+           f"{info['ts_min']} to {info['ts_max']} (UTC)")
+if info["synthetic"]:
+    st.warning("SYNTHETIC demo data: generated, not measured traffic.")
+if info["format"] in ("burstgpt", "burstgpt_minute", "burstgpt_daily", "mooncake"):
+    st.caption("Timestamps in this trace are relative to its first day; the dates shown start "
+               "at the chosen t0, so **weekdays are relative** (hour of day is real).")
+
+is_requests = info["kind"] == "requests"
+res = float(info["resolution_s"] or 0)
+choices = [k for k, v in BIN_CHOICES_S.items() if v >= res and (is_requests or v % res == 0)]
+c1, c2, c3, c4 = st.columns(4)
+default = "5min" if "5min" in choices else choices[0]
+bin_label = c1.selectbox("Bin", choices, index=choices.index(default), key="bin")
+if is_requests:
+    w_p = c2.number_input("w_prompt", 0.0, 100.0, 1.0, 0.1, key="w_prompt",
+                          help="weight of a prompt (prefill) token in the target")
+    w_c = c3.number_input("w_completion", 0.0, 100.0, 1.0, 0.1, key="w_completion",
+                          help="weight of a completion (decode) token in the target")
+    with_failed = c4.checkbox("include failed requests", True, key="with_failed")
+else:
+    w_p, w_c, with_failed = 1.0, 1.0, True
+    st.caption("Pre-binned series carry total tokens only: prompt/completion weights do not "
+               "apply.")
+
+try:
+    grid = cache.demand_grid(name, BIN_CHOICES_S[bin_label], w_p, w_c, with_failed)
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+
+summary = cache.grid_summary(grid)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("bins", f"{summary['bins']:,}")
+m2.metric("empty bins", f"{summary['zero_bins']:,}")
+m3.metric(f"mean weighted tokens / {bin_label}", f"{summary['mean_target']:,.0f}")
+if grid["requests"].notna().any():
+    m4.metric("requests", f"{int(grid['requests'].sum()):,}")
+else:
+    m4.metric("requests", "not in data")
+    st.caption("This dataset has no request counts (e.g. the BurstGPT per-minute aggregate).")
+
+st.plotly_chart(charts.demand_chart(grid, name, bin_label, bool(info["synthetic"])),
+                key="demand_chart")

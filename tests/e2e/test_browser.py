@@ -1,0 +1,109 @@
+"""Main flow in real headless Chromium: open the app, upload a real trace, see it listed and
+charted. Screenshots go to ``tests/artifacts/``.
+
+Needs Debian's ``/usr/bin/chromium`` (``CHROMIUM`` overrides). Missing browser: a failure in CI
+(``CI`` set), a skip elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO, shared
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = REPO / "tests" / "artifacts"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+               "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync"]
+
+
+def _need_browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests are required in CI but {CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} not installed")
+    return pytest.importorskip("playwright.sync_api")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def app_url(tmp_path):
+    port = _free_port()
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    env = {**os.environ, "HEADROOM_DB": str(tmp_path / "e2e.duckdb"),
+           "HEADROOM_DATA_DIR": str(raw)}
+    log = open(tmp_path / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError as exc:
+            if proc.poll() is not None:
+                raise RuntimeError(open(tmp_path / "streamlit.log").read()) from exc
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        raise RuntimeError("streamlit did not start within 60 s")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def test_upload_real_trace_see_table_and_chart(app_url):
+    sync_api = _need_browser()
+    conv = shared("azure_llm/AzureLLMInferenceTrace_conv.csv")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(app_url)
+        page.get_by_text("No data yet").wait_for()
+
+        page.locator('input[type="file"]').set_input_files(str(conv))
+        ingest_button = page.get_by_role("button", name="Ingest uploaded files")
+        sync_api.expect(ingest_button).to_be_enabled(timeout=60_000)
+        ingest_button.click()
+        page.get_by_text("19,366 rows").wait_for()
+        table = page.locator('[data-testid="stDataFrame"]')
+        table.wait_for()
+        page.wait_for_timeout(1000)
+        assert "AzureLLMInferenceTrace_conv" in (table.text_content() or "")
+        page.screenshot(path=str(ARTIFACTS / "data_page.png"), full_page=True)
+
+        page.get_by_role("link", name="Demand").click()
+        chart = page.locator('[data-testid="stPlotlyChart"] .main-svg').first
+        chart.wait_for()
+        page.get_by_text("AzureLLMInferenceTrace_conv - demand per 5min").wait_for()
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(ARTIFACTS / "demand_page.png"), full_page=True)
+        browser.close()
+    assert (ARTIFACTS / "demand_page.png").stat().st_size > 10_000

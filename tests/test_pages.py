@@ -1,0 +1,90 @@
+"""Every page renders; upload -> dataset -> Demand chart works through AppTest."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, shared
+from streamlit.testing.v1 import AppTest
+
+APP = str(REPO / "app.py")
+
+
+def _app() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=120)
+
+
+@pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py"])
+def test_every_page_renders_on_empty_store(app_env, page):
+    at = _app().run()
+    at.switch_page(page).run()
+    assert not at.exception
+    assert at.title[0].value == {"pages/data.py": "Data", "pages/demand.py": "Demand"}[page]
+
+
+def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):
+    at = _app().run()
+    assert "No data yet" in at.info[0].value
+    assert "headroom pull" in at.info[0].value
+    at.button(key="demo").click().run()
+    assert not at.exception
+    assert at.sidebar.selectbox(key="dataset").value == "synthetic_demo_14d"
+    assert any("Synthetic" in w.value for w in at.sidebar.warning)
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    fig = at.get("plotly_chart")[0].proto.spec
+    assert "SYNTHETIC DATA" in fig
+
+
+def test_upload_azure_conv_adds_dataset_and_demand_page_charts_it(app_env):
+    data = shared("azure_llm/AzureLLMInferenceTrace_conv.csv").read_bytes()
+    at = _app().run()
+    at.file_uploader(key="uploads").set_value(("AzureLLMInferenceTrace_conv.csv", data, "text/csv"))
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    assert "19,366 rows" in at.success[0].value
+    ledger = at.dataframe[0].value
+    row = ledger[ledger["name"] == "AzureLLMInferenceTrace_conv"].iloc[0]
+    assert row["rows"] == 19366 and row["format"] == "azure_llm"
+    assert at.sidebar.selectbox(key="dataset").value == "AzureLLMInferenceTrace_conv"
+
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 1
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["bins"] == "12"
+    assert metrics["requests"] == "19,366"
+    at.selectbox(key="bin").set_value("1min").run()
+    assert {m.label: m.value for m in at.metric}["bins"] == "60"  # 18:15 .. 19:14 inclusive
+
+
+def test_upload_bad_file_shows_error_and_store_is_unchanged(app_env):
+    from analytics import store
+
+    at = _app().run()
+    bad = b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,4\n2023-11-16 18:15:47.1,x,3\n"
+    at.file_uploader(key="uploads").set_value(("bad.csv", bad, "text/csv"))
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    assert "line 3, column ContextTokens" in at.error[0].value
+    con = store.connect(app_env["db"], read_only=False)
+    try:
+        assert store.table_counts(con)["datasets"] == 0
+    finally:
+        con.close()
+
+
+def test_demand_page_refuses_finer_bins_than_the_per_minute_aggregate(app_env):
+    from analytics import ingest, store
+
+    con = store.connect(app_env["db"])
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    con.close()
+    at = _app().run()
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    assert at.selectbox(key="bin").options[0] == "1min"
+    assert {m.label: m.value for m in at.metric}["requests"] == "not in data"
+    assert {m.label: m.value for m in at.metric}["bins"] == "2,016"

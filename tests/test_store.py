@@ -1,0 +1,106 @@
+"""Store: schema, ledger, ingest transaction, data_version, delete, export."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from conftest import shared
+
+from analytics import ingest, store
+
+
+def _ingest(con, rel, name=None):
+    path = shared(rel)
+    return ingest.ingest_files(con, [ingest.FileIn(path, path.name, name)])
+
+
+def test_schema_version_and_migration_is_idempotent(con):
+    assert store.migrate(con) == store.SCHEMA_VERSION
+    assert store.migrate(con) == store.SCHEMA_VERSION
+    assert store.table_counts(con) == {t: 0 for t in ("datasets", *store.DATA_TABLES)}
+
+
+def test_staged_files_ingest_with_exact_counts(con):
+    expect = {
+        "burstgpt/BurstGPT_1_head400.csv": ("requests", 400),
+        "azure_llm/AzureLLMInferenceTrace_code.csv": ("requests", 8819),
+        "azure_llm/AzureLLMInferenceTrace_conv.csv": ("requests", 19366),
+        "mooncake/conversation_trace.jsonl.gz": ("requests", 12031),
+        "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv": ("demand_series", 6366),
+        "burstgpt/derived/burstgpt1_daily_requests_tokens.csv": ("demand_series", 61),
+        "sustaindc_dcrl/CarbonIntensity/CISO_NG_&_avgCI.csv": ("carbon_intensity", 8760),
+    }
+    for rel, (kind, rows) in expect.items():
+        res = _ingest(con, rel)
+        assert res[0]["status"] == "ingested" and res[0]["rows"] == rows, rel
+        assert store.dataset(con, res[0]["dataset"])["kind"] == kind
+    ledger = store.list_datasets(con).set_index("name")
+    assert ledger.loc["BurstGPT_1_head400", "rows"] == 400
+    assert ledger.loc["CISO_NG_&_avgCI", "kind"] == "carbon_intensity"
+    counts = store.table_counts(con)
+    assert counts["requests"] == 400 + 8819 + 19366 + 12031
+    assert counts["demand_series"] == 6366 + 61
+    daily = store.dataset_rows(con, "burstgpt1_daily_requests_tokens")
+    assert int(daily["requests"].sum()) == 1_429_737
+    failed = store.dataset_rows(con, "BurstGPT_1_head400")["failed"]
+    assert int(failed.sum()) == 17
+
+
+def test_duplicate_bytes_reported_and_nothing_added(con):
+    _ingest(con, "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    v = store.data_version(con)
+    counts = store.table_counts(con)
+    res = _ingest(con, "azure_llm/AzureLLMInferenceTrace_conv.csv", name="another_name")
+    assert res == [{"file": "AzureLLMInferenceTrace_conv.csv",
+                    "dataset": "AzureLLMInferenceTrace_conv", "format": "azure_llm", "rows": 0,
+                    "status": "duplicate"}]
+    assert store.table_counts(con) == counts
+    assert store.data_version(con) == v
+
+
+def test_data_version_moves_on_ingest_and_delete(con):
+    v0 = store.data_version(con)
+    _ingest(con, "azure_llm/AzureLLMInferenceTrace_code.csv")
+    _ingest(con, "burstgpt/BurstGPT_1_head400.csv")
+    v1 = store.data_version(con)
+    assert v1 == v0 + 2
+    store.delete_dataset(con, "AzureLLMInferenceTrace_code")
+    assert store.data_version(con) == v1 + 1
+    assert store.table_counts(con)["requests"] == 400
+    with pytest.raises(store.UnknownDataset):
+        store.delete_dataset(con, "AzureLLMInferenceTrace_code")
+
+
+def test_cursor_per_call_survives_threads(con):
+    _ingest(con, "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    errors, sums = [], []
+
+    def work():
+        try:
+            sums.append(len(store.dataset_rows(con, "AzureLLMInferenceTrace_conv")))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sums == [19366] * 6
+
+
+def test_store_error_carries_sql(con):
+    with pytest.raises(store.StoreError) as exc, con.cursor() as cur:
+        store._run(cur, "SELECT no_such_column FROM datasets")
+    assert "no_such_column" in exc.value.sql
+
+
+def test_reopen_keeps_data(tmp_path):
+    db = tmp_path / "persist.duckdb"
+    c = store.connect(db)
+    _ingest(c, "burstgpt/BurstGPT_1_head400.csv")
+    c.close()
+    c = store.connect(db)
+    assert store.table_counts(c)["requests"] == 400
+    c.close()
