@@ -55,5 +55,6 @@ pages = [
     st.Page(str(HERE / "pages" / "data.py"), title="Data", icon=":material/database:",
             default=True),
     st.Page(str(HERE / "pages" / "demand.py"), title="Demand", icon=":material/show_chart:"),
+    st.Page(str(HERE / "pages" / "coverage.py"), title="Coverage", icon=":material/verified:"),
 ]
 st.navigation(pages).run()

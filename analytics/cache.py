@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from analytics import grid, ingest, sources, store
+from analytics import envelope, grid, ingest, sources, store
 from analytics.config import ParseOptions, Settings, Weights
 from analytics.formats import FormatError
 from analytics.formats._common import file_stem
@@ -155,3 +155,55 @@ def bootstrap(on_file: Callable[[int, int, str], None]) -> list[dict]:
 
 def add_synthetic_demo() -> list[dict]:
     return ingest.ingest_synthetic(connection())
+
+
+@st.cache_data(show_spinner=False, max_entries=24)
+def _envelope(db_path: str, version: int, name: str, bin_s: int, w_prompt: float,
+              w_completion: float, include_failed: bool, params: envelope.EnvelopeParams
+              ) -> envelope.EnvelopeResult:
+    g = _grid(db_path, version, name, bin_s, w_prompt, w_completion, include_failed)
+    return envelope.run_envelope(g, bin_s, params)
+
+
+def demand_envelope(name: str, bin_s: int, params: envelope.EnvelopeParams,
+                    w_prompt: float = 1.0, w_completion: float = 1.0,
+                    include_failed: bool = True) -> envelope.EnvelopeResult:
+    """Forecasts, intervals and coverage of a dataset's grid (cached on data version and every
+    parameter). Raises ValueError (e.g. too short for a split) and GridError."""
+    return _envelope(str(settings().db_path), data_version(), name, bin_s, w_prompt,
+                     w_completion, include_failed, params)
+
+
+def envelope_params(**kwargs) -> envelope.EnvelopeParams:
+    return envelope.EnvelopeParams(**kwargs)
+
+
+_SHARED = {"alpha": 0.1, "horizon": 1, "base_model": "hgb", "split": "auto"}
+
+
+def envelope_controls(prefix: str) -> envelope.EnvelopeParams:
+    """Envelope parameter widgets, shared by the Demand and Coverage pages.
+
+    The chosen values live in ``st.session_state["envelope_<name>"]`` so both pages show the
+    same run; ``prefix`` keeps the widget keys of each page distinct.
+    """
+    vals = {k: st.session_state.get(f"envelope_{k}", v) for k, v in _SHARED.items()}
+    c1, c2, c3, c4 = st.columns(4)
+    alpha = c1.select_slider("alpha (miscoverage)", [0.05, 0.1, 0.2, 0.3], value=vals["alpha"],
+                             key=f"{prefix}_alpha", help="intervals aim at 1 - alpha coverage")
+    horizon = c2.number_input("horizon (bins ahead)", 1, 288, int(vals["horizon"]),
+                              key=f"{prefix}_horizon")
+    models = list(envelope.forecast.LEARNED)
+    base = c3.selectbox("point model under the intervals", models,
+                        index=models.index(vals["base_model"]), key=f"{prefix}_base")
+    splits = ["auto", "42/9/10 days", "0.69/0.15/0.16", "0.6/0.2/0.2"]
+    split = c4.selectbox("split (fit/calibration/test)", splits,
+                         index=splits.index(vals["split"]), key=f"{prefix}_split",
+                         help="auto = the paper's 42/9/10 days when the series has 61 days, "
+                              "else fractions 0.69/0.15/0.16")
+    for k, v in {"alpha": alpha, "horizon": horizon, "base_model": base, "split": split}.items():
+        st.session_state[f"envelope_{k}"] = v
+    days = (42, 9, 10) if split == "42/9/10 days" else None
+    frac = tuple(float(x) for x in split.split("/")) if split[0] == "0" else None
+    return envelope.EnvelopeParams(alpha=float(alpha), horizon=int(horizon), base_model=base,
+                                   split_days=days, split_frac=frac)

@@ -55,3 +55,112 @@ def demand_chart(grid: pd.DataFrame, title: str, bin_label: str, synthetic: bool
                       margin={"l": 60, "r": 20, "t": 60, "b": 40}, showlegend=False)
     fig.update_xaxes(title_text="time (UTC)", row=rows, col=1)
     return _label_synthetic(fig, synthetic)
+
+
+PART_COLORS = {"calibration": "rgba(255,165,0,0.10)", "test": "rgba(46,139,87,0.10)"}
+METHOD_LABELS = {"direct_quantile": "direct quantile", "split": "split conformal",
+                 "cqr": "CQR", "rolling": "rolling conformal", "aci": "ACI",
+                 "regime": "regime (Mondrian)"}
+
+
+def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method: str,
+                   alpha: float, title: str, bin_label: str, synthetic: bool = False
+                   ) -> go.Figure:
+    """Actual demand, a model's forecast, and one method's interval band on the test window,
+    with the calibration and test windows shaded.
+
+    Parameters
+    ----------
+    series : ``EnvelopeResult.series`` (ts, y, part, one column per model)
+    test : ``EnvelopeResult.test`` (ts, ``<method>_lo``, ``<method>_hi``)
+    """
+    fig = go.Figure()
+    for part, color in PART_COLORS.items():
+        rows = series[series["part"] == part]
+        if len(rows):
+            fig.add_vrect(x0=rows["ts"].iloc[0], x1=rows["ts"].iloc[-1], fillcolor=color,
+                          line_width=0, annotation_text=part, annotation_position="top left")
+    fig.add_trace(go.Scatter(x=test["ts"], y=test[f"{method}_hi"], mode="lines",
+                             line={"width": 0}, showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=test["ts"], y=test[f"{method}_lo"], mode="lines",
+                             line={"width": 0}, fill="tonexty",
+                             fillcolor="rgba(31,119,180,0.25)",
+                             name=f"{METHOD_LABELS.get(method, method)} {1 - alpha:.0%} band"))
+    fig.add_trace(go.Scattergl(x=series["ts"], y=series["y"], mode="lines", name="actual",
+                               line={"width": 1, "color": "#333"}))
+    shown = series[series["part"] != "fit"]
+    fig.add_trace(go.Scattergl(x=shown["ts"], y=shown[model], mode="lines",
+                               name=f"forecast ({model})", line={"width": 1, "color": "#d62728"}))
+    full_title = f"{title} - actual, forecast and {1 - alpha:.0%} envelope per {bin_label}"
+    if synthetic:
+        full_title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=full_title, height=460, yaxis_title=f"weighted tokens / {bin_label}",
+                      xaxis_title="time (UTC)", margin={"l": 60, "r": 20, "t": 60, "b": 40},
+                      legend={"orientation": "h", "y": -0.2})
+    return _label_synthetic(fig, synthetic)
+
+
+def coverage_chart(metrics: pd.DataFrame, alpha: float, synthetic: bool = False) -> go.Figure:
+    """Empirical coverage per interval method against the nominal ``1 - alpha`` line."""
+    labels = [METHOD_LABELS.get(m, m) for m in metrics["method"]]
+    fig = go.Figure(go.Bar(x=labels, y=metrics["coverage"], name="empirical coverage",
+                           text=[f"{c:.1%}" for c in metrics["coverage"]], textposition="outside"))
+    fig.add_hline(y=1 - alpha, line_dash="dash", line_color="#d62728",
+                  annotation_text=f"nominal {1 - alpha:.0%}")
+    title = "Coverage on the test window: nominal vs empirical"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, yaxis={"range": [0, 1.08], "tickformat": ".0%",
+                                          "title": "coverage"}, height=380,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def rolling_coverage_chart(rolling: pd.DataFrame, alpha: float, synthetic: bool = False
+                           ) -> go.Figure:
+    """Trailing one-day coverage per method over the test window."""
+    fig = go.Figure()
+    for method, rows in rolling.groupby("method", sort=False):
+        fig.add_trace(go.Scattergl(x=rows["ts"], y=rows["coverage"], mode="lines",
+                                   name=METHOD_LABELS.get(method, method)))
+    fig.add_hline(y=1 - alpha, line_dash="dash", line_color="#d62728")
+    title = "Rolling one-day coverage"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, yaxis={"tickformat": ".0%", "title": "coverage"},
+                      xaxis_title="time (UTC)", height=360,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def hourly_coverage_chart(hourly: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Coverage per hour of day (columns) and method (rows) as a heat strip."""
+    pivot = hourly.pivot(index="method", columns="hour", values="coverage")
+    fig = go.Figure(go.Heatmap(
+        z=pivot.to_numpy(), x=[f"{h:02d}" for h in pivot.columns],
+        y=[METHOD_LABELS.get(m, m) for m in pivot.index], zmin=0.5, zmax=1.0,
+        colorscale="RdYlGn", colorbar={"title": "coverage", "tickformat": ".0%"},
+        text=[[f"{v:.0%}" for v in row] for row in pivot.to_numpy()], texttemplate="%{text}",
+    ))
+    title = "Coverage by hour of day (UTC)"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=320, xaxis_title="hour",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def alarm_chart(alarm: dict, synthetic: bool = False) -> go.Figure:
+    """Exchangeability test martingale (log scale) with its rejection threshold."""
+    fig = go.Figure(go.Scattergl(x=alarm["ts"], y=alarm["martingale"], mode="lines",
+                                 name="test martingale"))
+    fig.add_hline(y=alarm["threshold"], line_dash="dash", line_color="#d62728",
+                  annotation_text=f"alarm at {alarm['threshold']:.0f}")
+    fig.add_vline(x=alarm["ts"][alarm["test_start"]], line_dash="dot", line_color="#555")
+    title = "Shift alarm: exchangeability martingale on calibration + test residuals"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, yaxis={"type": "log", "title": "martingale value"},
+                      xaxis_title="time (UTC)", height=340,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)

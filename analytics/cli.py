@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analytics import grid, ingest, sources, store
+from analytics import envelope, grid, ingest, sources, store
 from analytics.config import DEFAULT_T0, ParseOptions, Settings, Weights, parse_bin
 from analytics.formats import FormatError, format_names
 
@@ -58,13 +58,44 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the registry instead")
 
     p = sub.add_parser("grid", help="complete demand grid summary of a dataset")
-    p.add_argument("dataset")
-    p.add_argument("--bin", default="5min")
-    p.add_argument("--w-prompt", type=float, default=1.0)
-    p.add_argument("--w-completion", type=float, default=1.0)
-    p.add_argument("--exclude-failed", action="store_true")
+    _grid_args(p)
     p.add_argument("--rows", action="store_true", help="include every bin in the output")
+
+    p = sub.add_parser("envelope", help="point forecasts, conformal intervals and their coverage")
+    _grid_args(p)
+    p.add_argument("--alpha", type=float, default=0.1, help="miscoverage (0.1 = 90%% intervals)")
+    p.add_argument("--horizon", type=int, default=1, help="bins ahead")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--split-days", type=_triple(int), default=None,
+                   help="fit,calibration,test days (default 42,9,10 when the series is long "
+                        "enough, else --split-frac)")
+    g.add_argument("--split-frac", type=_triple(float), default=None,
+                   help="fit,calibration,test fractions (default .69,.15,.16)")
+    p.add_argument("--base-model", default="hgb", choices=["ridge", "hgb", "extra_trees",
+                                                           "lightgbm"])
+    p.add_argument("--aci-gamma", type=float, default=0.005)
+    p.add_argument("--seed", type=int, default=0)
     return ap
+
+
+def _grid_args(p) -> None:
+    p.add_argument("dataset")
+    p.add_argument("--bin", default="5min", help="bin width: 1min, 5min, 15min, 1h, 1d, 300s")
+    p.add_argument("--w-prompt", type=float, default=1.0,
+                   help="weight of a prompt token in the target (weighted tokens per bin)")
+    p.add_argument("--w-completion", type=float, default=1.0,
+                   help="weight of a completion token in the target")
+    p.add_argument("--exclude-failed", action="store_true",
+                   help="leave failed requests (BurstGPT Response tokens = 0) out of the target")
+
+
+def _triple(kind):
+    def parse(text: str):
+        parts = [kind(x) for x in text.split(",")]
+        if len(parts) != 3:
+            raise argparse.ArgumentTypeError(f"{text!r}: give three comma-separated values")
+        return tuple(parts)
+    return parse
 
 
 def _cmd_ingest(args, settings) -> list[dict]:
@@ -121,24 +152,41 @@ def _cmd_pull(args, settings):
     return sources.pull(args.name, dest, args.url)
 
 
-def _cmd_grid(args, settings) -> dict:
+def _load_grid(args, settings):
     con = store.connect(settings.db_path)
     try:
         weights = Weights(args.w_prompt, args.w_completion, include_failed=not args.exclude_failed)
-        g = grid.demand_grid(con, args.dataset, parse_bin(args.bin), weights)
+        return grid.demand_grid(con, args.dataset, parse_bin(args.bin), weights)
     finally:
         con.close()
+
+
+def _cmd_grid(args, settings) -> dict:
+    g = _load_grid(args, settings)
     out = grid.grid_summary(g)
     out["bin_s"] = parse_bin(args.bin)
+    out["target"] = "weighted tokens per bin (w_prompt*prompt + w_completion*completion)"
     if args.rows:
         rows = g.copy()
-        rows["ts"] = rows["ts"].astype(str)
+        rows["ts"] = rows["ts"].map(lambda t: t.isoformat())
         out["rows"] = json.loads(rows.to_json(orient="records"))
     return out
 
 
+def _cmd_envelope(args, settings) -> dict:
+    g = _load_grid(args, settings)
+    params = envelope.EnvelopeParams(
+        alpha=args.alpha, horizon=args.horizon, split_days=args.split_days,
+        split_frac=args.split_frac, base_model=args.base_model, aci_gamma=args.aci_gamma,
+        seed=args.seed,
+    )
+    print(f"fitting on {len(g)} bins", file=sys.stderr)
+    out = envelope.to_json(envelope.run_envelope(g, parse_bin(args.bin), params))
+    return {"dataset": args.dataset, "bin_s": parse_bin(args.bin), **out}
+
+
 COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_delete,
-            "pull": _cmd_pull, "grid": _cmd_grid}
+            "pull": _cmd_pull, "grid": _cmd_grid, "envelope": _cmd_envelope}
 
 
 def main(argv: list[str] | None = None) -> int:

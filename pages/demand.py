@@ -57,3 +57,49 @@ else:
 
 st.plotly_chart(charts.demand_chart(grid, name, bin_label, bool(info["synthetic"])),
                 key="demand_chart")
+
+st.header("Forecast and demand envelope")
+params = cache.envelope_controls("demand")
+try:
+    with st.spinner("Fitting point models and conformal intervals ..."):
+        env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, w_p, w_c, with_failed)
+except ValueError as exc:
+    st.error(f"No envelope for this grid: {exc}")
+    st.stop()
+
+models = env.point_metrics["model"].tolist()
+methods = env.interval_metrics["method"].tolist()
+c1, c2 = st.columns(2)
+model = c1.selectbox("forecast shown", models, index=models.index(params.base_model),
+                     key="shown_model")
+method = c2.selectbox("envelope shown", methods, index=methods.index("aci"),
+                      format_func=lambda m: charts.METHOD_LABELS.get(m, m), key="shown_method")
+st.plotly_chart(
+    charts.envelope_chart(env.series, env.test, model, method, params.alpha, name, bin_label,
+                          bool(info["synthetic"])),
+    key="envelope_chart",
+)
+row = env.interval_metrics.set_index("method").loc[method]
+k1, k2, k3 = st.columns(3)
+k1.metric(f"{charts.METHOD_LABELS.get(method, method)} coverage", f"{row['coverage']:.1%}",
+          f"{row['coverage'] - (1 - params.alpha):+.1%} vs nominal")
+k2.metric("mean width", f"{row['mean_width']:,.0f}")
+k3.metric("test window", f"{env.split['test']['bins']:,} bins")
+st.caption(f"Split ({env.split['mode']}): fit {env.split['fit']['start']} to "
+           f"{env.split['fit']['end']}, calibration to {env.split['calibration']['end']}, "
+           f"test to {env.split['test']['end']} (UTC).")
+
+st.subheader("Point models on the test window")
+table = env.point_metrics.copy()
+table["wape"] = table["wape"] * 100
+st.dataframe(table.rename(columns={"wape": "WAPE %", "mae": "MAE", "rmse": "RMSE"}),
+             hide_index=True, column_config={
+                 "WAPE %": st.column_config.NumberColumn(format="%.2f"),
+                 "MAE": st.column_config.NumberColumn(format="%.1f"),
+                 "RMSE": st.column_config.NumberColumn(format="%.1f")}, key="model_table")
+g = env.mae_gain
+st.markdown(
+    f"MAE gain of **{g['model']}** over **{g['baseline']}**: **{g['mae_gain']:,.1f}** weighted "
+    f"tokens/bin, 95% moving-block bootstrap interval **{g['lo']:,.1f} - {g['hi']:,.1f}** "
+    f"(blocks of one day = {g['block_bins']} bins, {g['n_boot']} resamples)."
+)

@@ -13,12 +13,13 @@ def _app() -> AppTest:
     return AppTest.from_file(APP, default_timeout=120)
 
 
-@pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py"])
+@pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py"])
 def test_every_page_renders_on_empty_store(app_env, page):
     at = _app().run()
     at.switch_page(page).run()
     assert not at.exception
-    assert at.title[0].value == {"pages/data.py": "Data", "pages/demand.py": "Demand"}[page]
+    assert at.title[0].value == {"pages/data.py": "Data", "pages/demand.py": "Demand",
+                                 "pages/coverage.py": "Coverage"}[page]
 
 
 def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):
@@ -88,3 +89,50 @@ def test_demand_page_refuses_finer_bins_than_the_per_minute_aggregate(app_env):
     assert at.selectbox(key="bin").options[0] == "1min"
     assert {m.label: m.value for m in at.metric}["requests"] == "not in data"
     assert {m.label: m.value for m in at.metric}["bins"] == "2,016"
+
+
+def _ingest_week(app_env):
+    from analytics import ingest, store
+
+    con = store.connect(app_env["db"])
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    con.close()
+
+
+def test_demand_page_envelope_matches_cli_numbers(app_env, capsys):
+    import json
+
+    from analytics import cli
+
+    _ingest_week(app_env)
+    at = _app().run()
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    capsys.readouterr()
+    # in-process: the app's cached connection holds the DuckDB file's write lock
+    assert cli.main(["--db", str(app_env["db"]), "envelope", "burstgpt1_week1_per_minute_tps"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert metrics["ACI coverage"] == f"{doc['intervals']['aci']['coverage']:.1%}"
+    assert metrics["mean width"] == f"{doc['intervals']['aci']['mean_width']:,.0f}"
+    table = at.dataframe[0].value
+    hgb = table[table["model"] == "hgb"].iloc[0]
+    assert hgb["WAPE %"] == pytest.approx(doc["point"]["hgb"]["wape"] * 100)
+
+
+def test_coverage_page_shows_every_method(app_env):
+    _ingest_week(app_env)
+    at = _app().run()
+    at.switch_page("pages/coverage.py").run()
+    assert not at.exception
+    assert at.title[0].value == "Coverage"
+    table = at.dataframe[0].value
+    assert set(table["method"]) == {"direct quantile", "split conformal", "CQR",
+                                    "rolling conformal", "ACI", "regime (Mondrian)"}
+    assert table["coverage"].between(0, 1).all() and (table["mean width"] > 0).all()
+    assert len(at.get("plotly_chart")) == 4
+    before = table.set_index("method")["mean width"]
+    at.select_slider(key="coverage_alpha").set_value(0.2).run()
+    after = at.dataframe[0].value.set_index("method")["mean width"]
+    assert (after < before).all()

@@ -1,0 +1,99 @@
+"""The envelope pipeline on real BurstGPT week 1 (5-minute grid), CLI and page agreeing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO, shared
+
+from analytics import envelope, grid, ingest, store
+
+DATASET = "burstgpt1_week1_per_minute_tps"
+
+
+@pytest.fixture(scope="module")
+def result():
+    con = store.connect(":memory:")
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    g = grid.demand_grid(con, DATASET, "5min")
+    return envelope.run_envelope(g, 300, envelope.EnvelopeParams(alpha=0.1))
+
+
+def test_all_models_and_methods_finite(result):
+    doc = envelope.to_json(result)
+    assert set(doc["point"]) == {"persistence", "seasonal_daily", "ridge", "hgb", "extra_trees",
+                                 "lightgbm"}
+    assert set(doc["intervals"]) == {"direct_quantile", "split", "cqr", "rolling", "aci",
+                                     "regime"}
+    for m in doc["point"].values():
+        assert all(np.isfinite(v) for v in m.values())
+    for m in doc["intervals"].values():
+        assert all(np.isfinite(v) for v in m.values())
+    assert doc["split"]["mode"] == "fractions"  # 7 days < 61: fractions 0.69/0.15/0.16
+    assert doc["split"]["test"]["bins"] == 323
+
+
+def test_paper_claims_hold_on_real_week(result):
+    doc = envelope.to_json(result)
+    w = {k: v["wape"] for k, v in doc["point"].items()}
+    assert w["lightgbm"] < w["seasonal_daily"] and w["hgb"] < w["seasonal_daily"]
+    assert doc["intervals"]["aci"]["coverage"] == pytest.approx(0.90, abs=0.03)
+    assert doc["intervals"]["rolling"]["coverage"] == pytest.approx(0.90, abs=0.03)
+    gain = doc["mae_gain_ci"]
+    assert gain["baseline"] == "seasonal_daily" and gain["lo"] < gain["mae_gain"] < gain["hi"]
+    assert gain["lo"] > 0  # hgb beats daily seasonality with 95% confidence on this week
+
+
+def test_pinned_values(result):
+    doc = envelope.to_json(result)
+    # deterministic given the seed; tolerances absorb library version drift
+    assert doc["intervals"]["rolling"]["coverage"] == pytest.approx(0.8947, abs=0.01)
+    assert doc["intervals"]["aci"]["coverage"] == pytest.approx(0.9040, abs=0.01)
+    assert doc["intervals"]["split"]["mean_width"] == pytest.approx(18515, rel=0.1)
+    assert doc["point"]["persistence"]["mae"] == pytest.approx(4902.06, abs=0.01)
+
+
+def test_wider_alpha_gives_narrower_bands(result):
+    con = store.connect(":memory:")
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    g = grid.demand_grid(con, DATASET, "5min")
+    r2 = envelope.run_envelope(g, 300, envelope.EnvelopeParams(alpha=0.3, n_boot=200))
+    w1 = result.interval_metrics.set_index("method")["mean_width"]
+    w2 = r2.interval_metrics.set_index("method")["mean_width"]
+    assert (w2 < w1).all()
+
+
+def test_paper_split_on_61_days():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n = 61 * 288
+    ts = pd.date_range("2024-01-01", periods=n, freq="5min")
+    hour = ts.hour.to_numpy()
+    y = rng.poisson(1000 * (1.5 + np.sin(2 * np.pi * hour / 24))).astype(float)
+    g = pd.DataFrame({"ts": ts, "target": y})
+    r = envelope.run_envelope(g, 300, envelope.EnvelopeParams(n_boot=100))
+    assert r.split["mode"] == "days"
+    assert (r.split["fit"]["bins"], r.split["calibration"]["bins"], r.split["test"]["bins"]) == (
+        42 * 288, 9 * 288, 10 * 288)
+
+
+def test_cli_envelope_matches_library(result, tmp_path):
+    db = tmp_path / "env.duckdb"
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    run = [sys.executable, "-m", "analytics.cli", "--db", str(db)]
+    subprocess.run([*run, "ingest", str(path)], check=True, capture_output=True, cwd=REPO)
+    out = subprocess.run([*run, "envelope", DATASET, "--alpha", "0.1"], capture_output=True,
+                         text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    ref = envelope.to_json(result)
+    for part in ("intervals", "point"):
+        for name, metrics in ref[part].items():
+            assert doc[part][name] == pytest.approx(metrics), (part, name)
