@@ -66,18 +66,36 @@ def dataset_info(name: str) -> dict | None:
 
 @st.cache_data(show_spinner="Building the demand grid ...")
 def _grid(db_path: str, version: int, name: str, bin_s: int, w_prompt: float,
-          w_completion: float, include_failed: bool) -> pd.DataFrame:
+          w_completion: float, include_failed: bool, target: str) -> pd.DataFrame:
     return grid.demand_grid(
         connection(), name, bin_s,
-        Weights(w_prompt, w_completion, include_failed=include_failed),
+        Weights(w_prompt, w_completion, include_failed=include_failed, target=target),
     )
 
 
 def demand_grid(name: str, bin_s: int, w_prompt: float = 1.0, w_completion: float = 1.0,
-                include_failed: bool = True) -> pd.DataFrame:
+                include_failed: bool = True, target: str = "weighted_tokens") -> pd.DataFrame:
     """Complete demand grid (see :func:`analytics.grid.demand_grid`). Raises GridError."""
     return _grid(str(settings().db_path), data_version(), name, bin_s, w_prompt, w_completion,
-                 include_failed)
+                 include_failed, target)
+
+
+TARGET_LABELS = {"weighted_tokens": "weighted tokens", "gpu_seconds": "GPU-seconds"}
+
+
+@st.cache_data(show_spinner=False)
+def _targets(db_path: str, version: int, name: str) -> list[str]:
+    info = store.dataset(connection(), name)
+    if info["kind"] != "requests":
+        return ["weighted_tokens"]
+    has = store.request_fields(connection(), int(info["dataset_id"]))
+    return [t for t, ok in (("weighted_tokens", has["tokens"]), ("gpu_seconds", has["gpu_s"]))
+            if ok]
+
+
+def targets(name: str) -> list[str]:
+    """Demand targets the dataset supports, the default first (tokens, then GPU-seconds)."""
+    return _targets(str(settings().db_path), data_version(), name)
 
 
 def grid_summary(g: pd.DataFrame) -> dict:
@@ -159,19 +177,20 @@ def add_synthetic_demo() -> list[dict]:
 
 @st.cache_data(show_spinner=False, max_entries=24)
 def _envelope(db_path: str, version: int, name: str, bin_s: int, w_prompt: float,
-              w_completion: float, include_failed: bool, params: envelope.EnvelopeParams
-              ) -> envelope.EnvelopeResult:
-    g = _grid(db_path, version, name, bin_s, w_prompt, w_completion, include_failed)
+              w_completion: float, include_failed: bool, target: str,
+              params: envelope.EnvelopeParams) -> envelope.EnvelopeResult:
+    g = _grid(db_path, version, name, bin_s, w_prompt, w_completion, include_failed, target)
     return envelope.run_envelope(g, bin_s, params)
 
 
 def demand_envelope(name: str, bin_s: int, params: envelope.EnvelopeParams,
                     w_prompt: float = 1.0, w_completion: float = 1.0,
-                    include_failed: bool = True) -> envelope.EnvelopeResult:
+                    include_failed: bool = True, target: str = "weighted_tokens"
+                    ) -> envelope.EnvelopeResult:
     """Forecasts, intervals and coverage of a dataset's grid (cached on data version and every
     parameter). Raises ValueError (e.g. too short for a split) and GridError."""
     return _envelope(str(settings().db_path), data_version(), name, bin_s, w_prompt,
-                     w_completion, include_failed, params)
+                     w_completion, include_failed, target, params)
 
 
 def envelope_params(**kwargs) -> envelope.EnvelopeParams:
@@ -207,3 +226,18 @@ def envelope_controls(prefix: str) -> envelope.EnvelopeParams:
     frac = tuple(float(x) for x in split.split("/")) if split[0] == "0" else None
     return envelope.EnvelopeParams(alpha=float(alpha), horizon=int(horizon), base_model=base,
                                    split_days=days, split_frac=frac)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _cold_start(db_path: str, version: int, source: str, target: str, bin_s: int,
+                k_hours: tuple[int, ...], alpha: float) -> pd.DataFrame:
+    grids = [_grid(db_path, version, n, bin_s, 1.0, 1.0, True, _targets(db_path, version, n)[0])
+             for n in (source, target)]
+    return envelope.cold_start(*grids, bin_s, k_hours, envelope.EnvelopeParams(alpha=alpha))
+
+
+def cold_start(source: str, target: str, bin_s: int, k_hours: tuple[int, ...], alpha: float
+               ) -> pd.DataFrame:
+    """Cross-trace cold-start coverage table (see :func:`analytics.envelope.cold_start`)."""
+    return _cold_start(str(settings().db_path), data_version(), source, target, bin_s,
+                       k_hours, alpha)

@@ -6,6 +6,7 @@ watermark) so a screenshot can never pass it off as measured traffic.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -64,8 +65,8 @@ METHOD_LABELS = {"direct_quantile": "direct quantile", "split": "split conformal
 
 
 def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method: str,
-                   alpha: float, title: str, bin_label: str, synthetic: bool = False
-                   ) -> go.Figure:
+                   alpha: float, title: str, bin_label: str, synthetic: bool = False,
+                   target_label: str = "weighted tokens") -> go.Figure:
     """Actual demand, a model's forecast, and one method's interval band on the test window,
     with the calibration and test windows shaded.
 
@@ -74,6 +75,7 @@ def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method:
     series : ``EnvelopeResult.series`` (ts, y, part, one column per model)
     test : ``EnvelopeResult.test`` (ts, ``<method>_lo``, ``<method>_hi``)
     """
+    test = test.replace([np.inf, -np.inf], np.nan)  # infinite ACI bounds are not drawn
     fig = go.Figure()
     for part, color in PART_COLORS.items():
         rows = series[series["part"] == part]
@@ -94,7 +96,10 @@ def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method:
     full_title = f"{title} - actual, forecast and {1 - alpha:.0%} envelope per {bin_label}"
     if synthetic:
         full_title += f" - {SYNTHETIC_LABEL}"
-    fig.update_layout(title=full_title, height=460, yaxis_title=f"weighted tokens / {bin_label}",
+    cal = series[series["part"] == "calibration"]
+    if len(cal):  # open on calibration + test, where the envelope lives; zoom out to see all
+        fig.update_xaxes(range=[cal["ts"].iloc[0], series["ts"].iloc[-1]])
+    fig.update_layout(title=full_title, height=460, yaxis_title=f"{target_label} / {bin_label}",
                       xaxis_title="time (UTC)", margin={"l": 60, "r": 20, "t": 60, "b": 40},
                       legend={"orientation": "h", "y": -0.2})
     return _label_synthetic(fig, synthetic)
@@ -162,5 +167,25 @@ def alarm_chart(alarm: dict, synthetic: bool = False) -> go.Figure:
         title += f" - {SYNTHETIC_LABEL}"
     fig.update_layout(title=title, yaxis={"type": "log", "title": "martingale value"},
                       xaxis_title="time (UTC)", height=340,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def cold_start_chart(table: pd.DataFrame, alpha: float, source: str, target: str,
+                     synthetic: bool = False) -> go.Figure:
+    """Coverage on the target after k calibration hours, one line per method."""
+    labels = {"source_calibrated": "split, calibrated on the source only",
+              "split": "split, calibrated on the target's first k h", "aci": "ACI from k h"}
+    fig = go.Figure()
+    for method, rows in table.groupby("method", sort=False):
+        fig.add_trace(go.Scatter(x=rows["k_hours"], y=rows["coverage"], mode="lines+markers",
+                                 name=labels.get(method, method)))
+    fig.add_hline(y=1 - alpha, line_dash="dash", line_color="#d62728",
+                  annotation_text=f"nominal {1 - alpha:.0%}")
+    title = f"Cold start: fit on {source}, calibrate on the first k hours of {target}"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, xaxis_title="k (hours of target data)",
+                      yaxis={"tickformat": ".0%", "title": "coverage on the rest"}, height=360,
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return _label_synthetic(fig, synthetic)

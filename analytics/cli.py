@@ -75,6 +75,15 @@ def _parser() -> argparse.ArgumentParser:
                                                            "lightgbm"])
     p.add_argument("--aci-gamma", type=float, default=0.005)
     p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("coldstart", help="fit on one trace, calibrate on the first k hours of "
+                                         "another, report coverage on the rest")
+    p.add_argument("source")
+    p.add_argument("target")
+    p.add_argument("--bin", default="5min")
+    p.add_argument("--k-hours", type=lambda t: tuple(int(x) for x in t.split(",")),
+                   default=(6, 12, 24, 48), help="calibration lengths in hours, e.g. 6,12,24")
+    p.add_argument("--alpha", type=float, default=0.1)
     return ap
 
 
@@ -87,6 +96,10 @@ def _grid_args(p) -> None:
                    help="weight of a completion token in the target")
     p.add_argument("--exclude-failed", action="store_true",
                    help="leave failed requests (BurstGPT Response tokens = 0) out of the target")
+    p.add_argument("--target", choices=["weighted_tokens", "gpu_seconds"],
+                   default="weighted_tokens",
+                   help="demand per bin: weighted tokens, or GPU-seconds for traces that report "
+                        "execution time (Alibaba GenAI LoRA)")
 
 
 def _triple(kind):
@@ -155,7 +168,8 @@ def _cmd_pull(args, settings):
 def _load_grid(args, settings):
     con = store.connect(settings.db_path)
     try:
-        weights = Weights(args.w_prompt, args.w_completion, include_failed=not args.exclude_failed)
+        weights = Weights(args.w_prompt, args.w_completion,
+                          include_failed=not args.exclude_failed, target=args.target)
         return grid.demand_grid(con, args.dataset, parse_bin(args.bin), weights)
     finally:
         con.close()
@@ -165,7 +179,8 @@ def _cmd_grid(args, settings) -> dict:
     g = _load_grid(args, settings)
     out = grid.grid_summary(g)
     out["bin_s"] = parse_bin(args.bin)
-    out["target"] = "weighted tokens per bin (w_prompt*prompt + w_completion*completion)"
+    out["target"] = ("GPU-seconds per bin" if args.target == "gpu_seconds" else
+                     "weighted tokens per bin (w_prompt*prompt + w_completion*completion)")
     if args.rows:
         rows = g.copy()
         rows["ts"] = rows["ts"].map(lambda t: t.isoformat())
@@ -185,8 +200,31 @@ def _cmd_envelope(args, settings) -> dict:
     return {"dataset": args.dataset, "bin_s": parse_bin(args.bin), **out}
 
 
+def _default_target(con, name: str) -> str:
+    info = store.dataset(con, name)
+    if info["kind"] != "requests":
+        return "weighted_tokens"
+    has = store.request_fields(con, int(info["dataset_id"]))
+    return "weighted_tokens" if has["tokens"] else "gpu_seconds"
+
+
+def _cmd_coldstart(args, settings) -> dict:
+    bin_s = parse_bin(args.bin)
+    con = store.connect(settings.db_path)
+    try:
+        grids = [grid.demand_grid(con, n, bin_s, Weights(target=_default_target(con, n)))
+                 for n in (args.source, args.target)]
+    finally:
+        con.close()
+    table = envelope.cold_start(*grids, bin_s, args.k_hours,
+                                envelope.EnvelopeParams(alpha=args.alpha))
+    return {"source": args.source, "target": args.target, "alpha": args.alpha,
+            "rows": table.to_dict("records")}
+
+
 COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_delete,
-            "pull": _cmd_pull, "grid": _cmd_grid, "envelope": _cmd_envelope}
+            "pull": _cmd_pull, "grid": _cmd_grid, "envelope": _cmd_envelope,
+            "coldstart": _cmd_coldstart}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,12 +82,24 @@ class Weights:
     prefill tokens (decode is memory-bound and runs one token per step); pick it from your own
     serving measurements. ``per_model`` overrides both weights for a model name, e.g.
     ``{"GPT-4": (2.0, 4.0)}``.
+
+    ``target = "gpu_seconds"`` uses the GPU busy seconds a trace reports instead of tokens
+    (Alibaba GenAI LoRA trace ``exec_time_seconds``); the token weights then do not apply.
     """
 
     w_prompt: float = 1.0
     w_completion: float = 1.0
     per_model: tuple[tuple[str, float, float], ...] = field(default_factory=tuple)
     include_failed: bool = True
+    target: str = "weighted_tokens"
+
+    def __post_init__(self):
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
+
+
+#: Demand targets a request grid can be built on.
+TARGETS = ("weighted_tokens", "gpu_seconds")
 
 
 #: Bin widths offered in the UI, in seconds.

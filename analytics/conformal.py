@@ -52,8 +52,19 @@ def coverage(y, lo, hi) -> float:
 
 
 def mean_width(lo, hi) -> float:
-    """Mean interval width ``hi - lo`` in the target's unit (inf if any bound is infinite)."""
-    return float(np.mean(np.asarray(hi, float) - np.asarray(lo, float)))
+    """Mean width ``hi - lo`` of the *finite* intervals, in the target's unit.
+
+    ACI makes an interval infinite when ``alpha_t`` reaches 0 (it then covers anything); such
+    bins are counted by :func:`infinite_bins`, not averaged in.
+    """
+    w = np.asarray(hi, float) - np.asarray(lo, float)
+    w = w[np.isfinite(w)]
+    return float(w.mean()) if w.size else float("inf")
+
+
+def infinite_bins(lo, hi) -> int:
+    """Number of intervals with an infinite bound."""
+    return int((~np.isfinite(np.asarray(hi, float) - np.asarray(lo, float))).sum())
 
 
 def winkler_score(y, lo, hi, alpha: float) -> float:
@@ -65,8 +76,9 @@ def winkler_score(y, lo, hi, alpha: float) -> float:
     30.0
     """
     y, lo, hi = (np.asarray(a, float) for a in (y, lo, hi))
-    s = (hi - lo) + (2 / alpha) * (lo - y) * (y < lo) + (2 / alpha) * (y - hi) * (y > hi)
-    return float(np.mean(s))
+    below = np.where(y < lo, (2 / alpha) * (lo - y), 0.0)
+    above = np.where(y > hi, (2 / alpha) * (y - hi), 0.0)
+    return float(np.mean((hi - lo) + below + above))
 
 
 def covered(y, lo, hi) -> np.ndarray:

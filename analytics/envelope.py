@@ -66,7 +66,8 @@ class EnvelopeResult:
     test : DataFrame (n_test rows): ``ts``, ``y``, ``hour``, ``regime``, and ``<method>_lo`` /
         ``<method>_hi`` per interval method, ``aci_alpha`` (the alpha_t path)
     point_metrics : DataFrame, one row per model: wape, mae, rmse on the test window
-    interval_metrics : DataFrame, one row per method: coverage, mean_width, winkler
+    interval_metrics : DataFrame, one row per method: coverage, mean_width (of finite
+        intervals), infinite_bins, winkler (interval score; inf if any interval is infinite)
     mae_gain : dict, MAE(baseline) - MAE(base_model) with its block-bootstrap interval
     split : dict, start / end / bins of each part, and the mode (days / fractions)
     hourly : DataFrame: method, hour, coverage, bins
@@ -171,6 +172,7 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
         hit = conformal.covered(y[test], lo, hi)
         metric_rows.append({"method": m, "coverage": float(hit.mean()),
                             "mean_width": conformal.mean_width(lo, hi),
+                            "infinite_bins": conformal.infinite_bins(lo, hi),
                             "winkler": conformal.winkler_score(y[test], lo, hi, a)})
         hourly.append(conformal.coverage_by(out["hour"].to_numpy(), hit).assign(method=m))
         by_regime.append(conformal.coverage_by(labels, hit).assign(method=m))
@@ -204,7 +206,7 @@ def to_json(result: EnvelopeResult) -> dict:
                   for r in result.point_metrics.itertuples()},
         "mae_gain_ci": result.mae_gain,
         "intervals": {r.method: {"coverage": r.coverage, "mean_width": r.mean_width,
-                                 "winkler": r.winkler}
+                                 "infinite_bins": r.infinite_bins, "winkler": r.winkler}
                       for r in result.interval_metrics.itertuples()},
         "shift_alarm": {
             "threshold": alarm["threshold"],
@@ -212,3 +214,75 @@ def to_json(result: EnvelopeResult) -> dict:
             "first_alarm_ts": None if first is None else pd.Timestamp(alarm["ts"][first]).isoformat(),
         },
     }
+
+
+def cold_start(source: pd.DataFrame, target: pd.DataFrame, bin_s: int,
+               k_hours: tuple[int, ...] = (6, 12, 24, 48), params: EnvelopeParams | None = None
+               ) -> pd.DataFrame:
+    """Cold start under cross-trace shift: fit on one trace, calibrate on the first k hours of
+    another, measure coverage on the rest of it.
+
+    The envelopes paper's cold-start setting (title: "under Cold Start and Cross-Cloud Shift").
+    Traces differ in unit and scale (tokens vs GPU-seconds), so each is divided by its own
+    scale known at forecast time - the source by its mean, the target by the mean of its first
+    ``k`` hours - and intervals are mapped back to the target's unit. Features are restricted to
+    what ``k`` hours of target history allow (no same-bin-yesterday below one day).
+
+    Methods compared on the target's bins after hour ``k``:
+
+    - ``source_calibrated``: split conformal calibrated on the source's last 15 % (no target data)
+    - ``split``: split conformal calibrated on the target's first ``k`` hours
+    - ``aci``: ACI started from those ``k`` hours of residuals (adapts as target data arrive)
+
+    Parameters
+    ----------
+    source, target : grids with ``ts`` and ``target``
+    k_hours : calibration lengths to try
+
+    Returns
+    -------
+    DataFrame with k_hours, method, coverage, mean_width (target unit), n_calibration, n_eval
+
+    Raises
+    ------
+    ValueError : the target is shorter than the largest ``k`` plus one day
+    """
+    params = params or EnvelopeParams()
+    per_hour = max(1, int(round(3600 / bin_s)))
+    y_s = source["target"].to_numpy(float)
+    y_t = target["target"].to_numpy(float)
+    if len(y_t) < (max(k_hours) + 24) * per_hour:
+        raise ValueError(f"the target has {len(y_t) / per_hour:.0f} h of bins; need at least "
+                         f"{max(k_hours) + 24} h for k up to {max(k_hours)} h")
+    s_scale = y_s.mean() or 1.0
+    rows = []
+    for k in k_hours:
+        n_cal = k * per_hour
+        t_scale = y_t[:n_cal].mean() or 1.0
+        fs = forecast.make_features(y_s / s_scale, source["ts"], bin_s, params.horizon, n_cal)
+        ft = forecast.make_features(y_t / t_scale, target["ts"], bin_s, params.horizon, n_cal)
+        n_fit = int(len(y_s) * 0.85)
+        fit_rows = np.flatnonzero(fs.valid[:n_fit])
+        model = forecast.make_model(params.base_model, params.seed)
+        model.fit(fs.X[fit_rows], y_s[fit_rows] / s_scale)
+        src_cal = np.arange(n_fit, len(y_s))[fs.valid[n_fit:]]
+        cal = np.flatnonzero(ft.valid[:n_cal])
+        ev = np.arange(n_cal, len(y_t))
+        yt_n = y_t / t_scale
+        yhat_ev = model.predict(ft.X[ev])
+        bands = {
+            "source_calibrated": conformal.split_conformal(
+                model, fs.X[src_cal], y_s[src_cal] / s_scale, ft.X[ev], params.alpha),
+            "split": conformal.split_conformal(model, ft.X[cal], yt_n[cal], ft.X[ev],
+                                               params.alpha),
+        }
+        init = yt_n[cal] - model.predict(ft.X[cal])
+        lo, hi, _ = conformal.online_conformal(yt_n[ev], yhat_ev, init, params.alpha,
+                                               params.aci_gamma)
+        bands["aci"] = (lo, hi)
+        for method, (lo, hi) in bands.items():
+            rows.append({"k_hours": k, "method": method,
+                         "coverage": conformal.coverage(yt_n[ev], lo, hi),
+                         "mean_width": conformal.mean_width(lo, hi) * t_scale,
+                         "n_calibration": int(len(cal)), "n_eval": int(len(ev))})
+    return pd.DataFrame(rows)

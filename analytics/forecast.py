@@ -60,8 +60,8 @@ class Features:
     horizon: int
 
 
-def make_features(y: np.ndarray, ts: pd.Series | np.ndarray, bin_s: int, horizon: int = 1
-                  ) -> Features:
+def make_features(y: np.ndarray, ts: pd.Series | np.ndarray, bin_s: int, horizon: int = 1,
+                  max_history_bins: int | None = None) -> Features:
     """Leakage-free features for forecasting ``y[t]`` from data up to ``t - horizon``.
 
     Parameters
@@ -70,6 +70,8 @@ def make_features(y: np.ndarray, ts: pd.Series | np.ndarray, bin_s: int, horizon
     ts : bin start times, shape (n_bins,)
     bin_s : bin width in seconds
     horizon : bins ahead, >= 1
+    max_history_bins : drop features that need more history than this (cold start: a new
+        trace with only a few hours behind it has no same-bin-yesterday value)
 
     Raises
     ------
@@ -85,17 +87,18 @@ def make_features(y: np.ndarray, ts: pd.Series | np.ndarray, bin_s: int, horizon
     n = len(y)
     per_day = max(1, int(round(86400 / bin_s)))
     per_hour = max(1, int(round(3600 / bin_s)))
+    room = max_history_bins if max_history_bins is not None else n
     frame = pl.DataFrame({"y": np.asarray(y, dtype=float)})
     known = pl.col("y").shift(horizon)  # y[t - h]
     exprs = [pl.col("y").shift(k).alias(f"lag_{k}") for k in range(horizon, horizon + 6)]
-    if per_day >= horizon:
+    if per_day >= horizon and room > per_day:
         exprs.append(pl.col("y").shift(per_day).alias("same_bin_1d"))
-    if n >= 14 * per_day:
+    if n >= 14 * per_day and room > 7 * per_day:
         exprs.append(pl.col("y").shift(7 * per_day).alias("same_bin_7d"))
-    if per_hour > 1:
+    if per_hour > 1 and room > per_hour + horizon:
         exprs.append(known.rolling_mean(per_hour).alias("mean_1h"))
         exprs.append(known.rolling_std(per_hour).alias("std_1h"))
-    if per_day > per_hour:
+    if per_day > per_hour and room > per_day + horizon:
         exprs.append(known.rolling_mean(per_day).alias("mean_1d"))
     feats = frame.select(exprs)
     t = pd.to_datetime(pd.Series(np.asarray(ts)))

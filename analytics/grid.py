@@ -56,6 +56,11 @@ def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None
     if info["kind"] == "requests":
         if bin_s < resolution:
             raise GridError(f"{name}: bin {bin_s} s is finer than the data's {resolution} s")
+        has = store.request_fields(con, int(info["dataset_id"]))
+        if weights.target == "gpu_seconds" and not has["gpu_s"]:
+            raise GridError(f"{name} reports no GPU execution time; use the token target")
+        if weights.target == "weighted_tokens" and not has["tokens"]:
+            raise GridError(f"{name} has no token counts; use target gpu_seconds")
         return store.requests_grid(con, int(info["dataset_id"]), bin_s, weights)
     if info["kind"] == "demand_series":
         if bin_s < resolution:

@@ -23,7 +23,7 @@ import polars as pl
 from analytics.config import Weights
 from analytics.formats._common import CANONICAL, Parsed
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DATA_TABLES = tuple(CANONICAL)
 
 _SQL_TYPES = {
@@ -55,8 +55,12 @@ class UnknownDataset(KeyError):
         return f"no dataset named {self.args[0]!r}"
 
 
+_ADDED_LATER = {("requests", "gpu_s")}  # columns that later migrations add
+
+
 def _ddl(table: str) -> str:
-    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items())
+    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items()
+                        if (table, c) not in _ADDED_LATER)
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
 
 
@@ -85,6 +89,9 @@ MIGRATIONS: dict[int, list[str]] = {
         "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
         *[_ddl(t) for t in DATA_TABLES],
     ],
+    # GPU busy seconds per request, for traces that report execution time instead of tokens
+    # (Alibaba GenAI LoRA trace: exec_time_seconds).
+    2: ["ALTER TABLE requests ADD COLUMN IF NOT EXISTS gpu_s DOUBLE"],
 }
 
 
@@ -213,7 +220,9 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
 
 def _insert(cur, item: IngestItem) -> dict:
     p = item.parsed
-    frame = p.frame.select(list(CANONICAL[p.table]))
+    missing = [pl.lit(None, t).alias(c) for c, t in CANONICAL[p.table].items()
+               if c not in p.frame.columns]  # optional columns a format does not have
+    frame = p.frame.with_columns(missing).select(list(CANONICAL[p.table]))
     dataset_id = cur.execute("SELECT nextval('dataset_id_seq')").fetchone()[0]
     ts_min = frame["ts"].min() if frame.height else None
     ts_max = frame["ts"].max() if frame.height else None
@@ -226,8 +235,8 @@ def _insert(cur, item: IngestItem) -> dict:
     cur.register("incoming", frame.to_arrow())
     try:
         cols = ", ".join(CANONICAL[p.table])
-        _run(cur, f"INSERT INTO {p.table} SELECT ? AS dataset_id, {cols} FROM incoming",
-             [dataset_id])
+        _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
+                  f"SELECT ? AS dataset_id, {cols} FROM incoming", [dataset_id])
     finally:
         cur.unregister("incoming")
     return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
@@ -298,8 +307,9 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
     -------
     DataFrame with one row per bin from the first request's bin to the last one's:
     ``ts`` (bin start, UTC), ``requests``, ``failed``, ``prompt_tokens``, ``completion_tokens``,
-    ``tokens`` (prompt + completion) and ``target`` (weighted tokens, see
-    :class:`analytics.config.Weights`). Bins are aligned to the Unix epoch.
+    ``tokens`` (prompt + completion), ``gpu_s`` (GPU busy seconds, where the trace has them) and
+    ``target``: weighted tokens (see :class:`analytics.config.Weights`), or GPU-seconds when
+    ``weights.target == "gpu_seconds"``. Bins are aligned to the Unix epoch.
     """
     per_model = pd.DataFrame(list(weights.per_model), columns=["model", "w_p", "w_c"]).astype(
         {"model": "string", "w_p": "float64", "w_c": "float64"}
@@ -307,15 +317,16 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
     sql = """
     WITH src AS (
       SELECT time_bucket(to_seconds($bin), r.ts, TIMESTAMP '1970-01-01') AS bin,
-             r.prompt_tokens, r.completion_tokens, r.failed,
-             coalesce(mw.w_p, $wp) * r.prompt_tokens
-               + coalesce(mw.w_c, $wc) * r.completion_tokens AS target
+             r.prompt_tokens, r.completion_tokens, r.failed, r.gpu_s,
+             CASE WHEN $gpu THEN r.gpu_s
+                  ELSE coalesce(mw.w_p, $wp) * r.prompt_tokens
+                       + coalesce(mw.w_c, $wc) * r.completion_tokens END AS target
       FROM requests r LEFT JOIN model_weights mw ON r.model = mw.model
       WHERE r.dataset_id = $id AND ($with_failed OR NOT r.failed)
     ), agg AS (
       SELECT bin, count(*) AS requests, sum(failed::INTEGER) AS failed,
              sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-             sum(target) AS target
+             sum(gpu_s) AS gpu_s, sum(target) AS target
       FROM src GROUP BY bin
     ), bounds AS (
       SELECT time_bucket(to_seconds($bin), min(ts), TIMESTAMP '1970-01-01') AS lo,
@@ -330,18 +341,32 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
            coalesce(a.prompt_tokens, 0)::DOUBLE AS prompt_tokens,
            coalesce(a.completion_tokens, 0)::DOUBLE AS completion_tokens,
            coalesce(a.prompt_tokens + a.completion_tokens, 0)::DOUBLE AS tokens,
+           coalesce(a.gpu_s, 0)::DOUBLE AS gpu_s,
            coalesce(a.target, 0)::DOUBLE AS target
     FROM grid g LEFT JOIN agg a ON g.ts = a.bin
     ORDER BY g.ts
     """
     params = {"bin": bin_s, "wp": weights.w_prompt, "wc": weights.w_completion,
-              "id": dataset_id, "with_failed": weights.include_failed}
+              "id": dataset_id, "with_failed": weights.include_failed,
+              "gpu": weights.target == "gpu_seconds"}
     with con.cursor() as cur:
         cur.register("model_weights", per_model)
         try:
             return _run(cur, sql, params).df()
         finally:
             cur.unregister("model_weights")
+
+
+def request_fields(con, dataset_id: int) -> dict[str, bool]:
+    """Which optional request fields a dataset actually has (any non-empty value)."""
+    with con.cursor() as cur:
+        row = cur.execute(
+            "SELECT count(prompt_tokens) > 0, count(completion_tokens) > 0, count(gpu_s) > 0, "
+            "count(model) > 0, count(latency_s) > 0 FROM requests WHERE dataset_id = ?",
+            [dataset_id],
+        ).fetchone()
+    return dict(zip(("tokens", "completion_tokens", "gpu_s", "model", "latency_s"), row,
+                    strict=True))
 
 
 def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:

@@ -25,9 +25,12 @@ if not choices:
 bin_label = st.selectbox("Bin", choices, index=choices.index("5min") if "5min" in choices else 0,
                          key="coverage_bin")
 params = cache.envelope_controls("coverage")
+target = cache.targets(name)[0]
+if target != "weighted_tokens":
+    st.caption(f"Target: **{cache.TARGET_LABELS[target]}** per bin (this trace has no tokens).")
 try:
     with st.spinner("Fitting point models and conformal intervals ..."):
-        env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params)
+        env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, target=target)
 except ValueError as exc:
     st.error(f"No envelope for this grid: {exc}")
     st.stop()
@@ -64,3 +67,27 @@ else:
                "exchangeable (martingale above "
                f"{alarm['threshold']:.0f}), so split-conformal coverage is no longer promised; "
                "adaptive methods (rolling, ACI) are built for this case.")
+
+st.subheader("Cold start / cross-trace shift")
+others = [n for n in cache.dataset_names(cache.DEMAND_KINDS) if n != name]
+if not others:
+    st.caption("Add a second demand dataset to fit on one trace and calibrate on the first "
+               "hours of this one.")
+else:
+    source = st.selectbox("fit the model on", others, key="cold_source")
+    try:
+        with st.spinner("Fitting on the source trace ..."):
+            cold = cache.cold_start(source, name, BIN_CHOICES_S[bin_label], (6, 12, 24, 48),
+                                    params.alpha)
+    except ValueError as exc:
+        st.info(f"No cold-start run: {exc}")
+    else:
+        src_synth = bool((cache.dataset_info(source) or {}).get("synthetic"))
+        st.plotly_chart(charts.cold_start_chart(cold, params.alpha, source, name,
+                                                synthetic or src_synth), key="cold_chart")
+        st.dataframe(cold, hide_index=True, key="cold_table", column_config={
+            "coverage": st.column_config.NumberColumn(format="%.3f"),
+            "mean_width": st.column_config.NumberColumn("mean width", format="%.1f")})
+        st.caption("Each trace is scaled by its own mean known at forecast time (the source's, "
+                   "and the target's first k hours), so traces in different units (tokens vs "
+                   "GPU-seconds) can be compared; widths are in the target's unit.")

@@ -23,15 +23,28 @@ if info["format"] in ("burstgpt", "burstgpt_minute", "burstgpt_daily", "mooncake
 
 is_requests = info["kind"] == "requests"
 res = float(info["resolution_s"] or 0)
+targets = cache.targets(name)
+if len(targets) > 1:
+    target = st.radio("Demand target", targets, horizontal=True, key="target",
+                      format_func=lambda t: cache.TARGET_LABELS[t])
+else:
+    target = targets[0]
+    if target == "gpu_seconds":
+        st.caption("This trace has no token counts: the demand target is **GPU-seconds** "
+                   "(execution time summed per bin).")
+target_label = cache.TARGET_LABELS[target]
 choices = [k for k, v in BIN_CHOICES_S.items() if v >= res and (is_requests or v % res == 0)]
 c1, c2, c3, c4 = st.columns(4)
 default = "5min" if "5min" in choices else choices[0]
 bin_label = c1.selectbox("Bin", choices, index=choices.index(default), key="bin")
-if is_requests:
+if is_requests and target == "weighted_tokens":
     w_p = c2.number_input("w_prompt", 0.0, 100.0, 1.0, 0.1, key="w_prompt",
                           help="weight of a prompt (prefill) token in the target")
     w_c = c3.number_input("w_completion", 0.0, 100.0, 1.0, 0.1, key="w_completion",
                           help="weight of a completion (decode) token in the target")
+    with_failed = c4.checkbox("include failed requests", True, key="with_failed")
+elif is_requests:
+    w_p, w_c = 1.0, 1.0
     with_failed = c4.checkbox("include failed requests", True, key="with_failed")
 else:
     w_p, w_c, with_failed = 1.0, 1.0, True
@@ -39,7 +52,7 @@ else:
                "apply.")
 
 try:
-    grid = cache.demand_grid(name, BIN_CHOICES_S[bin_label], w_p, w_c, with_failed)
+    grid = cache.demand_grid(name, BIN_CHOICES_S[bin_label], w_p, w_c, with_failed, target)
 except ValueError as exc:
     st.error(str(exc))
     st.stop()
@@ -48,21 +61,22 @@ summary = cache.grid_summary(grid)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("bins", f"{summary['bins']:,}")
 m2.metric("empty bins", f"{summary['zero_bins']:,}")
-m3.metric(f"mean weighted tokens / {bin_label}", f"{summary['mean_target']:,.0f}")
+m3.metric(f"mean {target_label} / {bin_label}", f"{summary['mean_target']:,.0f}")
 if grid["requests"].notna().any():
     m4.metric("requests", f"{int(grid['requests'].sum()):,}")
 else:
     m4.metric("requests", "not in data")
     st.caption("This dataset has no request counts (e.g. the BurstGPT per-minute aggregate).")
 
-st.plotly_chart(charts.demand_chart(grid, name, bin_label, bool(info["synthetic"])),
-                key="demand_chart")
+st.plotly_chart(charts.demand_chart(grid, name, bin_label, bool(info["synthetic"]),
+                                   target_label), key="demand_chart")
 
 st.header("Forecast and demand envelope")
 params = cache.envelope_controls("demand")
 try:
     with st.spinner("Fitting point models and conformal intervals ..."):
-        env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, w_p, w_c, with_failed)
+        env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, w_p, w_c,
+                                    with_failed, target)
 except ValueError as exc:
     st.error(f"No envelope for this grid: {exc}")
     st.stop()
@@ -76,7 +90,7 @@ method = c2.selectbox("envelope shown", methods, index=methods.index("aci"),
                       format_func=lambda m: charts.METHOD_LABELS.get(m, m), key="shown_method")
 st.plotly_chart(
     charts.envelope_chart(env.series, env.test, model, method, params.alpha, name, bin_label,
-                          bool(info["synthetic"])),
+                          bool(info["synthetic"]), target_label),
     key="envelope_chart",
 )
 row = env.interval_metrics.set_index("method").loc[method]
@@ -99,7 +113,7 @@ st.dataframe(table.rename(columns={"wape": "WAPE %", "mae": "MAE", "rmse": "RMSE
                  "RMSE": st.column_config.NumberColumn(format="%.1f")}, key="model_table")
 g = env.mae_gain
 st.markdown(
-    f"MAE gain of **{g['model']}** over **{g['baseline']}**: **{g['mae_gain']:,.1f}** weighted "
-    f"tokens/bin, 95% moving-block bootstrap interval **{g['lo']:,.1f} - {g['hi']:,.1f}** "
+    f"MAE gain of **{g['model']}** over **{g['baseline']}**: **{g['mae_gain']:,.1f}** "
+    f"{target_label}/bin, 95% moving-block bootstrap interval **{g['lo']:,.1f} - {g['hi']:,.1f}** "
     f"(blocks of one day = {g['block_bins']} bins, {g['n_boot']} resamples)."
 )

@@ -97,3 +97,23 @@ def test_cli_envelope_matches_library(result, tmp_path):
     for part in ("intervals", "point"):
         for name, metrics in ref[part].items():
             assert doc[part][name] == pytest.approx(metrics), (part, name)
+
+
+def test_cold_start_aci_recovers_coverage_static_calibration_does_not():
+    from analytics.config import Weights
+
+    con = store.connect(":memory:")
+    for rel in ("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv",
+                "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv"):
+        path = shared(rel)
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    src = grid.demand_grid(con, DATASET, "5min")
+    tgt = grid.demand_grid(con, "lora_request_trace", "5min", Weights(target="gpu_seconds"))
+    table = envelope.cold_start(src, tgt, 300, (6, 24))
+    cov = table.set_index(["k_hours", "method"])["coverage"]
+    for k in (6, 24):
+        assert cov[(k, "aci")] == pytest.approx(0.90, abs=0.02)
+        assert cov[(k, "source_calibrated")] < 0.8  # the shift breaks source calibration
+    assert (table["n_eval"] > 6000).all()
+    with pytest.raises(ValueError, match="need at least"):
+        envelope.cold_start(src, tgt.iloc[:300], 300, (24,))

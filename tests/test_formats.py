@@ -130,3 +130,14 @@ def test_unrecognised_file_names_first_line(tmp_path):
     with pytest.raises(FormatError) as exc:
         detect(f)
     assert exc.value.line == 1 and "foo,bar" in exc.value.reason
+
+
+def test_alibaba_lora_trace_gpu_seconds_and_no_tokens():
+    p = parse_file(shared("alibaba_gpu_traces/v2026_genai/lora_request_trace.csv"))
+    f = p.frame
+    assert (p.format, p.table, f.height) == ("alibaba_lora", "requests", 26823)
+    assert f["prompt_tokens"].null_count() == 26823  # no token counts in this trace
+    assert f["gpu_s"].sum() == 768899.0
+    assert int(f["failed"].sum()) == 26823 - (24060 + 180 + 2152)  # everything not SUCCEED
+    assert f["ts"][0] == datetime(2024, 11, 15, 16, 57, 50)
+    assert any("GPU-seconds" in w for w in p.warnings)

@@ -82,3 +82,17 @@ def test_split_days_and_fractions():
         grid.chronological_split(7 * 288, 300, days=(42, 9, 10))
     with pytest.raises(ValueError, match="sum to 1"):
         grid.chronological_split(100, 300, fractions=(0.5, 0.5, 0.5))
+
+
+def test_gpu_seconds_target_for_lora_trace(con):
+    _load(con, "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv")
+    g = grid.demand_grid(con, "lora_request_trace", "1h", Weights(target="gpu_seconds"))
+    raw = pl.read_csv(shared("alibaba_gpu_traces/v2026_genai/lora_request_trace.csv"))
+    assert g["target"].sum() == raw["exec_time_seconds"].sum()
+    assert g["requests"].sum() == 26823
+    with pytest.raises(grid.GridError, match="no token counts"):
+        grid.demand_grid(con, "lora_request_trace", "1h")
+    _load(con, "azure_llm/AzureLLMInferenceTrace_code.csv")
+    with pytest.raises(grid.GridError, match="no GPU execution time"):
+        grid.demand_grid(con, "AzureLLMInferenceTrace_code", "5min",
+                         Weights(target="gpu_seconds"))

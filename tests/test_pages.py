@@ -136,3 +136,25 @@ def test_coverage_page_shows_every_method(app_env):
     at.select_slider(key="coverage_alpha").set_value(0.2).run()
     after = at.dataframe[0].value.set_index("method")["mean width"]
     assert (after < before).all()
+
+
+def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
+    from analytics import ingest, store
+
+    _ingest_week(app_env)
+    con = store.connect(app_env["db"])
+    path = shared("alibaba_gpu_traces/v2026_genai/lora_request_trace.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    con.close()
+    at = _app().run()
+    at.sidebar.selectbox(key="dataset").set_value("lora_request_trace").run()
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    assert any("GPU-seconds" in c.value for c in at.caption)
+    assert "mean GPU-seconds / 5min" in [m.label for m in at.metric]
+    at.switch_page("pages/coverage.py").run()
+    assert not at.exception
+    cold = at.dataframe[-1].value
+    assert set(cold["method"]) == {"source_calibrated", "split", "aci"}
+    aci = cold[cold["method"] == "aci"]["coverage"]
+    assert aci.between(0.85, 0.95).all()

@@ -104,3 +104,23 @@ def test_reopen_keeps_data(tmp_path):
     c = store.connect(db)
     assert store.table_counts(c)["requests"] == 400
     c.close()
+
+
+def test_migration_from_schema_1_adds_gpu_seconds(tmp_path):
+    import duckdb
+
+    db = tmp_path / "old.duckdb"
+    raw = duckdb.connect(str(db))
+    raw.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMP)")
+    for sql in store.MIGRATIONS[1]:
+        raw.execute(sql)
+    raw.execute("INSERT INTO schema_version VALUES (1, now())")
+    cols = [r[0] for r in raw.execute("DESCRIBE requests").fetchall()]
+    assert "gpu_s" not in cols
+    raw.close()
+    con = store.connect(db)  # migrates 1 -> 2
+    cols = [r[0] for r in con.execute("DESCRIBE requests").fetchall()]
+    assert cols[-1] == "gpu_s"
+    _ingest(con, "burstgpt/BurstGPT_1_head400.csv")
+    assert store.table_counts(con)["requests"] == 400
+    con.close()

@@ -14,6 +14,7 @@ burstgpt_minute    demand_series       BurstGPT per-minute aggregate ``t,tps,nor
 burstgpt_daily     demand_series       BurstGPT daily aggregate ``d,req,tok``
 azure_llm          requests            Azure LLM inference 2023 / 2024 ``TIMESTAMP,...``
 mooncake           requests            Mooncake JSONL ``timestamp,input_length,...``
+alibaba_lora       requests            Alibaba GenAI LoRA trace (GPU-seconds, no tokens)
 sustaindc_carbon   carbon_intensity    SustainDC / EIA ``<BA>_NG_&_avgCI.csv``
 greendcc_carbon    carbon_intensity    Green-DCC / Electricity Maps hourly carbon
 greendcc_prices    prices              Green-DCC hourly electricity prices
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from analytics.config import ParseOptions
 from analytics.formats import (
+    alibaba,
     azure,
     burstgpt,
     canonical,
@@ -49,6 +51,7 @@ FORMATS = {
         burstgpt.Daily,
         azure,
         mooncake,
+        alibaba,
         carbon.SustainDC,
         carbon.GreenDCC,
         prices,

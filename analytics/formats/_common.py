@@ -356,7 +356,7 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
     "requests": {
         "ts": pl.Datetime("us"), "model": pl.String, "prompt_tokens": pl.Int64,
         "completion_tokens": pl.Int64, "failed": pl.Boolean, "session_id": pl.String,
-        "latency_s": pl.Float64,
+        "latency_s": pl.Float64, "gpu_s": pl.Float64,
     },
     "demand_series": {
         "ts": pl.Datetime("us"), "bin_s": pl.Int32, "tokens": pl.Float64, "requests": pl.Int64,

@@ -42,10 +42,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def app_url(tmp_path):
+def app_url(tmp_path, request):
     port = _free_port()
     raw = tmp_path / "raw"
     raw.mkdir()
+    for rel in getattr(request, "param", ()):  # files the store holds before the app starts
+        from analytics import ingest, store
+
+        con = store.connect(tmp_path / "e2e.duckdb")
+        path = shared(rel)
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+        con.close()
     env = {**os.environ, "HEADROOM_DB": str(tmp_path / "e2e.duckdb"),
            "HEADROOM_DATA_DIR": str(raw)}
     log = open(tmp_path / "streamlit.log", "w")
@@ -99,7 +106,7 @@ def test_upload_real_trace_see_table_and_chart(app_url):
         assert "AzureLLMInferenceTrace_conv" in (table.text_content() or "")
         page.screenshot(path=str(ARTIFACTS / "data_page.png"), full_page=True)
 
-        page.get_by_role("link", name="Demand").click()
+        page.get_by_role("link", name="Demand", exact=True).click()
         chart = page.locator('[data-testid="stPlotlyChart"] .main-svg').first
         chart.wait_for()
         page.get_by_text("AzureLLMInferenceTrace_conv - demand per 5min").wait_for()
@@ -107,3 +114,35 @@ def test_upload_real_trace_see_table_and_chart(app_url):
         page.screenshot(path=str(ARTIFACTS / "demand_page.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "demand_page.png").stat().st_size > 10_000
+
+
+def _metric(page, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]', has_text=label).first
+    return box.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+@pytest.mark.parametrize("app_url", [("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv",)],
+                         indirect=True)
+def test_changing_alpha_changes_band_and_coverage(app_url):
+    sync_api = _need_browser()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1400})
+        page.set_default_timeout(120_000)
+        page.goto(app_url)
+        # st.navigation's own links (capitalised titles) replace the pages/-folder default once
+        # app.py has run; wait for them as a user would before clicking
+        page.get_by_role("link", name="Demand", exact=True).click()
+        page.get_by_text("ACI 90% band").first.wait_for()
+        cov_90, width_90 = _metric(page, "ACI coverage"), _metric(page, "mean width")
+        slider = page.get_by_role("slider").first
+        slider.focus()
+        slider.press("ArrowRight")  # alpha 0.1 -> 0.2
+        page.get_by_text("ACI 80% band").first.wait_for()
+        page.wait_for_timeout(1500)
+        cov_80, width_80 = _metric(page, "ACI coverage"), _metric(page, "mean width")
+        page.screenshot(path=str(ARTIFACTS / "demand_alpha_0.2.png"), full_page=True)
+        browser.close()
+    assert float(cov_80.rstrip("%")) < float(cov_90.rstrip("%"))
+    assert float(width_80.replace(",", "")) < float(width_90.replace(",", ""))
