@@ -103,7 +103,30 @@ TARGETS = ("weighted_tokens", "gpu_seconds")
 
 
 #: Bin widths offered in the UI, in seconds.
-BIN_CHOICES_S = {"1min": 60, "5min": 300, "15min": 900, "1h": 3600, "1d": 86400}
+BIN_CHOICES_S = {"10s": 10, "30s": 30, "1min": 60, "5min": 300, "15min": 900, "1h": 3600,
+                 "1d": 86400}
+
+#: Most bins a page will draw or fit (finer bins are offered only for short traces).
+MAX_PAGE_BINS = 50_000
+
+
+def bin_choices(resolution_s: float, span_s: float, pre_binned: bool) -> list[str]:
+    """Bin labels a dataset supports: not finer than its data, a multiple of a pre-binned
+    series' bin, and at most ``MAX_PAGE_BINS`` bins over its span.
+
+    >>> bin_choices(1e-6, 3600, False)
+    ['10s', '30s', '1min', '5min', '15min', '1h', '1d']
+    >>> bin_choices(60, 7 * 86400, True)
+    ['1min', '5min', '15min', '1h', '1d']
+    """
+    out = []
+    for label, v in BIN_CHOICES_S.items():
+        if v < resolution_s or (pre_binned and v % resolution_s):
+            continue
+        if span_s / v > MAX_PAGE_BINS and v < 300:
+            continue
+        out.append(label)
+    return out
 
 
 def parse_bin(spec: str | int) -> int:

@@ -240,7 +240,10 @@ def _insert(cur, item: IngestItem) -> dict:
     finally:
         cur.unregister("incoming")
     return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
-            "status": "ingested"}
+            "status": "ingested", "table": p.table,
+            "ts_min": ts_min.isoformat() if ts_min is not None else None,
+            "ts_max": ts_max.isoformat() if ts_max is not None else None,
+            "warnings": list(p.warnings)}
 
 
 def delete_dataset(con, name: str) -> None:

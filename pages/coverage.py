@@ -2,7 +2,7 @@
 
 import streamlit as st
 from analytics import cache, charts
-from analytics.config import BIN_CHOICES_S
+from analytics.config import BIN_CHOICES_S, bin_choices
 
 st.title("Coverage")
 
@@ -17,8 +17,8 @@ if synthetic:
 
 res = float(info["resolution_s"] or 0)
 is_requests = info["kind"] == "requests"
-choices = [k for k, v in BIN_CHOICES_S.items() if v >= res and (is_requests or v % res == 0)
-           and v < 86400]
+span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
+choices = [c for c in bin_choices(res, span_s, not is_requests) if BIN_CHOICES_S[c] < 86400]
 if not choices:
     st.info(f"{name} is binned by day; envelopes need intra-day bins.")
     st.stop()

@@ -18,6 +18,10 @@ if report:
         else:
             st.success(f"**{r['file']}** -> dataset `{r['dataset']}` ({r['format']}, "
                        f"{r['rows']:,} rows)")
+            st.caption(f"format detected: `{r['format']}` -> table `{r.get('table')}`; time span "
+                       f"{r.get('ts_min')} to {r.get('ts_max')} (UTC)")
+            for w in r.get("warnings", []):
+                st.caption(f"note: {w}")
 
 ledger = cache.datasets()
 if ledger.empty:

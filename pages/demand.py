@@ -2,7 +2,7 @@
 
 import streamlit as st
 from analytics import cache, charts
-from analytics.config import BIN_CHOICES_S
+from analytics.config import BIN_CHOICES_S, bin_choices
 
 st.title("Demand")
 
@@ -33,7 +33,8 @@ else:
         st.caption("This trace has no token counts: the demand target is **GPU-seconds** "
                    "(execution time summed per bin).")
 target_label = cache.TARGET_LABELS[target]
-choices = [k for k, v in BIN_CHOICES_S.items() if v >= res and (is_requests or v % res == 0)]
+span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
+choices = bin_choices(res, span_s, not is_requests)
 c1, c2, c3, c4 = st.columns(4)
 default = "5min" if "5min" in choices else choices[0]
 bin_label = c1.selectbox("Bin", choices, index=choices.index(default), key="bin")

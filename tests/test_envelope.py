@@ -117,3 +117,17 @@ def test_cold_start_aci_recovers_coverage_static_calibration_does_not():
     assert (table["n_eval"] > 6000).all()
     with pytest.raises(ValueError, match="need at least"):
         envelope.cold_start(src, tgt.iloc[:300], 300, (24,))
+
+
+def test_short_horizon_check_on_azure_conv_at_10_seconds():
+    con = store.connect(":memory:")
+    path = shared("azure_llm/AzureLLMInferenceTrace_conv.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    g = grid.demand_grid(con, "AzureLLMInferenceTrace_conv", "10s")
+    r = envelope.run_envelope(g, 10, envelope.EnvelopeParams(alpha=0.1, n_boot=200))
+    doc = envelope.to_json(r)
+    assert doc["split"]["test"]["bins"] == 56
+    # a one-hour trace: 56 test bins, so coverage is known to about +-4 points
+    for m in ("split", "rolling", "aci"):
+        assert doc["intervals"][m]["coverage"] >= 0.85
+    assert doc["point"]["ridge"]["wape"] < doc["point"]["persistence"]["wape"]

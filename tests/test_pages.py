@@ -158,3 +158,19 @@ def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
     assert set(cold["method"]) == {"source_calibrated", "split", "aci"}
     aci = cold[cold["method"] == "aci"]["coverage"]
     assert aci.between(0.85, 0.95).all()
+
+
+def test_first_run_ingests_recognised_files_in_the_data_folder(app_env):
+    import shutil
+
+    for rel in ("azure_llm/AzureLLMInferenceTrace_code.csv", "burstgpt/BurstGPT_1_head400.csv"):
+        shutil.copy(shared(rel), app_env["raw"])
+    (app_env["raw"] / "notes.txt").write_text("not a trace\n")
+    at = _app().run()
+    assert not at.exception
+    ledger = at.dataframe[0].value.set_index("name")
+    assert ledger.loc["AzureLLMInferenceTrace_code", "rows"] == 8819
+    assert ledger.loc["BurstGPT_1_head400", "rows"] == 400
+    assert len(ledger) == 2  # notes.txt was not recognised and is left alone
+    assert any("format detected" in c.value for c in at.caption)
+    assert any("17 failed requests" in c.value for c in at.caption)
