@@ -56,5 +56,6 @@ pages = [
             default=True),
     st.Page(str(HERE / "pages" / "demand.py"), title="Demand", icon=":material/show_chart:"),
     st.Page(str(HERE / "pages" / "coverage.py"), title="Coverage", icon=":material/verified:"),
+    st.Page(str(HERE / "pages" / "capacity.py"), title="Capacity", icon=":material/dns:"),
 ]
 st.navigation(pages).run()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from analytics import envelope, grid, ingest, sources, store
+from analytics import capacity, envelope, grid, ingest, sources, store
 from analytics.config import ParseOptions, Settings, Weights
 from analytics.formats import FormatError
 from analytics.formats._common import file_stem
@@ -241,3 +241,25 @@ def cold_start(source: str, target: str, bin_s: int, k_hours: tuple[int, ...], a
     """Cross-trace cold-start coverage table (see :func:`analytics.envelope.cold_start`)."""
     return _cold_start(str(settings().db_path), data_version(), source, target, bin_s,
                        k_hours, alpha)
+
+
+@st.cache_data(show_spinner=False, max_entries=24)
+def _plan(db_path: str, version: int, name: str, bin_s: int, target: str,
+          params: envelope.EnvelopeParams, kinds: tuple, target_violation: float, delta: float,
+          objective: str, available: tuple, utilisation: float, scale: float
+          ) -> capacity.CapacityPlan:
+    env = _envelope(db_path, version, name, bin_s, 1.0, 1.0, True, target, params)
+    return capacity.plan(env, bin_s, list(kinds), target, target_violation, delta, objective,
+                         dict(available) or None, utilisation, scale=scale)
+
+
+def capacity_plan(name: str, bin_s: int, params: envelope.EnvelopeParams, kinds: list,
+                  target_violation: float = 0.05, delta: float = 0.1, objective: str = "cost",
+                  available: dict | None = None, utilisation: float = 0.8, scale: float = 1.0
+                  ) -> capacity.CapacityPlan:
+    """Overbooking + GPU-hours + GPU mix for a dataset (cached on data version and inputs).
+    Raises ValueError (short series, uncoverable demand) and GridError."""
+    target = targets(name)[0]
+    return _plan(str(settings().db_path), data_version(), name, bin_s, target, params,
+                 tuple(kinds), target_violation, delta, objective,
+                 tuple(sorted((available or {}).items())), utilisation, scale)

@@ -189,3 +189,70 @@ def cold_start_chart(table: pd.DataFrame, alpha: float, source: str, target: str
                       yaxis={"tickformat": ".0%", "title": "coverage on the rest"}, height=360,
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return _label_synthetic(fig, synthetic)
+
+
+def capacity_chart(frame: pd.DataFrame, factor: float | None, unit: str, bin_label: str,
+                   synthetic: bool = False) -> go.Figure:
+    """Demand vs provisioned capacity (f x envelope upper bound), violations marked."""
+    fig = go.Figure()
+    test = frame[frame["part"] == "test"]
+    if len(test):
+        fig.add_vrect(x0=test["ts"].iloc[0], x1=test["ts"].iloc[-1],
+                      fillcolor=PART_COLORS["test"], line_width=0, annotation_text="test",
+                      annotation_position="top left")
+    fig.add_trace(go.Scattergl(x=frame["ts"], y=frame["capacity"], mode="lines",
+                               name=f"capacity = {factor} x upper bound",
+                               line={"width": 1, "color": "#2ca02c"}))
+    fig.add_trace(go.Scattergl(x=frame["ts"], y=frame["y"], mode="lines", name="demand",
+                               line={"width": 1, "color": "#333"}))
+    bad = frame[frame["violated"]]
+    fig.add_trace(go.Scattergl(x=bad["ts"], y=bad["y"], mode="markers", name="SLO violation",
+                               marker={"color": "#d62728", "size": 7, "symbol": "x"}))
+    title = "Provisioned capacity vs demand (calibration + test)"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=420, yaxis_title=f"{unit} / {bin_label}",
+                      xaxis_title="time (UTC)", legend={"orientation": "h", "y": -0.2},
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def overbooking_chart(curve: pd.DataFrame, target: float, factor: float | None,
+                      synthetic: bool = False) -> go.Figure:
+    """Overbooking factor -> bin-level violation rate on calibration and test."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=curve["factor"], y=curve["violation"], mode="lines",
+                             name="calibration"))
+    fig.add_trace(go.Scatter(x=curve["factor"], y=curve["test_violation"], mode="lines",
+                             name="test"))
+    fig.add_hline(y=target, line_dash="dash", line_color="#d62728",
+                  annotation_text=f"target {target:.0%}")
+    if factor is not None:
+        fig.add_vline(x=factor, line_dash="dot", line_color="#555",
+                      annotation_text=f"chosen f = {factor:.2f}")
+    title = "Overbooking factor vs SLO violations"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=360, xaxis_title="overbooking factor f",
+                      yaxis={"tickformat": ".0%", "title": "bins over capacity"},
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def mix_chart(mix: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """GPU counts per kind per hour (stacked) with hourly cost and power on a second axis."""
+    kinds = [c for c in mix.columns if c not in ("hour", "capacity", "cost_usd", "power_kw")]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for k in kinds:
+        fig.add_trace(go.Scatter(x=mix["hour"], y=mix[k], stackgroup="gpus", name=k,
+                                 mode="lines"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=mix["hour"], y=mix["power_kw"], name="power (kW)",
+                             line={"dash": "dot", "color": "#555"}), secondary_y=True)
+    title = "GPU mix per hour"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=380, margin={"l": 60, "r": 60, "t": 60, "b": 40},
+                      legend={"orientation": "h", "y": -0.2})
+    fig.update_yaxes(title_text="GPUs", secondary_y=False)
+    fig.update_yaxes(title_text="power (kW)", secondary_y=True)
+    return _label_synthetic(fig, synthetic)

@@ -12,8 +12,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analytics import envelope, grid, ingest, sources, store
-from analytics.config import DEFAULT_T0, ParseOptions, Settings, Weights, parse_bin
+from analytics import capacity, envelope, grid, ingest, sources, store
+from analytics.config import DEFAULT_T0, GPU_CATALOG, ParseOptions, Settings, Weights, parse_bin
 from analytics.formats import FormatError, format_names
 
 
@@ -75,6 +75,20 @@ def _parser() -> argparse.ArgumentParser:
                                                            "lightgbm"])
     p.add_argument("--aci-gamma", type=float, default=0.005)
     p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("capacity", help="calibrated overbooking, GPU-hours and GPU mix")
+    _grid_args(p)
+    p.add_argument("--alpha", type=float, default=0.1, help="envelope miscoverage")
+    p.add_argument("--target-violation", type=float, default=0.05,
+                   help="tolerated share of bins whose demand exceeds capacity")
+    p.add_argument("--delta", type=float, default=0.1,
+                   help="Learn-then-Test failure probability of the certificate")
+    p.add_argument("--objective", choices=list(capacity.OBJECTIVES[:2]), default="cost",
+                   help="GPU mix objective (carbon needs a site: see dispatch)")
+    p.add_argument("--scale", type=float, default=1.0, help="traffic multiplier (scenario)")
+    p.add_argument("--utilisation", type=float, default=0.8)
+    p.add_argument("--available", default="",
+                   help="GPU availability, e.g. H100-80GB=64,A100-40GB=128")
 
     p = sub.add_parser("coldstart", help="fit on one trace, calibrate on the first k hours of "
                                          "another, report coverage on the rest")
@@ -200,6 +214,26 @@ def _cmd_envelope(args, settings) -> dict:
     return {"dataset": args.dataset, "bin_s": parse_bin(args.bin), **out}
 
 
+def _cmd_capacity(args, settings) -> dict:
+    con = store.connect(settings.db_path)
+    try:
+        args.target = _default_target(con, args.dataset) if args.target == "weighted_tokens" \
+            else args.target
+    finally:
+        con.close()
+    g = _load_grid(args, settings)
+    bin_s = parse_bin(args.bin)
+    env = envelope.run_envelope(g, bin_s, envelope.EnvelopeParams(alpha=args.alpha, n_boot=200))
+    available = {}
+    for item in filter(None, args.available.split(",")):
+        name, _, count = item.partition("=")
+        available[name.strip()] = int(count)
+    p = capacity.plan(env, bin_s, list(GPU_CATALOG), args.target, args.target_violation,
+                      args.delta, args.objective, available or None, args.utilisation,
+                      scale=args.scale)
+    return {"dataset": args.dataset, **capacity.to_json(p)}
+
+
 def _default_target(con, name: str) -> str:
     info = store.dataset(con, name)
     if info["kind"] != "requests":
@@ -224,7 +258,7 @@ def _cmd_coldstart(args, settings) -> dict:
 
 COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_delete,
             "pull": _cmd_pull, "grid": _cmd_grid, "envelope": _cmd_envelope,
-            "coldstart": _cmd_coldstart}
+            "coldstart": _cmd_coldstart, "capacity": _cmd_capacity}
 
 
 def main(argv: list[str] | None = None) -> int:

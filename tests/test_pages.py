@@ -13,13 +13,15 @@ def _app() -> AppTest:
     return AppTest.from_file(APP, default_timeout=120)
 
 
-@pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py"])
+@pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py",
+                                  "pages/capacity.py"])
 def test_every_page_renders_on_empty_store(app_env, page):
     at = _app().run()
     at.switch_page(page).run()
     assert not at.exception
     assert at.title[0].value == {"pages/data.py": "Data", "pages/demand.py": "Demand",
-                                 "pages/coverage.py": "Coverage"}[page]
+                                 "pages/coverage.py": "Coverage",
+                                 "pages/capacity.py": "Capacity"}[page]
 
 
 def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):
@@ -174,3 +176,16 @@ def test_first_run_ingests_recognised_files_in_the_data_folder(app_env):
     assert len(ledger) == 2  # notes.txt was not recognised and is left alone
     assert any("format detected" in c.value for c in at.caption)
     assert any("17 failed requests" in c.value for c in at.caption)
+
+
+def test_capacity_page_factor_moves_with_the_target(app_env):
+    _ingest_week(app_env)
+    at = _app().run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception and at.title[0].value == "Capacity"
+    before = {m.label: m.value for m in at.metric}
+    at.slider(key="target_violation").set_value(0.2).run()
+    after = {m.label: m.value for m in at.metric}
+    assert float(after["overbooking factor"]) < float(before["overbooking factor"])
+    assert int(after["test violations"].split("/")[0]) > int(before["test violations"].split("/")[0])
+    assert len(at.get("plotly_chart")) == 3

@@ -146,3 +146,31 @@ def test_changing_alpha_changes_band_and_coverage(app_url):
         browser.close()
     assert float(cov_80.rstrip("%")) < float(cov_90.rstrip("%"))
     assert float(width_80.replace(",", "")) < float(width_90.replace(",", ""))
+
+
+@pytest.mark.parametrize("app_url", [("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv",)],
+                         indirect=True)
+def test_target_violation_slider_changes_factor_and_violations(app_url):
+    sync_api = _need_browser()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1400})
+        page.set_default_timeout(120_000)
+        page.goto(app_url)
+        page.get_by_role("link", name="Capacity", exact=True).click()
+        page.get_by_text("overbooking factor").first.wait_for()
+        factor_before = _metric(page, "overbooking factor")
+        viol_before = _metric(page, "test violations")
+        slider = page.get_by_role("slider", name="target SLO violation rate")
+        slider.focus()
+        slider.press("End")  # 5 % -> 30 %
+        sync_api.expect(page.locator('[data-testid="stMetric"]', has_text="test violations")
+                        .locator('[data-testid="stMetricDelta"]')).to_contain_text("30%")
+        page.wait_for_timeout(1000)
+        factor_after = _metric(page, "overbooking factor")
+        viol_after = _metric(page, "test violations")
+        page.screenshot(path=str(ARTIFACTS / "capacity_target_30.png"), full_page=True)
+        browser.close()
+    assert float(factor_after) < float(factor_before)
+    assert int(viol_after.split("/")[0]) > int(viol_before.split("/")[0])

@@ -1,0 +1,105 @@
+"""Capacity: turn the envelope into provisioned GPUs - calibrated overbooking and a GPU mix."""
+
+from dataclasses import replace
+
+import pandas as pd
+import streamlit as st
+from analytics import cache, charts
+from analytics.config import BIN_CHOICES_S, GPU_CATALOG, bin_choices
+
+st.title("Capacity")
+
+name = st.session_state.get("dataset")
+info = cache.dataset_info(name) if name else None
+if info is None:
+    st.info("No demand dataset yet. Add one on the Data page.")
+    st.stop()
+synthetic = bool(info["synthetic"])
+if synthetic:
+    st.warning("SYNTHETIC demo data: generated, not measured traffic.")
+
+res = float(info["resolution_s"] or 0)
+span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
+choices = [c for c in bin_choices(res, span_s, info["kind"] != "requests")
+           if BIN_CHOICES_S[c] < 86400]
+if not choices:
+    st.info(f"{name} is binned by day; capacity needs intra-day bins.")
+    st.stop()
+bin_label = st.selectbox("Bin", choices, index=choices.index("5min") if "5min" in choices else 0,
+                         key="capacity_bin")
+params = cache.envelope_controls("capacity")
+
+c1, c2, c3, c4 = st.columns(4)
+target = c1.slider("target SLO violation rate", 0.01, 0.30, 0.05, 0.01, key="target_violation",
+                   help="share of bins whose demand may exceed capacity")
+delta = c2.select_slider("certificate failure probability (delta)", [0.01, 0.05, 0.1, 0.2],
+                         value=0.1, key="delta")
+scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1,
+                         key="scale", help="multiplies demand before it is turned into GPUs")
+objective = c4.radio("GPU mix objective", ["cost", "power"], horizontal=True, key="objective")
+
+with st.expander("GPU catalog (editable; every default has a source)"):
+    catalog = pd.DataFrame([{
+        "kind": k.name, "use": True, "memory_gb": k.memory_gb, "tdp_w": k.tdp_w,
+        "idle_w": k.idle_w, "price_usd_per_h": k.price_usd_per_h, "ref_tok_s": k.ref_tok_s,
+        "available": None} for k in GPU_CATALOG])
+    edited = st.data_editor(catalog, hide_index=True, disabled=["kind"], key="catalog")
+    st.caption("Empty cells have no sourced value: enter one to include that kind. Reference "
+               "throughputs come from different ML.ENERGY leaderboard versions (v2 for A100, "
+               "v3 for H100/B200) and are output tokens/s for Llama-3.1-8B-Instruct.")
+    for k in GPU_CATALOG:
+        st.caption(f"**{k.name}**: " + "; ".join(f"{f}: {src}" for f, src in k.sources))
+utilisation = st.slider("GPU utilisation for power", 0.1, 1.0, 0.8, 0.05, key="utilisation")
+
+kinds, available = [], {}
+for row, k in zip(edited.itertuples(), GPU_CATALOG, strict=True):
+    if not row.use:
+        continue
+    kinds.append(replace(
+        k, idle_w=None if pd.isna(row.idle_w) else float(row.idle_w),
+        price_usd_per_h=None if pd.isna(row.price_usd_per_h) else float(row.price_usd_per_h),
+        ref_tok_s=None if pd.isna(row.ref_tok_s) else float(row.ref_tok_s),
+        tdp_w=float(row.tdp_w)))
+    if not pd.isna(row.available):
+        available[k.name] = int(row.available)
+
+try:
+    with st.spinner("Fitting the envelope and choosing the overbooking factor ..."):
+        plan = cache.capacity_plan(name, BIN_CHOICES_S[bin_label], params, kinds, target, delta,
+                                   objective, available, utilisation, float(scale))
+except ValueError as exc:
+    st.error(f"No capacity plan: {exc}")
+    st.stop()
+
+ob = plan.overbooking
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("overbooking factor", "none certified" if ob.factor is None else f"{ob.factor:.2f}")
+m2.metric("test violations", f"{ob.test['violations']} / {ob.test['bins']}",
+          f"{ob.test['violation_rate']:.1%} vs target {target:.0%}", delta_color="off",
+          delta_arrow="off")
+m3.metric("test shortfall", f"{ob.test['shortfall_fraction']:.2%}",
+          help="demand above capacity, as a share of test-window demand")
+m4.metric("calibration violations", f"{ob.calibration['violation_rate']:.1%}")
+st.caption(f"f is the smallest factor whose violation risk Learn-then-Test certifies below "
+           f"{target:.0%} with probability {1 - delta:.0%} on the calibration window "
+           f"({ob.calibration['bins']} bins); the test window is never used to choose it.")
+st.plotly_chart(charts.capacity_chart(ob.frame, ob.factor, plan.unit, bin_label, synthetic),
+                key="capacity_chart")
+st.plotly_chart(charts.overbooking_chart(ob.curve, target, ob.factor, synthetic),
+                key="overbooking_chart")
+
+st.subheader("GPU-hours on the test window: envelope vs peak provisioning")
+st.dataframe(plan.gpu_hours, hide_index=True, key="gpu_hours_table", column_config={
+    "envelope_gpu_h": st.column_config.NumberColumn("envelope GPU-h", format="%.1f"),
+    "peak_gpu_h": st.column_config.NumberColumn("peak GPU-h", format="%.1f"),
+    "saved_gpu_h": st.column_config.NumberColumn("saved GPU-h", format="%.1f"),
+    "saved_fraction": st.column_config.NumberColumn("saved", format="percent")})
+for kind, why in plan.excluded.items():
+    st.caption(f"{kind} left out: {why}")
+if not plan.mix.empty:
+    st.plotly_chart(charts.mix_chart(plan.mix, synthetic), key="mix_chart")
+    st.caption(f"Total over the test window: ${plan.mix['cost_usd'].sum():,.2f}, "
+               f"{plan.mix['power_kw'].sum():,.1f} kWh of GPU energy at {utilisation:.0%} "
+               "utilisation (IT only; see Dispatch for PUE and carbon).")
+    st.download_button("Download the GPU mix (CSV)", plan.mix.to_csv(index=False).encode(),
+                       file_name=f"{name}_gpu_mix.csv", mime="text/csv", key="mix_download")

@@ -1,0 +1,110 @@
+"""Capacity: hand-checked violation / shortfall, Learn-then-Test factor, MILP vs brute force."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from conftest import shared
+
+from analytics import capacity, envelope, grid, ingest, store
+from analytics.config import GPU_CATALOG, GPUKind
+
+
+def test_violation_and_shortfall_by_hand():
+    y = np.array([100.0, 250.0, 80.0, 400.0, 0.0])
+    cap = np.array([120.0, 200.0, 80.0, 300.0, 10.0])
+    # over capacity: 250 > 200 (50 short), 400 > 300 (100 short); 80 == 80 is admitted
+    assert capacity.violation_rate(y, cap) == pytest.approx(2 / 5)
+    s = capacity.shortfall(y, cap)
+    assert s["units"] == 150.0 and s["fraction"] == pytest.approx(150 / 830)
+
+
+def test_factor_is_smallest_certified_and_monotone():
+    rng = np.random.default_rng(0)
+    u = np.full(2000, 100.0)
+    y = rng.uniform(0, 100, 2000)  # P(y > f u) = 1 - f for f <= 1
+    f, curve = capacity.choose_factor(y, u, target=0.10, delta=0.1)
+    # the true risk at f is 1 - f; certified below 10 % needs f a bit above 0.90
+    assert 0.90 < f <= 0.95
+    assert curve["violation"].is_monotonic_decreasing
+    certified = curve[curve["certified"]]
+    assert certified["factor"].min() == f and (certified["violation"] <= 0.10).all()
+    assert capacity.choose_factor(y[:5], u[:5], target=0.01)[0] is None  # 5 bins prove nothing
+
+
+def _brute_force(d, r, w, avail):
+    best = None
+    for counts in itertools.product(*[range(a + 1) for a in avail]):
+        c = np.array(counts)
+        if c @ r >= d and (best is None or c @ w < best[0] - 1e-9):
+            best = (c @ w, c)
+    return best
+
+
+@pytest.mark.parametrize("demand", [1.0, 7.5, 13.0, 22.0, 31.0])
+def test_milp_matches_brute_force(demand):
+    r = np.array([3.0, 5.0, 11.0])
+    w = np.array([2.0, 3.1, 6.5])
+    avail = [6, 4, 2]
+    counts = capacity.allocate(np.array([demand]), r, w, np.array(avail, float))[0]
+    cost, _ = _brute_force(demand, r, w, avail)
+    assert counts @ r >= demand and all(counts <= avail)
+    assert counts @ w == pytest.approx(cost)
+
+
+def test_milp_refuses_uncoverable_demand():
+    with pytest.raises(ValueError, match="cannot be covered"):
+        capacity.allocate(np.array([100.0]), np.array([3.0]), np.array([1.0]), np.array([5.0]))
+
+
+def test_kind_weights_power_model():
+    k = GPUKind("x", 80, 700, 100, 2.0, 1000.0, ())
+    assert capacity.kind_weights([k], "power", 0.5)[0] == pytest.approx(100 + 600 * 0.5)
+    assert capacity.kind_weights([k], "carbon", 0.5, 400)[0] == pytest.approx(0.4 * 400)
+    with pytest.raises(ValueError, match="no price"):
+        capacity.kind_weights([GPUKind("y", 80, 700, 100, None, 1.0, ())], "cost")
+
+
+@pytest.fixture(scope="module")
+def week_envelope():
+    con = store.connect(":memory:")
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+    return envelope.run_envelope(g, 300, envelope.EnvelopeParams(n_boot=100))
+
+
+def test_overbooking_on_real_week_holds_the_target_on_test(week_envelope):
+    p = capacity.plan(week_envelope, 300, list(GPU_CATALOG), target_violation=0.05, scale=1000)
+    doc = capacity.to_json(p)
+    n = doc["test_bins"]
+    # tolerance: two binomial standard deviations of a 5 % rate over the test window
+    tol = 2 * np.sqrt(0.05 * 0.95 / n)
+    assert doc["overbooking_factor"] is not None
+    assert doc["slo_violation_rate"] <= 0.05 + tol
+    assert doc["violations"] == round(doc["slo_violation_rate"] * n)
+    # a looser target certifies a smaller factor and allows more violations
+    loose = capacity.to_json(capacity.plan(week_envelope, 300, list(GPU_CATALOG),
+                                           target_violation=0.2, scale=1000))
+    assert loose["overbooking_factor"] < doc["overbooking_factor"]
+    assert loose["violations"] >= doc["violations"]
+    assert doc["gpus"]["H100-80GB"]["saved_gpu_h"] > 0
+    assert set(doc["excluded_kinds"]) >= {"A100-80GB", "H200-141GB"}
+    assert doc["mix"]["gpu_hours"]  # the hourly MILP ran
+
+
+def test_cli_capacity(tmp_path, capsys):
+    from analytics import cli
+
+    db = tmp_path / "cap.duckdb"
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    assert cli.main(["--db", str(db), "ingest", str(path)]) == 0
+    capsys.readouterr()
+    assert cli.main(["--db", str(db), "capacity", "burstgpt1_week1_per_minute_tps",
+                     "--target-violation", "0.05"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"overbooking_factor", "slo_violation_rate", "shortfall_fraction", "gpus"} <= set(doc)
+    assert doc["overbooking_factor"] == pytest.approx(1.40, abs=0.1)
