@@ -57,5 +57,6 @@ pages = [
     st.Page(str(HERE / "pages" / "demand.py"), title="Demand", icon=":material/show_chart:"),
     st.Page(str(HERE / "pages" / "coverage.py"), title="Coverage", icon=":material/verified:"),
     st.Page(str(HERE / "pages" / "capacity.py"), title="Capacity", icon=":material/dns:"),
+    st.Page(str(HERE / "pages" / "dispatch.py"), title="Dispatch", icon=":material/public:"),
 ]
 st.navigation(pages).run()

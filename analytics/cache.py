@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from analytics import capacity, envelope, grid, ingest, sources, store
+from analytics import capacity, dispatch, envelope, grid, ingest, sources, store
 from analytics.config import ParseOptions, Settings, Weights
 from analytics.formats import FormatError
 from analytics.formats._common import file_stem
@@ -263,3 +263,42 @@ def capacity_plan(name: str, bin_s: int, params: envelope.EnvelopeParams, kinds:
     return _plan(str(settings().db_path), data_version(), name, bin_s, target, params,
                  tuple(kinds), target_violation, delta, objective,
                  tuple(sorted((available or {}).items())), utilisation, scale)
+
+
+def site_catalog() -> pd.DataFrame:
+    """Sites with carbon / weather / price series in the store."""
+    return _site_catalog(str(settings().db_path), data_version())
+
+
+@st.cache_data(show_spinner=False)
+def _site_catalog(db_path: str, version: int) -> pd.DataFrame:
+    return store.site_catalog(connection())
+
+
+@st.cache_data(show_spinner=False, max_entries=24)
+def _dispatch(db_path: str, version: int, name: str, bin_s: int, target: str,
+              params: envelope.EnvelopeParams, sites: tuple, kind, scale: float,
+              utilisation: float, offset_days: int, basis: str | None, home: str | None,
+              max_share: float, method: str):
+    env = _envelope(db_path, version, name, bin_s, 1.0, 1.0, True, target, params)
+    return dispatch.plan_dispatch(connection(), env, list(sites), kind, target, scale,
+                                  utilisation, method, offset_days, basis, home,
+                                  max_share={s: max_share for s in sites})
+
+
+def dispatch_plan(name: str, bin_s: int, params: envelope.EnvelopeParams, sites: list[str],
+                  kind, scale: float = 1.0, utilisation: float = 0.8, offset_days: int = 0,
+                  basis: str | None = None, home: str | None = None, max_share: float = 1.0,
+                  method: str = "rolling"):
+    """Carbon-aware dispatch of a dataset's envelope (cached). Raises ValueError / KeyError."""
+    return _dispatch(str(settings().db_path), data_version(), name, bin_s, targets(name)[0],
+                     params, tuple(sites), kind, scale, utilisation, offset_days, basis, home,
+                     max_share, method)
+
+
+def pue_curve(t_min: float = -10.0, t_max: float = 45.0):
+    """Temperatures and the PUE the dispatch model gives them (for the page's reference chart)."""
+    import numpy as np
+
+    t = np.linspace(t_min, t_max, 56)
+    return t, dispatch.pue(t)

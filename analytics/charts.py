@@ -256,3 +256,61 @@ def mix_chart(mix: pd.DataFrame, synthetic: bool = False) -> go.Figure:
     fig.update_yaxes(title_text="GPUs", secondary_y=False)
     fig.update_yaxes(title_text="power (kW)", secondary_y=True)
     return _label_synthetic(fig, synthetic)
+
+
+def dispatch_share_chart(shares: pd.DataFrame, policy: str, synthetic: bool = False
+                         ) -> go.Figure:
+    """Share of each hour's demand per site under one policy (stacked area)."""
+    rows = shares[shares["policy"] == policy]
+    total = rows.groupby("hour")["units"].transform("sum").replace(0, np.nan)
+    fig = go.Figure()
+    for site, r in rows.assign(share=rows["units"] / total).groupby("site", sort=False):
+        fig.add_trace(go.Scatter(x=r["hour"], y=r["share"], stackgroup="s", name=site,
+                                 mode="lines"))
+    title = f"Dispatched share per site ({policy.replace('_', '-')})"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=340, yaxis={"tickformat": ".0%", "title": "share"},
+                      xaxis_title="hour (UTC)", margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def carbon_lines_chart(shares: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Carbon intensity per site over the dispatch hours (aligned to the trace)."""
+    rows = shares[shares["policy"] == "home"]
+    fig = go.Figure()
+    for site, r in rows.groupby("site", sort=False):
+        fig.add_trace(go.Scatter(x=r["hour"], y=r["gco2_per_kwh"], name=site, mode="lines"))
+    title = "Carbon intensity per site (gCO2/kWh)"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=320, yaxis_title="gCO2/kWh", xaxis_title="hour (UTC)",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def policy_bars(totals: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """tCO2e (and cost where every site has prices) per policy."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tCO2e", "electricity cost (USD)"))
+    fig.add_trace(go.Bar(x=totals["policy"], y=totals["tco2e"], name="tCO2e",
+                         text=[f"{v:.4g}" for v in totals["tco2e"]], textposition="outside"),
+                  row=1, col=1)
+    if totals["usd"].notna().all():
+        fig.add_trace(go.Bar(x=totals["policy"], y=totals["usd"], name="USD",
+                             text=[f"{v:,.2f}" for v in totals["usd"]], textposition="outside"),
+                      row=1, col=2)
+    title = "Baselines vs carbon-aware dispatch"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=340, showlegend=False,
+                      margin={"l": 60, "r": 20, "t": 80, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def pue_chart(temp_c: np.ndarray, pue_values: np.ndarray) -> go.Figure:
+    """PUE of the chiller model against outside temperature."""
+    fig = go.Figure(go.Scatter(x=temp_c, y=pue_values, mode="lines", name="PUE"))
+    fig.update_layout(title="PUE vs outside temperature (SustainDC chiller COP model)",
+                      height=300, xaxis_title="outside dry-bulb temperature (degC)",
+                      yaxis_title="PUE", margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return fig

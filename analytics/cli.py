@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analytics import capacity, envelope, grid, ingest, sources, store
+from analytics import capacity, dispatch, envelope, grid, ingest, sources, store
 from analytics.config import DEFAULT_T0, GPU_CATALOG, ParseOptions, Settings, Weights, parse_bin
 from analytics.formats import FormatError, format_names
 
@@ -89,6 +89,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--utilisation", type=float, default=0.8)
     p.add_argument("--available", default="",
                    help="GPU availability, e.g. H100-80GB=64,A100-40GB=128")
+
+    p = sub.add_parser("dispatch", help="carbon-aware dispatch of the envelope across sites")
+    _grid_args(p)
+    p.add_argument("--sites", required=True, help="comma-separated carbon sites, e.g. "
+                                                  "CISO,ERCO,BPAT,PJM,NYIS")
+    p.add_argument("--home", default=None, help="baseline home site (default: the first)")
+    p.add_argument("--gpu", default="H100-80GB", help="GPU kind whose energy per unit is used")
+    p.add_argument("--scale", type=float, default=1.0, help="traffic multiplier (scenario)")
+    p.add_argument("--utilisation", type=float, default=0.8)
+    p.add_argument("--max-share", type=float, default=1.0, help="most share of an hour per site")
+    p.add_argument("--offset-days", type=int, default=0,
+                   help="shift when aligning site-data years to the trace by day-of-year")
+    p.add_argument("--basis", default=None, help="carbon basis: avg, LCA or direct")
+    p.add_argument("--method", default="rolling", help="envelope whose upper bound is served")
+    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--carbon", default=None, help=argparse.SUPPRESS)
 
     p = sub.add_parser("coldstart", help="fit on one trace, calibrate on the first k hours of "
                                          "another, report coverage on the rest")
@@ -234,6 +250,33 @@ def _cmd_capacity(args, settings) -> dict:
     return {"dataset": args.dataset, **capacity.to_json(p)}
 
 
+def _cmd_dispatch(args, settings) -> dict:
+    con = store.connect(settings.db_path)
+    try:
+        target = _default_target(con, args.dataset)
+    finally:
+        con.close()
+    args.target = target
+    g = _load_grid(args, settings)
+    bin_s = parse_bin(args.bin)
+    env = envelope.run_envelope(g, bin_s, envelope.EnvelopeParams(alpha=args.alpha, n_boot=200))
+    kinds = {k.name: k for k in GPU_CATALOG}
+    if args.gpu not in kinds:
+        raise BadInput(f"--gpu {args.gpu!r}: known kinds {list(kinds)}")
+    names = [s.strip() for s in args.sites.split(",") if s.strip()]
+    con = store.connect(settings.db_path)
+    try:
+        d, notes = dispatch.plan_dispatch(
+            con, env, names, kinds[args.gpu], target, args.scale, args.utilisation,
+            args.method, args.offset_days, args.basis, args.home,
+            max_share={n: args.max_share for n in names})
+    finally:
+        con.close()
+    out = dispatch.to_json(d)
+    out["notes"] = notes + out["notes"]
+    return {"dataset": args.dataset, "gpu": args.gpu, "scale": args.scale, **out}
+
+
 def _default_target(con, name: str) -> str:
     info = store.dataset(con, name)
     if info["kind"] != "requests":
@@ -258,7 +301,8 @@ def _cmd_coldstart(args, settings) -> dict:
 
 COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_delete,
             "pull": _cmd_pull, "grid": _cmd_grid, "envelope": _cmd_envelope,
-            "coldstart": _cmd_coldstart, "capacity": _cmd_capacity}
+            "coldstart": _cmd_coldstart, "capacity": _cmd_capacity,
+            "dispatch": _cmd_dispatch}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -398,3 +398,35 @@ def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:
     """
     with con.cursor() as cur:
         return _run(cur, sql, {"bin": bin_s, "id": dataset_id}).df()
+
+
+SITE_TABLES = {"carbon_intensity": "gco2_per_kwh", "weather": "temp_c", "prices": "usd_per_mwh"}
+
+
+def site_catalog(con) -> pd.DataFrame:
+    """Every site with hourly site data: table, site, basis (carbon only), dataset, ts range."""
+    parts = []
+    with con.cursor() as cur:
+        for table in SITE_TABLES:
+            basis = "basis" if table == "carbon_intensity" else "NULL"
+            parts.append(cur.execute(
+                f"SELECT '{table}' AS tbl, t.site, {basis} AS basis, d.name AS dataset, "
+                "min(t.ts) AS ts_min, max(t.ts) AS ts_max, count(*) AS rows "
+                f"FROM {table} t JOIN datasets d USING (dataset_id) "
+                "GROUP BY ALL ORDER BY t.site"
+            ).df())
+    return pd.concat(parts, ignore_index=True)
+
+
+def site_hourly(con, table: str, site: str, basis: str | None = None) -> pd.DataFrame:
+    """Hourly mean of a site's series: ``ts`` (hour, UTC) and ``value`` (the table's unit).
+
+    Raises KeyError for a table that holds no site series.
+    """
+    col = SITE_TABLES[table]
+    where = "site = ?" + (" AND basis = ?" if basis else "")
+    params = [site, basis] if basis else [site]
+    with con.cursor() as cur:
+        return _run(cur, f"""
+            SELECT time_bucket(INTERVAL 1 HOUR, ts) AS ts, avg({col}) AS value
+            FROM {table} WHERE {where} GROUP BY 1 ORDER BY 1""", params).df()

@@ -14,14 +14,15 @@ def _app() -> AppTest:
 
 
 @pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py",
-                                  "pages/capacity.py"])
+                                  "pages/capacity.py", "pages/dispatch.py"])
 def test_every_page_renders_on_empty_store(app_env, page):
     at = _app().run()
     at.switch_page(page).run()
     assert not at.exception
     assert at.title[0].value == {"pages/data.py": "Data", "pages/demand.py": "Demand",
                                  "pages/coverage.py": "Coverage",
-                                 "pages/capacity.py": "Capacity"}[page]
+                                 "pages/capacity.py": "Capacity",
+                                 "pages/dispatch.py": "Dispatch"}[page]
 
 
 def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):
@@ -189,3 +190,21 @@ def test_capacity_page_factor_moves_with_the_target(app_env):
     assert float(after["overbooking factor"]) < float(before["overbooking factor"])
     assert int(after["test violations"].split("/")[0]) > int(before["test violations"].split("/")[0])
     assert len(at.get("plotly_chart")) == 3
+
+
+def test_dispatch_page_with_real_sites(app_env):
+    from analytics import ingest, store
+
+    _ingest_week(app_env)
+    con = store.connect(app_env["db"])
+    files = [shared(f"sustaindc_dcrl/CarbonIntensity/{ba}_NG_&_avgCI.csv")
+             for ba in ("CISO", "ERCO", "BPAT")]
+    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in files])
+    con.close()
+    at = _app().run()
+    at.switch_page("pages/dispatch.py").run()
+    assert not at.exception and at.title[0].value == "Dispatch"
+    m = {x.label: float(x.value.split()[0]) for x in at.metric}
+    assert m["tCO2e, carbon-aware"] < m["tCO2e, all at home"]
+    assert m["tCO2e, carbon-aware"] < m["tCO2e, capacity-proportional"]
+    assert any("no weather" in c.value for c in at.caption)

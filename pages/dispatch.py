@@ -1,0 +1,94 @@
+"""Dispatch: split the demand envelope across sites to cut tCO2e."""
+
+import streamlit as st
+from analytics import cache, charts
+from analytics.config import BIN_CHOICES_S, GPU_CATALOG, bin_choices
+
+st.title("Dispatch")
+
+name = st.session_state.get("dataset")
+info = cache.dataset_info(name) if name else None
+if info is None:
+    st.info("No demand dataset yet. Add one on the Data page.")
+    st.stop()
+synthetic = bool(info["synthetic"])
+if synthetic:
+    st.warning("SYNTHETIC demo data: generated, not measured traffic.")
+
+catalog = cache.site_catalog()
+carbon_sites = sorted(catalog.loc[catalog["tbl"] == "carbon_intensity", "site"].unique())
+if not carbon_sites:
+    st.info("No carbon-intensity data yet. Ingest SustainDC `<BA>_NG_&_avgCI.csv` or Green-DCC "
+            "carbon files on the Data page (weather and price files sharpen PUE and cost), "
+            "or pull e.g. `sustaindc_carbon_ciso`.")
+    st.stop()
+
+res = float(info["resolution_s"] or 0)
+span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
+choices = [c for c in bin_choices(res, span_s, info["kind"] != "requests")
+           if BIN_CHOICES_S[c] < 86400]
+bin_label = st.selectbox("Bin", choices, index=choices.index("5min") if "5min" in choices else 0,
+                         key="dispatch_bin")
+params = cache.envelope_controls("dispatch")
+default_sites = [s for s in ("CISO", "ERCO", "BPAT", "PJM", "NYIS") if s in carbon_sites]
+sites = st.multiselect("Sites (allowed region set)", carbon_sites,
+                       default=default_sites or carbon_sites[:3], key="sites")
+if not sites:
+    st.info("Choose at least one site.")
+    st.stop()
+c1, c2, c3, c4 = st.columns(4)
+home = c1.selectbox("home site (baseline)", sites, key="home")
+max_share = c2.slider("max share of an hour per site", 0.1, 1.0, 0.4, 0.05, key="max_share")
+scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1000,
+                         key="dispatch_scale")
+kinds = [k for k in GPU_CATALOG if k.ref_tok_s]
+kind_name = c4.selectbox("GPU kind (energy per token)", [k.name for k in kinds],
+                         index=[k.name for k in kinds].index("H100-80GB"), key="gpu_kind")
+kind = next(k for k in kinds if k.name == kind_name)
+c5, c6, c7 = st.columns(3)
+offset = c5.number_input("alignment offset (days)", -180, 180, 0, key="offset_days")
+basis = c6.selectbox("carbon basis", ["auto", "avg", "LCA", "direct"], key="basis")
+utilisation = c7.slider("GPU utilisation", 0.1, 1.0, 0.8, 0.05, key="dispatch_util")
+st.caption("Site data (carbon 2022/2023, weather, prices) rarely share the trace's year: each "
+           "trace hour takes the site values of the same day-of-year and hour, shifted by the "
+           "offset. BurstGPT dates are relative, so this pairing is a scenario, not a replay.")
+
+if len(sites) * max_share < 1:
+    st.error(f"{len(sites)} sites x max share {max_share:.0%} cannot carry the whole demand; "
+             "allow a larger share or more sites.")
+    st.stop()
+try:
+    with st.spinner("Fitting the envelope and solving the dispatch LP ..."):
+        plan, notes = cache.dispatch_plan(name, BIN_CHOICES_S[bin_label], params, sites, kind,
+                                          float(scale), utilisation, int(offset),
+                                          None if basis == "auto" else basis, home, max_share)
+except (ValueError, KeyError) as exc:
+    st.error(f"No dispatch: {exc}")
+    st.stop()
+
+t = plan.totals.set_index("policy")
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("tCO2e, all at home", f"{t.loc['home', 'tco2e']:.4g}")
+m2.metric("tCO2e, capacity-proportional", f"{t.loc['proportional', 'tco2e']:.4g}")
+m3.metric("tCO2e, carbon-aware", f"{t.loc['carbon_aware', 'tco2e']:.4g}",
+          f"{t.loc['carbon_aware', 'tco2e'] / t.loc['home', 'tco2e'] - 1:+.1%} vs home",
+          delta_color="inverse")
+m4.metric("IT energy served", f"{t.loc['carbon_aware', 'it_mwh']:.3f} MWh",
+          help="the same in every policy: every hour's demand is served")
+st.plotly_chart(charts.policy_bars(plan.totals.reset_index(drop=True), synthetic),
+                key="policy_bars")
+st.plotly_chart(charts.dispatch_share_chart(plan.shares, "carbon_aware", synthetic),
+                key="share_chart")
+st.plotly_chart(charts.carbon_lines_chart(plan.shares, synthetic), key="carbon_chart")
+
+st.subheader("Sites")
+st.dataframe(plan.per_site.pivot(index="site", columns="policy", values="share")
+             .join(plan.per_site[plan.per_site["policy"] == "home"]
+                   .set_index("site")[["mean_gco2_per_kwh", "mean_pue"]]),
+             key="site_table")
+for n in notes + plan.notes:
+    st.caption(n)
+temps, pues = cache.pue_curve()
+st.plotly_chart(charts.pue_chart(temps, pues), key="pue_chart")
+st.download_button("Download the hourly dispatch (CSV)", plan.shares.to_csv(index=False).encode(),
+                   file_name=f"{name}_dispatch.csv", mime="text/csv", key="dispatch_download")

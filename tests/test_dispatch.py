@@ -1,0 +1,95 @@
+"""Dispatch: tCO2e arithmetic, PUE model, LP constraints and optimality, real five-site run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import shared
+
+from analytics import dispatch
+
+
+def test_tco2e_by_hand():
+    # 2 MWh at 450 g/kWh + 500 kWh at 20 g/kWh = 900,000 g + 10,000 g = 0.91 t
+    assert dispatch.tco2e([2000.0, 500.0], [450.0, 20.0]) == pytest.approx(0.91)
+
+
+def test_cop_and_pue_from_sustaindc_config():
+    cfg = json.loads(shared("sustaindc_dcrl/dc_config/dc_config.json").read_text())
+    hvac = cfg["hvac_configuration"]
+    assert (dispatch.COP_BASE, dispatch.COP_K, dispatch.COP_T_NOMINAL) == (
+        hvac["CHILLER_COP_BASE"], hvac["CHILLER_COP_K"], hvac["CHILLER_COP_T_NOMINAL"])
+    assert dispatch.pue(np.array([25.0]))[0] == pytest.approx(1.2)
+    assert dispatch.pue(np.array([35.0]))[0] == pytest.approx(1.25)
+    assert dispatch.cop(np.array([100.0]))[0] == 1.0  # floor
+
+
+def test_align_hours_by_day_of_year():
+    hours = pd.DatetimeIndex(["2023-01-02 00:00", "2024-12-31 23:00"])
+    out = dispatch.align_hours(hours, 2022)
+    assert out[0] == pd.Timestamp("2022-01-02 00:00")
+    assert out[1] == pd.Timestamp("2022-01-01 23:00")  # day 366 wraps into a 365-day year
+
+
+def _sites(ci, cap=np.inf, share=1.0):
+    return [dispatch.Site(f"s{j}", np.asarray(col, float), None, None, cap, share)
+            for j, col in enumerate(np.asarray(ci, float).T)]
+
+
+def test_lp_respects_constraints_and_matches_greedy():
+    rng = np.random.default_rng(4)
+    hours = pd.date_range("2023-01-01", periods=24, freq="h")
+    ci = rng.uniform(20, 600, size=(24, 4))
+    demand = rng.uniform(100, 1000, 24)
+    sites = _sites(ci, cap=400.0, share=0.5)
+    d = dispatch.dispatch(hours, demand, sites, kwh_per_unit=1.0)
+    aware = d.shares[d.shares["policy"] == "carbon_aware"].pivot(index="hour", columns="site",
+                                                                 values="units").to_numpy()
+    np.testing.assert_allclose(aware.sum(axis=1), demand, rtol=1e-9)
+    assert (aware <= 400.0 + 1e-6).all() and (aware <= 0.5 * demand[:, None] + 1e-6).all()
+    # greedy (cheapest gCO2 per unit first, up to each bound) is optimal for this LP
+    pue = dispatch.pue(np.full(24, dispatch.COP_T_NOMINAL))
+    want = 0.0
+    for h in range(24):
+        left = demand[h]
+        for j in np.argsort(ci[h]):
+            take = min(left, 400.0, 0.5 * demand[h])
+            want += take * pue[h] * ci[h, j] / 1e6
+            left -= take
+    t = d.totals.set_index("policy")["tco2e"]
+    assert t["carbon_aware"] == pytest.approx(want, rel=1e-9)
+    assert t["carbon_aware"] <= t["home"] and t["carbon_aware"] <= t["proportional"]
+    it = d.totals.set_index("policy")["it_mwh"]
+    assert it.nunique() == 1 or np.ptp(it.to_numpy()) < 1e-9  # same energy served
+
+
+def test_infeasible_limits_are_refused():
+    hours = pd.date_range("2023-01-01", periods=2, freq="h")
+    with pytest.raises(ValueError, match="cannot serve"):
+        dispatch.dispatch(hours, np.array([100.0, 100.0]), _sites(np.ones((2, 2)), share=0.4),
+                          1.0)
+
+
+def test_real_five_sites_cli(tmp_path, capsys):
+    from analytics import cli
+
+    db = tmp_path / "d.duckdb"
+    files = [shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")]
+    for ba in ("CISO", "ERCO", "BPAT", "PJM", "NYIS"):
+        files.append(shared(f"sustaindc_dcrl/CarbonIntensity/{ba}_NG_&_avgCI.csv"))
+    files += sorted(shared("sustaindc_dcrl/Weather").glob("*.epw.gz"))
+    assert cli.main(["--db", str(db), "ingest", *map(str, files)]) == 0
+    capsys.readouterr()
+    assert cli.main(["--db", str(db), "dispatch", "burstgpt1_week1_per_minute_tps", "--sites",
+                     "CISO,ERCO,BPAT,PJM,NYIS", "--scale", "1000", "--max-share", "0.4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["carbon_aware_tco2e"] < doc["baseline_tco2e"]
+    assert doc["carbon_aware_tco2e"] < doc["proportional_tco2e"]
+    shares = {s: v["carbon_aware_share"] for s, v in doc["sites"].items()}
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert max(shares.values()) <= 0.4 + 1e-9
+    assert shares["BPAT"] == pytest.approx(0.4)  # the hydro-heavy grid is filled first
+    assert all(1.1 < v["mean_pue"] < 1.3 for v in doc["sites"].values())
