@@ -246,23 +246,23 @@ def cold_start(source: str, target: str, bin_s: int, k_hours: tuple[int, ...], a
 @st.cache_data(show_spinner=False, max_entries=24)
 def _plan(db_path: str, version: int, name: str, bin_s: int, target: str,
           params: envelope.EnvelopeParams, kinds: tuple, target_violation: float, delta: float,
-          objective: str, available: tuple, utilisation: float, scale: float
-          ) -> capacity.CapacityPlan:
+          objective: str, available: tuple, utilisation: float, scale: float,
+          gco2_per_kwh: float | None) -> capacity.CapacityPlan:
     env = _envelope(db_path, version, name, bin_s, 1.0, 1.0, True, target, params)
     return capacity.plan(env, bin_s, list(kinds), target, target_violation, delta, objective,
-                         dict(available) or None, utilisation, scale=scale)
+                         dict(available) or None, utilisation, gco2_per_kwh, scale)
 
 
 def capacity_plan(name: str, bin_s: int, params: envelope.EnvelopeParams, kinds: list,
                   target_violation: float = 0.05, delta: float = 0.1, objective: str = "cost",
-                  available: dict | None = None, utilisation: float = 0.8, scale: float = 1.0
-                  ) -> capacity.CapacityPlan:
+                  available: dict | None = None, utilisation: float = 0.8, scale: float = 1.0,
+                  gco2_per_kwh: float | None = None) -> capacity.CapacityPlan:
     """Overbooking + GPU-hours + GPU mix for a dataset (cached on data version and inputs).
     Raises ValueError (short series, uncoverable demand) and GridError."""
     target = targets(name)[0]
     return _plan(str(settings().db_path), data_version(), name, bin_s, target, params,
                  tuple(kinds), target_violation, delta, objective,
-                 tuple(sorted((available or {}).items())), utilisation, scale)
+                 tuple(sorted((available or {}).items())), utilisation, scale, gco2_per_kwh)
 
 
 def site_catalog() -> pd.DataFrame:

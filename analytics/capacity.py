@@ -333,6 +333,8 @@ def plan(result, bin_s: int, kinds: list[GPUKind], unit: str = "weighted_tokens"
             watts = kind_weights(usable_mix, "power", utilisation)
             mix["cost_usd"] = counts @ np.nan_to_num(prices)
             mix["power_kw"] = counts @ watts / 1000
+            if gco2_per_kwh is not None:
+                mix["kgco2"] = mix["power_kw"] * gco2_per_kwh / 1000
     return CapacityPlan(ob, pd.DataFrame(rows), mix, excluded,
                         "GPU-seconds" if unit == "gpu_seconds" else "weighted tokens", scale)
 
@@ -359,7 +361,8 @@ def to_json(p: CapacityPlan) -> dict:
         "excluded_kinds": p.excluded,
     }
     if not p.mix.empty:
-        kinds = [c for c in p.mix.columns if c not in ("hour", "capacity", "cost_usd", "power_kw")]
+        kinds = [c for c in p.mix.columns
+                 if c not in ("hour", "capacity", "cost_usd", "power_kw", "kgco2")]
         out["mix"] = {"hours": int(len(p.mix)), "gpu_hours": {k: int(p.mix[k].sum())
                                                               for k in kinds},
                       "cost_usd": float(p.mix["cost_usd"].sum()),

@@ -241,7 +241,8 @@ def overbooking_chart(curve: pd.DataFrame, target: float, factor: float | None,
 
 def mix_chart(mix: pd.DataFrame, synthetic: bool = False) -> go.Figure:
     """GPU counts per kind per hour (stacked) with hourly cost and power on a second axis."""
-    kinds = [c for c in mix.columns if c not in ("hour", "capacity", "cost_usd", "power_kw")]
+    kinds = [c for c in mix.columns
+             if c not in ("hour", "capacity", "cost_usd", "power_kw", "kgco2")]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     for k in kinds:
         fig.add_trace(go.Scatter(x=mix["hour"], y=mix[k], stackgroup="gpus", name=k,

@@ -36,7 +36,13 @@ delta = c2.select_slider("certificate failure probability (delta)", [0.01, 0.05,
                          value=0.1, key="delta")
 scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1,
                          key="scale", help="multiplies demand before it is turned into GPUs")
-objective = c4.radio("GPU mix objective", ["cost", "power"], horizontal=True, key="objective")
+objective = c4.radio("GPU mix objective", ["cost", "power", "carbon"], horizontal=True,
+                     key="objective")
+gco2 = None
+if objective == "carbon":
+    gco2 = st.number_input("grid carbon intensity (gCO2/kWh)", 0.0, 2000.0, 400.0, 10.0,
+                           key="gco2", help="one site's intensity; at a single site carbon "
+                           "ranks GPU kinds as power does - see Dispatch for sites over time")
 
 with st.expander("GPU catalog (editable; every default has a source)"):
     catalog = pd.DataFrame([{
@@ -66,7 +72,7 @@ for row, k in zip(edited.itertuples(), GPU_CATALOG, strict=True):
 try:
     with st.spinner("Fitting the envelope and choosing the overbooking factor ..."):
         plan = cache.capacity_plan(name, BIN_CHOICES_S[bin_label], params, kinds, target, delta,
-                                   objective, available, utilisation, float(scale))
+                                   objective, available, utilisation, float(scale), gco2)
 except ValueError as exc:
     st.error(f"No capacity plan: {exc}")
     st.stop()

@@ -108,3 +108,12 @@ def test_cli_capacity(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert {"overbooking_factor", "slo_violation_rate", "shortfall_fraction", "gpus"} <= set(doc)
     assert doc["overbooking_factor"] == pytest.approx(1.40, abs=0.1)
+
+
+def test_carbon_objective_mix(week_envelope):
+    p = capacity.plan(week_envelope, 300, list(GPU_CATALOG), objective="carbon",
+                      gco2_per_kwh=400.0, scale=1000)
+    assert not p.mix.empty and "kgco2" in p.mix
+    assert p.mix["kgco2"].to_numpy() == pytest.approx(p.mix["power_kw"].to_numpy() * 0.4)
+    # no price needed for carbon: B200 (no price) may be used, A100-80GB has no throughput
+    assert "B200" in p.mix.columns and "A100-80GB" not in p.mix.columns
