@@ -58,5 +58,7 @@ pages = [
     st.Page(str(HERE / "pages" / "coverage.py"), title="Coverage", icon=":material/verified:"),
     st.Page(str(HERE / "pages" / "capacity.py"), title="Capacity", icon=":material/dns:"),
     st.Page(str(HERE / "pages" / "dispatch.py"), title="Dispatch", icon=":material/public:"),
+    st.Page(str(HERE / "pages" / "telemetry.py"), title="Telemetry",
+            icon=":material/monitor_heart:"),
 ]
 st.navigation(pages).run()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from analytics import capacity, dispatch, envelope, grid, ingest, sources, store
+from analytics import capacity, dispatch, envelope, grid, ingest, sources, store, telemetry
 from analytics.config import ParseOptions, Settings, Weights
 from analytics.formats import FormatError
 from analytics.formats._common import file_stem
@@ -302,3 +302,46 @@ def pue_curve(t_min: float = -10.0, t_max: float = 45.0):
 
     t = np.linspace(t_min, t_max, 56)
     return t, dispatch.pue(t)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def nvml_status() -> dict:
+    """Whether NVML works on this host, and why not (cached for a minute)."""
+    return telemetry.status()
+
+
+def sample_live(seconds: float = 1.0, interval_ms: int = 250) -> pd.DataFrame:
+    """A short NVML sample for the live chart (not stored). Raises TelemetryUnavailable."""
+    return telemetry.sample(seconds, interval_ms)
+
+
+@st.cache_data(show_spinner=False)
+def _telemetry_rows(db_path: str, version: int, name: str) -> pd.DataFrame:
+    return store.dataset_rows(connection(), name)
+
+
+def telemetry_rows(name: str) -> pd.DataFrame:
+    return _telemetry_rows(str(settings().db_path), data_version(), name)
+
+
+@st.cache_data(show_spinner=False)
+def _references(db_path: str, version: int) -> pd.DataFrame:
+    return store.reference_cdfs(connection())
+
+
+def reference_cdfs() -> pd.DataFrame:
+    """Reference distributions (AcmeTrace) in the store, for overlays."""
+    return _references(str(settings().db_path), data_version())
+
+
+def serving_window(name: str) -> tuple:
+    """A first guess at the serving window of a telemetry dataset (busy samples)."""
+    return telemetry.detect_serving_window(telemetry_rows(name))
+
+
+def window_averages(name: str, start, end, freshness: dict) -> pd.DataFrame:
+    """Whole-job vs serving-window means (see :func:`analytics.telemetry.window_averages`)."""
+    return telemetry.window_averages(telemetry_rows(name), start, end, freshness)
+
+
+DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S

@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analytics import capacity, dispatch, envelope, grid, ingest, sources, store
+from analytics import capacity, dispatch, envelope, grid, ingest, sources, store, telemetry
 from analytics.config import DEFAULT_T0, GPU_CATALOG, ParseOptions, Settings, Weights, parse_bin
 from analytics.formats import FormatError, format_names
 
@@ -105,6 +105,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="rolling", help="envelope whose upper bound is served")
     p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--carbon", default=None, help=argparse.SUPPRESS)
+
+    p = sub.add_parser("telemetry", help="GPU telemetry: sample NVML now")
+    tsub = p.add_subparsers(dest="telemetry_command", required=True)
+    t = tsub.add_parser("sample", help="poll every GPU through NVML and store the rows")
+    t.add_argument("--seconds", type=float, default=10.0)
+    t.add_argument("--interval-ms", type=int, default=500)
+    t.add_argument("--name", default=None, help="dataset name (default nvml_<host>_<start>)")
+    t.add_argument("--no-store", action="store_true", help="only print the summary")
 
     p = sub.add_parser("coldstart", help="fit on one trace, calibrate on the first k hours of "
                                          "another, report coverage on the rest")
@@ -277,6 +285,41 @@ def _cmd_dispatch(args, settings) -> dict:
     return {"dataset": args.dataset, "gpu": args.gpu, "scale": args.scale, **out}
 
 
+def _cmd_telemetry(args, settings) -> dict:
+    import socket
+    from datetime import UTC, datetime
+
+    from analytics.formats._common import Parsed
+
+    host = socket.gethostname()
+    name = args.name or f"nvml_{host}_{datetime.now(UTC):%Y%m%dT%H%M%S}"
+    con = None if args.no_store else store.connect(settings.db_path)
+    state = {"created": False}
+
+    def on_batch(frame):
+        if con is None:
+            return
+        import polars as pl
+
+        pf = pl.from_pandas(frame)
+        if not state["created"]:
+            parsed = Parsed("telemetry", "nvml", pf, f"NVML sampler on {host}", 1e-3,
+                            ("sampled live through NVML",))
+            store.ingest(con, [store.IngestItem(parsed, name, f"nvml:{name}")])
+            state["created"] = True
+        else:
+            store.append_rows(con, name, pf)
+
+    try:
+        print(f"sampling for {args.seconds} s every {args.interval_ms} ms", file=sys.stderr)
+        frame = telemetry.sample(args.seconds, args.interval_ms, host=host, on_batch=on_batch)
+    finally:
+        if con is not None:
+            con.close()
+    return {"host": host, "dataset": None if args.no_store else name, "rows": int(len(frame)),
+            "gpus": telemetry.summarize(frame)}
+
+
 def _default_target(con, name: str) -> str:
     info = store.dataset(con, name)
     if info["kind"] != "requests":
@@ -302,7 +345,7 @@ def _cmd_coldstart(args, settings) -> dict:
 COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_delete,
             "pull": _cmd_pull, "grid": _cmd_grid, "envelope": _cmd_envelope,
             "coldstart": _cmd_coldstart, "capacity": _cmd_capacity,
-            "dispatch": _cmd_dispatch}
+            "dispatch": _cmd_dispatch, "telemetry": _cmd_telemetry}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(exc) if not isinstance(exc, KeyError) or isinstance(exc, store.UnknownDataset) \
             else exc.args[0]
         return _fail(2, msg)
-    except (sources.PullError, store.StoreError) as exc:
+    except (sources.PullError, store.StoreError, telemetry.TelemetryUnavailable) as exc:
         return _fail(1, str(exc))
     print(json.dumps(result, indent=2, default=str))
     return 0

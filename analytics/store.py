@@ -23,7 +23,7 @@ import polars as pl
 from analytics.config import Weights
 from analytics.formats._common import CANONICAL, Parsed
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DATA_TABLES = tuple(CANONICAL)
 
 _SQL_TYPES = {
@@ -87,11 +87,15 @@ MIGRATIONS: dict[int, list[str]] = {
         # dataset_id alone would not move when a dataset is deleted.
         "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT)",
         "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
-        *[_ddl(t) for t in DATA_TABLES],
+        *[_ddl(t) for t in ("requests", "demand_series", "carbon_intensity", "weather",
+                            "prices")],
     ],
     # GPU busy seconds per request, for traces that report execution time instead of tokens
     # (Alibaba GenAI LoRA trace: exec_time_seconds).
     2: ["ALTER TABLE requests ADD COLUMN IF NOT EXISTS gpu_s DOUBLE"],
+    # GPU telemetry (NVML sampler, nvidia-smi, DCGM exporter) and reference distributions
+    # (AcmeTrace power / utilisation CDFs) for overlays.
+    3: [_ddl("telemetry"), _ddl("reference_cdf")],
 }
 
 
@@ -224,8 +228,9 @@ def _insert(cur, item: IngestItem) -> dict:
                if c not in p.frame.columns]  # optional columns a format does not have
     frame = p.frame.with_columns(missing).select(list(CANONICAL[p.table]))
     dataset_id = cur.execute("SELECT nextval('dataset_id_seq')").fetchone()[0]
-    ts_min = frame["ts"].min() if frame.height else None
-    ts_max = frame["ts"].max() if frame.height else None
+    has_ts = "ts" in frame.columns and frame.height
+    ts_min = frame["ts"].min() if has_ts else None
+    ts_max = frame["ts"].max() if has_ts else None
     _run(
         cur,
         "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -296,9 +301,10 @@ def dataset_rows(con, name: str) -> pd.DataFrame:
     """All rows of one dataset in its canonical columns, in time order."""
     info = dataset(con, name)
     cols = ", ".join(CANONICAL[info["kind"]])
+    order = "ts" if "ts" in CANONICAL[info["kind"]] else "1"
     with con.cursor() as cur:
         return cur.execute(
-            f"SELECT {cols} FROM {info['kind']} WHERE dataset_id = ? ORDER BY ts",
+            f"SELECT {cols} FROM {info['kind']} WHERE dataset_id = ? ORDER BY {order}",
             [int(info["dataset_id"])],
         ).df()
 
@@ -430,3 +436,43 @@ def site_hourly(con, table: str, site: str, basis: str | None = None) -> pd.Data
         return _run(cur, f"""
             SELECT time_bucket(INTERVAL 1 HOUR, ts) AS ts, avg({col}) AS value
             FROM {table} WHERE {where} GROUP BY 1 ORDER BY 1""", params).df()
+
+
+def append_rows(con, name: str, frame: pl.DataFrame) -> int:
+    """Add rows to an existing dataset (the NVML sampler's batches), one transaction.
+
+    The ledger's row count and time span follow. Returns the dataset's row count after.
+    Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    table = info["kind"]
+    missing = [pl.lit(None, t).alias(c) for c, t in CANONICAL[table].items()
+               if c not in frame.columns]
+    frame = frame.with_columns(missing).select(list(CANONICAL[table]))
+    cols = ", ".join(CANONICAL[table])
+    with con.cursor() as cur:
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            cur.register("incoming", frame.to_arrow())
+            _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) SELECT ?, {cols} FROM incoming",
+                 [int(info["dataset_id"])])
+            cur.unregister("incoming")
+            _run(cur, f"""UPDATE datasets SET
+                    rows = (SELECT count(*) FROM {table} WHERE dataset_id = $id),
+                    ts_min = (SELECT min(ts) FROM {table} WHERE dataset_id = $id),
+                    ts_max = (SELECT max(ts) FROM {table} WHERE dataset_id = $id)
+                 WHERE dataset_id = $id""", {"id": int(info["dataset_id"])})
+            _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        return int(cur.execute("SELECT rows FROM datasets WHERE dataset_id = ?",
+                               [int(info["dataset_id"])]).fetchone()[0])
+
+
+def reference_cdfs(con) -> pd.DataFrame:
+    """All reference distributions (source, cluster, metric, cdf_percent, value)."""
+    with con.cursor() as cur:
+        return cur.execute("SELECT source, cluster, metric, cdf_percent, value FROM "
+                           "reference_cdf ORDER BY source, cluster, metric, cdf_percent").df()

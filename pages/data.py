@@ -42,10 +42,10 @@ if ledger.empty:
 
 st.subheader("Upload")
 uploads = st.file_uploader(
-    "Trace, carbon, weather or price files (.csv, .csv.gz, .jsonl(.gz), .json.gz, .epw(.gz), "
-    ".parquet)",
+    "Traces, carbon, weather, prices or GPU telemetry (.csv, .csv.gz, .jsonl(.gz), .json.gz, "
+    ".epw(.gz), .parquet, DCGM .prom/.txt)",
     accept_multiple_files=True,
-    type=["csv", "gz", "jsonl", "json", "epw", "parquet"],
+    type=["csv", "gz", "jsonl", "json", "epw", "parquet", "prom", "txt"],
     key="uploads",
 )
 with st.expander("Parse options"):

@@ -14,7 +14,8 @@ def _app() -> AppTest:
 
 
 @pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py",
-                                  "pages/capacity.py", "pages/dispatch.py"])
+                                  "pages/capacity.py", "pages/dispatch.py",
+                                  "pages/telemetry.py"])
 def test_every_page_renders_on_empty_store(app_env, page):
     at = _app().run()
     at.switch_page(page).run()
@@ -22,7 +23,8 @@ def test_every_page_renders_on_empty_store(app_env, page):
     assert at.title[0].value == {"pages/data.py": "Data", "pages/demand.py": "Demand",
                                  "pages/coverage.py": "Coverage",
                                  "pages/capacity.py": "Capacity",
-                                 "pages/dispatch.py": "Dispatch"}[page]
+                                 "pages/dispatch.py": "Dispatch",
+                                 "pages/telemetry.py": "Telemetry"}[page]
 
 
 def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):
@@ -208,3 +210,29 @@ def test_dispatch_page_with_real_sites(app_env):
     assert m["tCO2e, carbon-aware"] < m["tCO2e, all at home"]
     assert m["tCO2e, carbon-aware"] < m["tCO2e, capacity-proportional"]
     assert any("no weather" in c.value for c in at.caption)
+
+
+def test_telemetry_page_without_driver_and_with_dcgm_upload(app_env):
+    from test_telemetry import DCGM
+
+    from analytics import telemetry
+
+    at = _app().run()
+    at.switch_page("pages/telemetry.py").run()
+    assert not at.exception and at.title[0].value == "Telemetry"
+    if not telemetry.status()["available"]:
+        assert "no NVIDIA driver" in at.info[0].value
+    at.switch_page("pages/data.py").run()
+    at.file_uploader(key="uploads").set_value([
+        ("scrape.prom", DCGM.encode(), "text/plain"),
+        ("acme_power_util_cdf.csv", shared("acmetrace/acme_power_util_cdf.csv").read_bytes(),
+         "text/csv")])
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception and len(at.success) == 2
+    at.switch_page("pages/telemetry.py").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    g0 = table[table["gpu_id"] == 0].set_index("metric")
+    assert g0.loc["power_w", "window"] >= g0.loc["power_w", "whole"]
+    assert len(at.get("plotly_chart")) == 2

@@ -20,6 +20,9 @@ greendcc_carbon    carbon_intensity    Green-DCC / Electricity Maps hourly carbo
 greendcc_prices    prices              Green-DCC hourly electricity prices
 epw_weather        weather             EnergyPlus ``.epw`` typical-year weather
 openmeteo_weather  weather             Green-DCC Open-Meteo ``.json.gz`` weather
+nvidia_smi         telemetry           ``nvidia-smi --query-gpu=... --format=csv`` output
+dcgm_prometheus    telemetry           DCGM exporter Prometheus text exposition
+acmetrace_cdf      reference_cdf       AcmeTrace power / utilisation CDFs (overlays)
 canonical          any                 CSV / Parquet already in a canonical schema
 =================  ==================  =====================================================
 """
@@ -37,6 +40,7 @@ from analytics.formats import (
     carbon,
     mooncake,
     prices,
+    telemetry,
     weather,
 )
 from analytics.formats._common import FormatError, Parsed, read_head
@@ -57,6 +61,9 @@ FORMATS = {
         prices,
         weather.EPW,
         weather.OpenMeteo,
+        telemetry.NvidiaSmi,
+        telemetry.Dcgm,
+        telemetry.AcmeCdf,
         canonical,
     )
 }

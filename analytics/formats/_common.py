@@ -341,7 +341,7 @@ def file_stem(display: str) -> str:
     ('AzureLLMInferenceTrace_conv', 'GB_2023_hourly')
     """
     name = Path(display).name
-    for suffix in (".gz", ".csv", ".jsonl", ".json", ".parquet", ".epw"):
+    for suffix in (".gz", ".csv", ".jsonl", ".json", ".parquet", ".epw", ".prom", ".txt"):
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
     for suffix in (".csv", ".jsonl", ".json", ".epw"):
@@ -367,6 +367,16 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
     "weather": {"site": pl.String, "ts": pl.Datetime("us"), "temp_c": pl.Float64,
                 "rh_pct": pl.Float64},
     "prices": {"site": pl.String, "ts": pl.Datetime("us"), "usd_per_mwh": pl.Float64},
+    "telemetry": {
+        "ts": pl.Datetime("us"), "host": pl.String, "gpu_id": pl.Int32, "power_w": pl.Float64,
+        "sm_active": pl.Float64, "mem_used_mib": pl.Float64, "temp_c": pl.Float64,
+        "energy_j": pl.Float64, "gpu_util_pct": pl.Float64, "sm_clock_mhz": pl.Float64,
+        "mem_clock_mhz": pl.Float64, "throttle_reasons": pl.Int64,
+    },
+    "reference_cdf": {
+        "source": pl.String, "cluster": pl.String, "metric": pl.String,
+        "cdf_percent": pl.Float64, "value": pl.Float64,
+    },
 }
 
 #: Columns a canonical file must have for each table (the rest are optional).
@@ -376,4 +386,5 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "carbon_intensity": ("site", "ts", "gco2_per_kwh"),
     "weather": ("site", "ts", "temp_c"),
     "prices": ("site", "ts", "usd_per_mwh"),
+    "telemetry": ("ts", "gpu_id", "power_w"),
 }

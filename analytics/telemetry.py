@@ -1,0 +1,283 @@
+"""Live GPU telemetry (NVML) and serving-window averages.
+
+The OmniPilot paper (Sec. on telemetry) warns that whole-job averages of 60-second DCGM samples
+include idle start-up: restricting them to the serving window moved SM activity from 21 % to
+51 % and power from 132 W to 189 W, and each metric needs a freshness window with stale values
+down-weighted. This module does both.
+
+* :func:`sample` polls NVML (``pynvml`` from nvidia-ml-py) per GPU: power (mW -> W), total
+  energy counter (mJ -> J), SM and memory clocks (MHz), GPU utilisation (%), memory used
+  (bytes -> MiB), temperature (degC) and clock-event (throttle) reasons; rows are handed out in
+  batches (``on_batch``), e.g. to :func:`analytics.store.append_rows`.
+* :func:`window_averages` compares whole-job and serving-window means, each sample weighted by
+  how long it stood for, with staleness decay beyond the metric's freshness window.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import numpy as np
+import pandas as pd
+
+METRICS = ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c", "sm_clock_mhz",
+           "mem_clock_mhz")
+
+#: Seconds a sample of each metric stays fully fresh: DCGM profiling fields (sm_active) are
+#: averaged over their sampling period (60 s by default in dcgm-exporter setups the paper
+#: describes); instantaneous NVML readings (power, utilisation, clocks) are fresh for about one
+#: polling interval; slowly varying ones (memory used, temperature) for longer.
+DEFAULT_FRESHNESS_S = {"power_w": 5.0, "sm_active": 60.0, "gpu_util_pct": 5.0,
+                       "mem_used_mib": 30.0, "temp_c": 30.0, "sm_clock_mhz": 5.0,
+                       "mem_clock_mhz": 5.0}
+
+
+class TelemetryUnavailable(RuntimeError):
+    """NVML cannot be used here; the message names the cause (no library, no driver, no GPU)."""
+
+
+def _nvml():
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
+        raise TelemetryUnavailable("the nvidia-ml-py package is not installed") from exc
+    return pynvml
+
+
+def _init(nvml) -> None:
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        code = getattr(exc, "value", None)
+        causes = {
+            nvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+                "no NVIDIA driver: the NVML library (libnvidia-ml.so) is not installed",
+            nvml.NVML_ERROR_DRIVER_NOT_LOADED: "no NVIDIA driver loaded on this host",
+            nvml.NVML_ERROR_NO_PERMISSION: "no permission to open the NVIDIA driver",
+        }
+        raise TelemetryUnavailable(causes.get(code, f"NVML failed to start: {exc}")) from exc
+
+
+def status(nvml=None) -> dict:
+    """``{"available": bool, "reason": str, "gpus": [names]}`` without raising."""
+    nvml = nvml or _nvml()
+    try:
+        _init(nvml)
+    except TelemetryUnavailable as exc:
+        return {"available": False, "reason": str(exc), "gpus": []}
+    try:
+        n = nvml.nvmlDeviceGetCount()
+        names = [nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(n)]
+        names = [n.decode() if isinstance(n, bytes) else n for n in names]
+    finally:
+        nvml.nvmlShutdown()
+    if not names:
+        return {"available": False, "reason": "NVML started but found no NVIDIA GPU", "gpus": []}
+    return {"available": True, "reason": "", "gpus": names}
+
+
+def _read(nvml, handle, fn, *args, scale: float = 1.0):
+    try:
+        value = getattr(nvml, fn)(handle, *args)
+    except nvml.NVMLError:  # not supported on this GPU / driver: leave the field empty
+        return None
+    return value * scale if scale != 1.0 else value
+
+
+def _throttle(nvml, handle):
+    for fn in ("nvmlDeviceGetCurrentClocksEventReasons",
+               "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        if hasattr(nvml, fn):
+            v = _read(nvml, handle, fn)
+            if v is not None:
+                return int(v)
+    return None
+
+
+def sample(seconds: float, interval_ms: int, nvml=None, host: str | None = None,
+           on_batch: Callable[[pd.DataFrame], None] | None = None, batch_rows: int = 256,
+           clock: Callable[[], float] = time.monotonic,
+           sleep: Callable[[float], None] = time.sleep) -> pd.DataFrame:
+    """Poll every GPU for ``seconds`` at ``interval_ms``; return all rows.
+
+    Parameters
+    ----------
+    seconds, interval_ms : duration and polling interval
+    nvml : the pynvml module (a test double in tests)
+    on_batch : called with each batch of rows (a DataFrame in the ``telemetry`` schema)
+    clock, sleep : injectable for tests
+
+    Returns
+    -------
+    DataFrame with ts (UTC), host, gpu_id, power_w, energy_j, sm_clock_mhz, mem_clock_mhz,
+    gpu_util_pct, mem_used_mib, temp_c, throttle_reasons
+
+    Raises
+    ------
+    TelemetryUnavailable : no NVML library, no driver, or no GPU
+    ValueError : non-positive duration or interval
+    """
+    if seconds <= 0 or interval_ms <= 0:
+        raise ValueError("seconds and interval_ms must be positive")
+    nvml = nvml or _nvml()
+    _init(nvml)
+    host = host or socket.gethostname()
+    rows, batch, frames = [], [], []
+    try:
+        n = nvml.nvmlDeviceGetCount()
+        if n == 0:
+            raise TelemetryUnavailable("NVML started but found no NVIDIA GPU")
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        start = clock()
+        tick = 0
+        while True:
+            now = datetime.now(UTC).replace(tzinfo=None)
+            for i, h in enumerate(handles):
+                util = _read(nvml, h, "nvmlDeviceGetUtilizationRates")
+                mem = _read(nvml, h, "nvmlDeviceGetMemoryInfo")
+                batch.append({
+                    "ts": now, "host": host, "gpu_id": i,
+                    "power_w": _read(nvml, h, "nvmlDeviceGetPowerUsage", scale=1e-3),
+                    "energy_j": _read(nvml, h, "nvmlDeviceGetTotalEnergyConsumption",
+                                      scale=1e-3),
+                    "sm_clock_mhz": _read(nvml, h, "nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_SM),
+                    "mem_clock_mhz": _read(nvml, h, "nvmlDeviceGetClockInfo",
+                                           nvml.NVML_CLOCK_MEM),
+                    "gpu_util_pct": None if util is None else util.gpu,
+                    "mem_used_mib": None if mem is None else mem.used / 2**20,
+                    "temp_c": _read(nvml, h, "nvmlDeviceGetTemperature",
+                                    nvml.NVML_TEMPERATURE_GPU),
+                    "throttle_reasons": _throttle(nvml, h),
+                })
+            if len(batch) >= batch_rows:
+                frames.append(_flush(batch, on_batch))
+                batch = []
+            tick += 1
+            next_at = start + tick * interval_ms / 1000
+            if next_at - start >= seconds:
+                break
+            sleep(max(0.0, next_at - clock()))
+        if batch:
+            frames.append(_flush(batch, on_batch))
+    finally:
+        nvml.nvmlShutdown()
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(rows)
+
+
+def _flush(batch: list[dict], on_batch) -> pd.DataFrame:
+    frame = pd.DataFrame(batch)
+    if on_batch:
+        on_batch(frame)
+    return frame
+
+
+def summarize(frame: pd.DataFrame) -> dict:
+    """Per-GPU mean / max power, energy used (counter delta), mean utilisation and samples."""
+    out = {}
+    for gpu, g in frame.groupby("gpu_id"):
+        e = g["energy_j"].dropna()
+        out[str(gpu)] = {
+            "samples": int(len(g)),
+            "mean_power_w": _num(g["power_w"].mean()), "max_power_w": _num(g["power_w"].max()),
+            "energy_j": _num(e.iloc[-1] - e.iloc[0]) if len(e) > 1 else None,
+            "mean_gpu_util_pct": _num(g["gpu_util_pct"].mean()),
+            "max_temp_c": _num(g["temp_c"].max()),
+        }
+    return out
+
+
+def _num(v):
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def freshness_weights(ts: np.ndarray, start: np.datetime64, end: np.datetime64,
+                      fresh_s: float) -> np.ndarray:
+    """Weight of each sample in a time-weighted mean over ``[start, end)``.
+
+    Sample ``i`` stands for ``[t_i, t_{i+1})`` clipped to the window (the last one for one
+    fresh period). Within ``fresh_s`` of ``t_i`` it counts fully; after that it decays as
+    ``exp(-(age - fresh_s) / fresh_s)``, so a reading far older than its freshness window
+    contributes little: weight = ``F(b) - F(a)`` with ``F`` the integral of that profile over
+    ``age`` and ``[a, b]`` the clipped span in seconds since ``t_i``.
+
+    >>> t = np.array(["2024-01-01T00:00:00", "2024-01-01T00:00:10"], dtype="datetime64[s]")
+    >>> w = freshness_weights(t, t[0], t[1] + np.timedelta64(10, "s"), 10.0)
+    >>> [round(x, 6) for x in w]
+    [10.0, 10.0]
+    """
+    t = ts.astype("datetime64[us]").astype(np.int64) / 1e6
+    s = np.datetime64(start, "us").astype(np.int64) / 1e6
+    e = np.datetime64(end, "us").astype(np.int64) / 1e6
+    nxt = np.append(t[1:], t[-1] + fresh_s) if len(t) else t
+    a = np.clip(s - t, 0, None)  # age at which the window starts counting this sample
+    b = np.clip(np.minimum(nxt, e) - t, 0, None)
+    b = np.maximum(a, b)
+
+    def integral(age):
+        f = fresh_s
+        return np.where(age <= f, age, f + f * (1 - np.exp(-(age - f) / f)))
+
+    return integral(b) - integral(a)
+
+
+def window_averages(frame: pd.DataFrame, start, end, freshness: dict[str, float] | None = None
+                    ) -> pd.DataFrame:
+    """Whole-job vs serving-window means of each metric, per GPU.
+
+    Parameters
+    ----------
+    frame : telemetry rows (ts, gpu_id and metric columns)
+    start, end : the serving window (e.g. from a vllm bench result or typed in)
+    freshness : seconds a sample of each metric stays fresh (default DEFAULT_FRESHNESS_S)
+
+    Returns
+    -------
+    DataFrame: gpu_id, metric, whole, window, window_minus_whole, samples_in_window
+
+    Raises
+    ------
+    ValueError : an empty window (end <= start)
+    """
+    start, end = pd.Timestamp(start), pd.Timestamp(end)
+    if end <= start:
+        raise ValueError(f"the serving window ends ({end}) before it starts ({start})")
+    fresh = {**DEFAULT_FRESHNESS_S, **(freshness or {})}
+    rows = []
+    for gpu, g in frame.sort_values("ts").groupby("gpu_id"):
+        ts = pd.to_datetime(g["ts"]).to_numpy()
+        job_start, job_end = ts[0], ts[-1]
+        for m in METRICS:
+            if m not in g or g[m].isna().all():
+                continue
+            ok = g[m].notna().to_numpy()
+            vals, tsm = g[m].to_numpy(float)[ok], ts[ok]
+            f = fresh[m]
+            w_all = freshness_weights(tsm, job_start, job_end + np.timedelta64(int(f * 1e6), "us"),
+                                      f)
+            w_win = freshness_weights(tsm, start.to_datetime64(), end.to_datetime64(), f)
+            whole = float(np.average(vals, weights=w_all)) if w_all.sum() else np.nan
+            window = float(np.average(vals, weights=w_win)) if w_win.sum() else np.nan
+            rows.append({"gpu_id": gpu, "metric": m, "whole": whole, "window": window,
+                         "window_minus_whole": window - whole,
+                         "samples_in_window": int(((tsm >= start.to_datetime64())
+                                                   & (tsm < end.to_datetime64())).sum())})
+    return pd.DataFrame(rows)
+
+
+def detect_serving_window(frame: pd.DataFrame, metric: str = "gpu_util_pct",
+                          threshold: float | None = None) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """From the first busy sample to the end of the last one (its start plus the median sample
+    spacing), busy = ``metric`` above ``threshold`` (default: half its max): a starting guess
+    for the serving window, to be confirmed by the user."""
+    col = metric if metric in frame and frame[metric].notna().any() else "power_w"
+    v = frame[col]
+    thr = threshold if threshold is not None else 0.5 * float(v.max())
+    busy = frame.loc[v > thr, "ts"]
+    if busy.empty:
+        raise ValueError(f"no sample has {col} above {thr:g}")
+    steps = pd.Series(pd.to_datetime(frame["ts"]).drop_duplicates().sort_values()).diff().dropna()
+    step = steps.median() if len(steps) else pd.Timedelta("1s")
+    return pd.Timestamp(busy.min()), pd.Timestamp(busy.max()) + step

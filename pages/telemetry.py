@@ -1,0 +1,77 @@
+"""Telemetry: live NVML readings, uploaded nvidia-smi / DCGM feeds, serving-window averages."""
+
+import pandas as pd
+import streamlit as st
+from analytics import cache, charts
+
+st.title("Telemetry")
+
+status = cache.nvml_status()
+if status["available"]:
+    st.success(f"NVML sees {len(status['gpus'])} GPU(s): {', '.join(status['gpus'])}")
+
+    @st.fragment(run_every="3s")
+    def live():
+        try:
+            frame = cache.sample_live(1.0, 250)
+        except Exception as exc:  # the driver went away mid-session: say so, keep the page
+            st.warning(f"Live sampling stopped: {exc}")
+            return
+        buf = pd.concat([st.session_state.get("live_buf", pd.DataFrame()), frame])
+        st.session_state["live_buf"] = buf.tail(2000)
+        st.plotly_chart(charts.telemetry_chart(st.session_state["live_buf"], "power_w",
+                                               title="Live power (W), refreshed every 3 s"),
+                        key="live_chart")
+
+    live()
+else:
+    st.info(f"Live sampling is off on this host: {status['reason']}. Upload `nvidia-smi "
+            "--query-gpu=... --format=csv` output or DCGM-exporter text on the Data page, or "
+            "run `headroom telemetry sample` on a GPU host.")
+
+ledger = cache.datasets()
+names = ledger.loc[ledger["kind"] == "telemetry", "name"].tolist()
+refs = cache.reference_cdfs()
+if not names:
+    st.caption("No telemetry dataset in the store yet.")
+    if not refs.empty:
+        st.plotly_chart(charts.power_cdf_chart(pd.DataFrame({"power_w": []}), refs),
+                        key="cdf_chart")
+    st.stop()
+
+name = st.selectbox("Telemetry dataset", names, key="telemetry_dataset")
+rows = cache.telemetry_rows(name)
+metrics = [m for m in ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c",
+                       "sm_clock_mhz", "mem_clock_mhz") if rows[m].notna().any()]
+metric = st.selectbox("Metric", metrics, key="telemetry_metric")
+
+st.subheader("Serving window vs whole job")
+try:
+    guess = cache.serving_window(name)
+except ValueError:
+    guess = (rows["ts"].min(), rows["ts"].max())
+c1, c2 = st.columns(2)
+start = c1.text_input("window start (UTC)", str(guess[0]), key="win_start")
+end = c2.text_input("window end (UTC)", str(guess[1]), key="win_end")
+with st.expander("Freshness windows (s): samples older than this are down-weighted"):
+    cols = st.columns(len(metrics))
+    fresh = {m: cols[i].number_input(m, 0.1, 3600.0, float(cache.DEFAULT_FRESHNESS_S[m]),
+                                     key=f"fresh_{m}") for i, m in enumerate(metrics)}
+st.caption("The window starts as the first to last sample above half the peak utilisation (or "
+           "power); edit it, e.g. from a `vllm bench serve` result. Each sample counts for the "
+           "time it stood for, fully within its freshness window and decaying after it.")
+try:
+    table = cache.window_averages(name, pd.Timestamp(start), pd.Timestamp(end), fresh)
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+st.plotly_chart(charts.telemetry_chart(rows, metric, (pd.Timestamp(start), pd.Timestamp(end)),
+                                       title=f"{name}: {metric}"), key="telemetry_chart")
+st.dataframe(table, hide_index=True, key="window_table", column_config={
+    "whole": st.column_config.NumberColumn("whole job", format="%.3f"),
+    "window": st.column_config.NumberColumn("serving window", format="%.3f"),
+    "window_minus_whole": st.column_config.NumberColumn("difference", format="%+.3f")})
+if "power_w" in metrics:
+    st.plotly_chart(charts.power_cdf_chart(rows, refs), key="cdf_chart")
+    if refs.empty:
+        st.caption("Ingest AcmeTrace `acme_power_util_cdf.csv` to overlay reference clusters.")
