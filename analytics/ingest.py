@@ -104,7 +104,7 @@ def synthetic_requests(rng: np.random.Generator, days: int = 14,
                        opts: ParseOptions | None = None) -> Parsed:
     """A labelled synthetic request trace for the offline demo (never mistaken for real data).
 
-    Arrivals are Poisson per second with a rate of 0.5 req/s scaled by a diurnal sine (peak 14:00,
+    Arrivals are Poisson per second with a rate of 0.15 req/s scaled by a diurnal sine (peak 14:00,
     trough 02:00, +-60 %) and a weekend factor of 0.6; prompt and completion lengths are
     lognormal (medians 600 and 180 tokens). These shapes are illustrative, not fitted to any trace.
 
@@ -114,7 +114,7 @@ def synthetic_requests(rng: np.random.Generator, days: int = 14,
     seconds = np.arange(days * 86400)
     hour = (seconds % 86400) / 3600
     weekday = (seconds // 86400) % 7  # t0 is a Monday
-    rate = 0.5 * (1 + 0.6 * np.sin(2 * np.pi * (hour - 8) / 24)) * np.where(weekday >= 5, 0.6, 1.0)
+    rate = 0.15 * (1 + 0.6 * np.sin(2 * np.pi * (hour - 8) / 24)) * np.where(weekday >= 5, 0.6, 1.0)
     counts = rng.poisson(rate)
     arrival_s = np.repeat(seconds, counts) + rng.random(counts.sum())
     n = arrival_s.size

@@ -10,7 +10,8 @@ APP = str(REPO / "app.py")
 
 
 def _app() -> AppTest:
-    return AppTest.from_file(APP, default_timeout=120)
+    # generous: pages that fit models take seconds alone, minutes on a loaded 2-core machine
+    return AppTest.from_file(APP, default_timeout=300)
 
 
 @pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py",
