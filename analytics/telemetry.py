@@ -205,7 +205,7 @@ def freshness_weights(ts: np.ndarray, start: np.datetime64, end: np.datetime64,
 
     >>> t = np.array(["2024-01-01T00:00:00", "2024-01-01T00:00:10"], dtype="datetime64[s]")
     >>> w = freshness_weights(t, t[0], t[1] + np.timedelta64(10, "s"), 10.0)
-    >>> [round(x, 6) for x in w]
+    >>> [round(float(x), 6) for x in w]
     [10.0, 10.0]
     """
     t = ts.astype("datetime64[us]").astype(np.int64) / 1e6
