@@ -139,7 +139,7 @@ def ingest_uploads(files, opts: ParseOptions) -> list[dict]:
             except FormatError as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
                                 "dataset": None, "rows": 0, "format": None})
-            except store.NameTaken as exc:
+            except (store.NameTaken, store.StoreError) as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
                                 "dataset": file_stem(up.name), "rows": 0, "format": None})
     return results

@@ -150,7 +150,7 @@ def hourly_coverage_chart(hourly: pd.DataFrame, synthetic: bool = False) -> go.F
     title = "Coverage by hour of day (UTC)"
     if synthetic:
         title += f" - {SYNTHETIC_LABEL}"
-    fig.update_layout(title=title, height=320, xaxis_title="hour",
+    fig.update_layout(title=title, height=320, xaxis={"title": "hour", "type": "category"},
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return _label_synthetic(fig, synthetic)
 
@@ -161,11 +161,16 @@ def alarm_chart(alarm: dict, synthetic: bool = False) -> go.Figure:
                                  name="test martingale"))
     fig.add_hline(y=alarm["threshold"], line_dash="dash", line_color="#d62728",
                   annotation_text=f"alarm at {alarm['threshold']:.0f}")
-    fig.add_vline(x=alarm["ts"][alarm["test_start"]], line_dash="dot", line_color="#555")
+    start = alarm["ts"][alarm["test_start"]]
+    fig.add_vline(x=start, line_dash="dot", line_color="#555")
+    # plotly cannot place a vline annotation on a datetime axis itself: add it separately
+    fig.add_annotation(x=start, y=1, yref="paper", text="test window starts", showarrow=False,
+                       xanchor="left", yanchor="top")
     title = "Shift alarm: exchangeability martingale on calibration + test residuals"
     if synthetic:
         title += f" - {SYNTHETIC_LABEL}"
-    fig.update_layout(title=title, yaxis={"type": "log", "title": "martingale value"},
+    fig.update_layout(title=title, yaxis={"type": "log", "title": "martingale value",
+                                          "exponentformat": "power"},
                       xaxis_title="time (UTC)", height=340,
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return _label_synthetic(fig, synthetic)
@@ -254,8 +259,8 @@ def mix_chart(mix: pd.DataFrame, synthetic: bool = False) -> go.Figure:
         title += f" - {SYNTHETIC_LABEL}"
     fig.update_layout(title=title, height=380, margin={"l": 60, "r": 60, "t": 60, "b": 40},
                       legend={"orientation": "h", "y": -0.2})
-    fig.update_yaxes(title_text="GPUs", secondary_y=False)
-    fig.update_yaxes(title_text="power (kW)", secondary_y=True)
+    fig.update_yaxes(title_text="GPUs", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title_text="power (kW)", secondary_y=True, rangemode="tozero")
     return _label_synthetic(fig, synthetic)
 
 
@@ -300,6 +305,9 @@ def policy_bars(totals: pd.DataFrame, synthetic: bool = False) -> go.Figure:
         fig.add_trace(go.Bar(x=totals["policy"], y=totals["usd"], name="USD",
                              text=[f"{v:,.2f}" for v in totals["usd"]], textposition="outside"),
                       row=1, col=2)
+    else:
+        fig.add_annotation(text="no price series for every site:<br>cost not compared",
+                           xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, showarrow=False)
     title = "Baselines vs carbon-aware dispatch"
     if synthetic:
         title += f" - {SYNTHETIC_LABEL}"

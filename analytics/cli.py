@@ -21,6 +21,44 @@ class BadInput(Exception):
     """Turns into exit code 2 with the message on stderr and an error document on stdout."""
 
 
+def _hours(text: str) -> tuple[int, ...]:
+    try:
+        hours = tuple(int(x) for x in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole hours, e.g. 6,12,24") from exc
+    if min(hours) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: hours must be >= 1")
+    return hours
+
+
+def _positive(text: str) -> float:
+    v = float(text)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return v
+
+
+def _nonneg(text: str) -> float:
+    v = float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return v
+
+
+def _unit_interval(text: str) -> float:
+    v = float(text)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
+    return v
+
+
+def _open_unit(text: str) -> float:
+    v = float(text)
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be strictly between 0 and 1")
+    return v
+
+
 def _t0(text: str) -> datetime:
     try:
         t = datetime.fromisoformat(text)
@@ -63,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("envelope", help="point forecasts, conformal intervals and their coverage")
     _grid_args(p)
-    p.add_argument("--alpha", type=float, default=0.1, help="miscoverage (0.1 = 90%% intervals)")
+    p.add_argument("--alpha", type=_open_unit, default=0.1,
+                   help="miscoverage (0.1 = 90%% intervals)")
     p.add_argument("--horizon", type=int, default=1, help="bins ahead")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--split-days", type=_triple(int), default=None,
@@ -72,21 +111,26 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--split-frac", type=_triple(float), default=None,
                    help="fit,calibration,test fractions (default .69,.15,.16)")
     p.add_argument("--base-model", default="hgb", choices=["ridge", "hgb", "extra_trees",
-                                                           "lightgbm"])
-    p.add_argument("--aci-gamma", type=float, default=0.005)
-    p.add_argument("--seed", type=int, default=0)
+                                                           "lightgbm"],
+                   help="point model the residual-based intervals wrap")
+    p.add_argument("--aci-gamma", type=_nonneg, default=0.005,
+                   help="ACI step size (Gibbs & Candes 2021 use 0.005)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the learned models and bootstrap")
 
     p = sub.add_parser("capacity", help="calibrated overbooking, GPU-hours and GPU mix")
     _grid_args(p)
-    p.add_argument("--alpha", type=float, default=0.1, help="envelope miscoverage")
-    p.add_argument("--target-violation", type=float, default=0.05,
+    p.add_argument("--alpha", type=_open_unit, default=0.1, help="envelope miscoverage")
+    p.add_argument("--target-violation", type=_open_unit, default=0.05,
                    help="tolerated share of bins whose demand exceeds capacity")
-    p.add_argument("--delta", type=float, default=0.1,
+    p.add_argument("--delta", type=_open_unit, default=0.1,
                    help="Learn-then-Test failure probability of the certificate")
     p.add_argument("--objective", choices=list(capacity.OBJECTIVES[:2]), default="cost",
-                   help="GPU mix objective (carbon needs a site: see dispatch)")
-    p.add_argument("--scale", type=float, default=1.0, help="traffic multiplier (scenario)")
-    p.add_argument("--utilisation", type=float, default=0.8)
+                   help="GPU mix objective: cost or power (carbon: use the Capacity page or "
+                        "dispatch)")
+    p.add_argument("--scale", type=_positive, default=1.0,
+                   help="traffic multiplier (scenario): a public trace is one tenant's sample")
+    p.add_argument("--utilisation", type=_unit_interval, default=0.8,
+                   help="GPU utilisation for power: idle + (TDP - idle) x utilisation")
     p.add_argument("--available", default="",
                    help="GPU availability, e.g. H100-80GB=64,A100-40GB=128")
 
@@ -96,14 +140,19 @@ def _parser() -> argparse.ArgumentParser:
                                                   "CISO,ERCO,BPAT,PJM,NYIS")
     p.add_argument("--home", default=None, help="baseline home site (default: the first)")
     p.add_argument("--gpu", default="H100-80GB", help="GPU kind whose energy per unit is used")
-    p.add_argument("--scale", type=float, default=1.0, help="traffic multiplier (scenario)")
-    p.add_argument("--utilisation", type=float, default=0.8)
-    p.add_argument("--max-share", type=float, default=1.0, help="most share of an hour per site")
+    p.add_argument("--scale", type=_positive, default=1.0,
+                   help="traffic multiplier (scenario): a public trace is one tenant's sample")
+    p.add_argument("--utilisation", type=_unit_interval, default=0.8,
+                   help="GPU utilisation for power: idle + (TDP - idle) x utilisation")
+    p.add_argument("--max-share", type=_unit_interval, default=1.0,
+                   help="most share of an hour per site")
     p.add_argument("--offset-days", type=int, default=0,
                    help="shift when aligning site-data years to the trace by day-of-year")
     p.add_argument("--basis", default=None, help="carbon basis: avg, LCA or direct")
-    p.add_argument("--method", default="rolling", help="envelope whose upper bound is served")
-    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--method", default="rolling",
+                   choices=["direct_quantile", "split", "cqr", "rolling", "aci", "regime"],
+                   help="envelope whose upper bound is served")
+    p.add_argument("--alpha", type=_open_unit, default=0.1, help="envelope miscoverage")
     p.add_argument("--carbon", default=None, help=argparse.SUPPRESS)
 
     p = sub.add_parser("telemetry", help="GPU telemetry: sample NVML now")
@@ -118,19 +167,19 @@ def _parser() -> argparse.ArgumentParser:
                                          "another, report coverage on the rest")
     p.add_argument("source")
     p.add_argument("target")
-    p.add_argument("--bin", default="5min")
-    p.add_argument("--k-hours", type=lambda t: tuple(int(x) for x in t.split(",")),
-                   default=(6, 12, 24, 48), help="calibration lengths in hours, e.g. 6,12,24")
-    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--bin", default="5min", help="bin width: 1min, 5min, 15min, 1h, 300s")
+    p.add_argument("--k-hours", type=_hours, default=(6, 12, 24, 48),
+                   help="calibration lengths in hours, e.g. 6,12,24")
+    p.add_argument("--alpha", type=_open_unit, default=0.1, help="interval miscoverage")
     return ap
 
 
 def _grid_args(p) -> None:
     p.add_argument("dataset")
     p.add_argument("--bin", default="5min", help="bin width: 1min, 5min, 15min, 1h, 1d, 300s")
-    p.add_argument("--w-prompt", type=float, default=1.0,
+    p.add_argument("--w-prompt", type=_nonneg, default=1.0,
                    help="weight of a prompt token in the target (weighted tokens per bin)")
-    p.add_argument("--w-completion", type=float, default=1.0,
+    p.add_argument("--w-completion", type=_nonneg, default=1.0,
                    help="weight of a completion token in the target")
     p.add_argument("--exclude-failed", action="store_true",
                    help="leave failed requests (BurstGPT Response tokens = 0) out of the target")
@@ -249,9 +298,16 @@ def _cmd_capacity(args, settings) -> dict:
     bin_s = parse_bin(args.bin)
     env = envelope.run_envelope(g, bin_s, envelope.EnvelopeParams(alpha=args.alpha, n_boot=200))
     available = {}
+    known = {k.name for k in GPU_CATALOG}
     for item in filter(None, args.available.split(",")):
         name, _, count = item.partition("=")
-        available[name.strip()] = int(count)
+        if name.strip() not in known:
+            raise BadInput(f"--available: unknown GPU kind {name.strip()!r}; known: "
+                           f"{sorted(known)}")
+        try:
+            available[name.strip()] = int(count)
+        except ValueError as exc:
+            raise BadInput(f"--available {item!r}: the count must be a whole number") from exc
     p = capacity.plan(env, bin_s, list(GPU_CATALOG), args.target, args.target_violation,
                       args.delta, args.objective, available or None, args.utilisation,
                       scale=args.scale)
@@ -350,6 +406,9 @@ COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_del
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``headroom`` console script. Returns the exit code."""
+    import logging
+
+    logging.getLogger().setLevel(logging.WARNING)  # MAPIE logs INFO on the root logger
     args = _parser().parse_args(argv)
     env = Settings.from_env()
     settings = Settings(db_path=args.db or env.db_path, data_dir=env.data_dir)

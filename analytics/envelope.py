@@ -72,7 +72,8 @@ class EnvelopeResult:
     split : dict, start / end / bins of each part, and the mode (days / fractions)
     hourly : DataFrame: method, hour, coverage, bins
     by_regime : DataFrame: method, group (regime), coverage, bins
-    rolling : DataFrame: ts, method, coverage (trailing one day)
+    rolling : DataFrame: ts, method, coverage (trailing day, or a quarter of a shorter test
+        window)
     alarm : dict from :func:`analytics.conformal.shift_alarm` plus its ``ts``
     """
 
@@ -122,10 +123,14 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     if not feats.valid[test].all():
         raise ValueError("the test window starts before the features have enough history; "
                          "use a longer series or a larger fit fraction")
-    if len(cal) < int(np.ceil(1 / params.alpha)):
-        raise ValueError(f"only {len(cal)} calibration bins with full features; need at least "
-                         f"{int(np.ceil(1 / params.alpha))} for alpha = {params.alpha}")
+    need = int(np.ceil(max(1 / params.alpha, 1 / (1 - params.alpha)))) + 1
+    if len(cal) < need:
+        raise ValueError(f"only {len(cal)} calibration bins with full features; alpha = "
+                         f"{params.alpha} needs at least {need}: use a longer series, finer bins "
+                         "or a larger alpha")
     fit_ok = fit_rows[feats.valid[fit_rows]]
+    if len(fit_ok) < 20:
+        raise ValueError(f"only {len(fit_ok)} fit bins with full features; need at least 20")
 
     # ---- point metrics on the test window
     rows = []
@@ -136,7 +141,8 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
                          "rmse": forecast.rmse(y[test], p[test])})
     point_metrics = pd.DataFrame(rows)
     rng = np.random.default_rng(params.seed)
-    baseline = params.baseline if params.baseline in preds else "persistence"
+    finite = {m for m, p in preds.items() if np.isfinite(p[test]).all()}
+    baseline = params.baseline if params.baseline in finite else "persistence"
     gain = forecast.block_bootstrap_mae_diff(
         y[test] - preds[baseline][test], y[test] - preds[params.base_model][test],
         feats.per_day, rng, params.n_boot,
@@ -149,12 +155,15 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     yhat = preds[params.base_model]
     out = pd.DataFrame({"ts": ts[test].to_numpy(), "y": y[test],
                         "hour": ts[test].dt.hour.to_numpy(), "yhat": yhat[test]})
-    bands = {
-        "direct_quantile": conformal.direct_quantile(X[fit_ok], y[fit_ok], X[test], a,
-                                                     params.seed),
-        "split": conformal.split_conformal(base, X[cal], y[cal], X[test], a),
-        "cqr": conformal.cqr(X[fit_ok], y[fit_ok], X[cal], y[cal], X[test], a, params.seed),
-    }
+    try:
+        bands = {
+            "direct_quantile": conformal.direct_quantile(X[fit_ok], y[fit_ok], X[test], a,
+                                                         params.seed),
+            "split": conformal.split_conformal(base, X[cal], y[cal], X[test], a),
+            "cqr": conformal.cqr(X[fit_ok], y[fit_ok], X[cal], y[cal], X[test], a, params.seed),
+        }
+    except ValueError as exc:  # MAPIE / scikit-learn refusing a tiny or degenerate grid
+        raise ValueError(f"the intervals cannot be fitted on this grid: {exc}") from exc
     init = y[cal] - yhat[cal]
     lo, hi, _ = conformal.online_conformal(y[test], yhat[test], init, a, 0.0)
     bands["rolling"] = (lo, hi)
@@ -168,6 +177,7 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     metric_rows, hourly, by_regime, rolling = [], [], [], []
     day = feats.per_day
     for m, (lo, hi) in bands.items():
+        lo = np.maximum(lo, 0.0)  # demand is never negative: coverage unchanged, width honest
         out[f"{m}_lo"], out[f"{m}_hi"] = lo, hi
         hit = conformal.covered(y[test], lo, hi)
         metric_rows.append({"method": m, "coverage": float(hit.mean()),
@@ -176,7 +186,7 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
                             "winkler": conformal.winkler_score(y[test], lo, hi, a)})
         hourly.append(conformal.coverage_by(out["hour"].to_numpy(), hit).assign(method=m))
         by_regime.append(conformal.coverage_by(labels, hit).assign(method=m))
-        rc = conformal.rolling_coverage(out["ts"], hit, min(day, len(test)))
+        rc = conformal.rolling_coverage(out["ts"], hit, min(day, max(12, len(test) // 4)))
         rolling.append(rc.assign(method=m))
 
     stream = np.concatenate([cal, test])
@@ -248,6 +258,8 @@ def cold_start(source: pd.DataFrame, target: pd.DataFrame, bin_s: int,
     ValueError : the target is shorter than the largest ``k`` plus one day
     """
     params = params or EnvelopeParams()
+    if not k_hours or min(k_hours) < 1:
+        raise ValueError("calibration lengths must be at least 1 hour")
     per_hour = max(1, int(round(3600 / bin_s)))
     y_s = source["target"].to_numpy(float)
     y_t = target["target"].to_numpy(float)
@@ -263,10 +275,16 @@ def cold_start(source: pd.DataFrame, target: pd.DataFrame, bin_s: int,
         ft = forecast.make_features(y_t / t_scale, target["ts"], bin_s, params.horizon, n_cal)
         n_fit = int(len(y_s) * 0.85)
         fit_rows = np.flatnonzero(fs.valid[:n_fit])
+        if len(fit_rows) < 50:
+            raise ValueError(f"the source trace has {len(fit_rows)} usable bins at this bin "
+                             "width; fit on a longer trace")
         model = forecast.make_model(params.base_model, params.seed)
         model.fit(fs.X[fit_rows], y_s[fit_rows] / s_scale)
         src_cal = np.arange(n_fit, len(y_s))[fs.valid[n_fit:]]
         cal = np.flatnonzero(ft.valid[:n_cal])
+        if len(cal) < 11 or len(np.arange(n_fit, len(y_s))[fs.valid[n_fit:]]) < 11:
+            raise ValueError(f"{k} h gives {len(cal)} usable calibration bins; need at least "
+                             "11 (use finer bins or a larger k)")
         ev = np.arange(n_cal, len(y_t))
         yt_n = y_t / t_scale
         yhat_ev = model.predict(ft.X[ev])

@@ -94,7 +94,7 @@ def bootstrap(con, folder: str | Path, opts: ParseOptions | None = None,
             on_file(i, len(files), path.name)
         try:
             results.extend(ingest_files(con, [FileIn(path, path.name)], opts=opts))
-        except (FormatError, store.NameTaken) as exc:
+        except (FormatError, store.NameTaken, store.StoreError) as exc:
             results.append({"file": path.name, "dataset": None, "format": None, "rows": 0,
                             "status": "rejected", "error": str(exc)})
     return results

@@ -203,7 +203,10 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
                 ).fetchone()
                 if dup:
                     results.append({"file": p.source, "dataset": dup[0], "format": p.format,
-                                    "rows": 0, "status": "duplicate"})
+                                    "rows": 0, "status": "duplicate",
+                                    "hint": f"these bytes are already dataset {dup[0]!r}; "
+                                            "delete it first to ingest them with other "
+                                            "options or another name"})
                     continue
                 taken = cur.execute("SELECT 1 FROM datasets WHERE name = ?", [item.name]).fetchone()
                 if taken or item.name in seen_names:

@@ -34,7 +34,7 @@ target = c1.slider("target SLO violation rate", 0.01, 0.30, 0.05, 0.01, key="tar
                    help="share of bins whose demand may exceed capacity")
 delta = c2.select_slider("certificate failure probability (delta)", [0.01, 0.05, 0.1, 0.2],
                          value=0.1, key="delta")
-scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1,
+scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1000,
                          key="scale", help="multiplies demand before it is turned into GPUs")
 objective = c4.radio("GPU mix objective", ["cost", "power", "carbon"], horizontal=True,
                      key="objective")
@@ -86,9 +86,14 @@ m2.metric("test violations", f"{ob.test['violations']} / {ob.test['bins']}",
 m3.metric("test shortfall", f"{ob.test['shortfall_fraction']:.2%}",
           help="demand above capacity, as a share of test-window demand")
 m4.metric("calibration violations", f"{ob.calibration['violation_rate']:.1%}")
-st.caption(f"f is the smallest factor whose violation risk Learn-then-Test certifies below "
-           f"{target:.0%} with probability {1 - delta:.0%} on the calibration window "
-           f"({ob.calibration['bins']} bins); the test window is never used to choose it.")
+if ob.factor is None:
+    st.warning(f"No factor on the grid (up to {ob.curve['factor'].max():.2f}) could be certified "
+               f"below {target:.0%} on {ob.calibration['bins']} calibration bins; the largest "
+               "is shown. Allow a higher target, a larger delta or a longer calibration window.")
+else:
+    st.caption(f"f is the smallest factor whose violation risk Learn-then-Test certifies below "
+               f"{target:.0%} with probability {1 - delta:.0%} on the calibration window "
+               f"({ob.calibration['bins']} bins); the test window is never used to choose it.")
 st.plotly_chart(charts.capacity_chart(ob.frame, ob.factor, plan.unit, bin_label, synthetic),
                 key="capacity_chart")
 st.plotly_chart(charts.overbooking_chart(ob.curve, target, ob.factor, synthetic),
@@ -101,7 +106,11 @@ st.dataframe(plan.gpu_hours, hide_index=True, key="gpu_hours_table", column_conf
     "saved_gpu_h": st.column_config.NumberColumn("saved GPU-h", format="%.1f"),
     "saved_fraction": st.column_config.NumberColumn("saved", format="percent")})
 for kind, why in plan.excluded.items():
-    st.caption(f"{kind} left out: {why}")
+    st.caption(f"{kind} left out of the {'GPU-hours table and the ' if 'throughput' in why else ''}"
+               f"GPU mix: {why}")
+if plan.mix.empty and plan.unit == "GPU-seconds":
+    st.caption("No GPU mix: this trace counts GPU-seconds on its own hardware, so there is no "
+               "per-kind throughput to trade kinds against.")
 if not plan.mix.empty:
     st.plotly_chart(charts.mix_chart(plan.mix, synthetic), key="mix_chart")
     st.caption(f"Total over the test window: ${plan.mix['cost_usd'].sum():,.2f}, "

@@ -48,8 +48,10 @@ st.dataframe(table.rename(columns={"mean_width": "mean width", "winkler": "inter
                  "mean width": st.column_config.NumberColumn(format="%.0f"),
                  "interval score": st.column_config.NumberColumn(format="%.0f")},
              key="interval_table")
-st.plotly_chart(charts.rolling_coverage_chart(env.rolling, params.alpha, synthetic),
-                key="rolling_chart")
+st.plotly_chart(charts.rolling_coverage_chart(env.rolling.dropna(subset=["coverage"]),
+                                             params.alpha, synthetic), key="rolling_chart")
+st.caption("Rolling coverage is over the trailing day, or a quarter of the test window when "
+           "that is shorter than a day; the curve starts once that much has passed.")
 st.plotly_chart(charts.hourly_coverage_chart(env.hourly, synthetic), key="hourly_chart")
 
 st.subheader("Coverage by regime (hour block x forecast tercile)")
@@ -63,7 +65,8 @@ if alarm["first_alarm"] is None:
     st.success(f"No alarm: the martingale stayed below {alarm['threshold']:.0f} "
                f"(level {1 / alarm['threshold']:.0%}); no evidence the coverage promise breaks.")
 else:
-    st.warning(f"Alarm at {alarm['ts'][alarm['first_alarm']]}: the residuals stopped looking "
+    when = str(alarm["ts"][alarm["first_alarm"]])[:16].replace("T", " ")
+    st.warning(f"Alarm at {when} UTC: the residuals stopped looking "
                "exchangeable (martingale above "
                f"{alarm['threshold']:.0f}), so split-conformal coverage is no longer promised; "
                "adaptive methods (rolling, ACI) are built for this case.")

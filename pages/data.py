@@ -14,7 +14,8 @@ if report:
         if r["status"] == "rejected":
             st.error(f"**{r['file']}** rejected - {r['error']}")
         elif r["status"] == "duplicate":
-            st.info(f"**{r['file']}**: same bytes as dataset `{r['dataset']}` - nothing added.")
+            st.info(f"**{r['file']}**: same bytes as dataset `{r['dataset']}` - nothing added. "
+                    "Delete that dataset first to ingest the file with other options.")
         else:
             st.success(f"**{r['file']}** -> dataset `{r['dataset']}` ({r['format']}, "
                        f"{r['rows']:,} rows)")

@@ -116,5 +116,6 @@ g = env.mae_gain
 st.markdown(
     f"MAE gain of **{g['model']}** over **{g['baseline']}**: **{g['mae_gain']:,.1f}** "
     f"{target_label}/bin, 95% moving-block bootstrap interval **{g['lo']:,.1f} - {g['hi']:,.1f}** "
-    f"(blocks of one day = {g['block_bins']} bins, {g['n_boot']} resamples)."
+    f"(blocks of {g['block_bins']} bins - one day, or the whole test window if shorter - "
+    f"{g['n_boot']} resamples)."
 )

@@ -86,7 +86,7 @@ st.dataframe(plan.per_site.pivot(index="site", columns="policy", values="share")
              .join(plan.per_site[plan.per_site["policy"] == "home"]
                    .set_index("site")[["mean_gco2_per_kwh", "mean_pue"]]),
              key="site_table")
-for n in notes + plan.notes:
+for n in dict.fromkeys(notes + plan.notes):  # each note once, in order
     st.caption(n)
 temps, pues = cache.pue_curve()
 st.plotly_chart(charts.pue_chart(temps, pues), key="pue_chart")

@@ -147,3 +147,80 @@ def test_cli_exits_2_with_position(tmp_path):
     con = store.connect(db)
     assert store.table_counts(con)["datasets"] == 0
     con.close()
+
+
+BAD_VALUES = [
+    ("inf_ts.csv", BG_HEAD + "5,ChatGPT,10,8,18,Conversation log\ninf,ChatGPT,1,1,2,API log\n",
+     3, "Timestamp", "not a finite number"),
+    ("nan_ts.csv", BG_HEAD + "NaN,ChatGPT,1,1,2,API log\n", 2, "Timestamp", "not a finite"),
+    ("huge_ts.csv", BG_HEAD + "1e15,ChatGPT,1,1,2,API log\n", 2, "Timestamp", "ten years"),
+    ("wrap.csv", BG_HEAD + "5,ChatGPT,9223372036854775807,1,-9223372036854775808,API log\n",
+     2, "Total tokens", "negative"),
+    ("header_only.csv", BG_HEAD, 2, 1, "no data rows"),
+    ("minute_inf.csv", "t,tps,norm\n0,1.5,0.1\n1,inf,1\n", 3, "tps", "not a finite"),
+    ("minute_big_t.csv", "t,tps,norm\n9999999999999999,1.5,0.1\n", 2, "t", "ten years"),
+    ("moon_nan.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 2}\n'
+     '{"timestamp": NaN, "input_length": 5, "output_length": 2}\n', 2, "timestamp", "range"),
+    ("moon_float.jsonl", '{"timestamp": 0, "input_length": 5.7, "output_length": 2}\n', 1,
+     "input_length", "whole number"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "line", "column", "reason"), BAD_VALUES,
+                         ids=[c[0] for c in BAD_VALUES])
+def test_non_finite_huge_and_empty_values_rejected(seeded, tmp_path, name, text, line, column,
+                                                   reason):
+    path = tmp_path / name
+    path.write_text(text)
+    before = _snapshot(seeded)
+    with pytest.raises(FormatError) as exc:
+        ingest.ingest_files(seeded, [ingest.FileIn(path, name)])
+    assert (exc.value.line, exc.value.column) == (line, column)
+    assert reason in exc.value.reason
+    assert _snapshot(seeded) == before
+
+
+def test_duplicate_carbon_hour_rejected(tmp_path):
+    src = shared("sustaindc_dcrl/CarbonIntensity/CISO_NG_&_avgCI.csv").read_text().splitlines()
+    path = tmp_path / "CISODUP_NG_&_avgCI.csv"
+    path.write_text("\n".join([*src[:101], src[100], *src[101:]]) + "\n")
+    with pytest.raises(FormatError, match="appears twice") as exc:
+        from analytics.formats import parse_file
+
+        parse_file(path)
+    assert exc.value.line == 102
+
+
+def test_non_utf8_byte_deep_in_file_is_located(tmp_path):
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    rows += [f"2023-11-16 18:{i // 60:02d}:{i % 60:02d}.000,{i},1" for i in range(3000)]
+    data = ("\n".join(rows) + "\n").encode()
+    cut = data.index(b"\n2023-11-16 18:40:00") + 1  # start of line 2402
+    bad = data[:cut] + b"2023-11-16 18:40:00.000,1\xff2,1\n" + data[cut:]
+    path = tmp_path / "late.csv"
+    path.write_bytes(bad)
+    from analytics.formats import parse_file
+
+    with pytest.raises(FormatError) as exc:
+        parse_file(path)
+    assert (exc.value.line, exc.value.column) == (2402, 2)
+
+
+def test_bom_is_stripped(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + shared("burstgpt/BurstGPT_1_head400.csv").read_bytes())
+    from analytics.formats import parse_file
+
+    assert parse_file(path).frame.height == 400
+
+
+def test_cli_rejects_nonsense_options(tmp_path):
+    for args in (["capacity", "x", "--scale", "-5"], ["capacity", "x", "--utilisation", "5"],
+                 ["grid", "x", "--w-prompt", "-1"], ["dispatch", "x", "--sites", "A",
+                                                     "--method", "nope"],
+                 ["coldstart", "a", "b", "--k-hours", "0"]):
+        proc = subprocess.run([sys.executable, "-m", "analytics.cli", "--db",
+                               str(tmp_path / "o.duckdb"), *args], capture_output=True,
+                              text=True, cwd=REPO)
+        assert proc.returncode == 2, args
+        assert "Traceback" not in proc.stderr

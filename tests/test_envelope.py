@@ -54,7 +54,7 @@ def test_pinned_values(result):
     # deterministic given the seed; tolerances absorb library version drift
     assert doc["intervals"]["rolling"]["coverage"] == pytest.approx(0.8947, abs=0.01)
     assert doc["intervals"]["aci"]["coverage"] == pytest.approx(0.9040, abs=0.01)
-    assert doc["intervals"]["split"]["mean_width"] == pytest.approx(18515, rel=0.1)
+    assert doc["intervals"]["split"]["mean_width"] == pytest.approx(16005, rel=0.1)  # lo >= 0
     assert doc["point"]["persistence"]["mae"] == pytest.approx(4902.06, abs=0.01)
 
 

@@ -237,3 +237,16 @@ def test_telemetry_page_without_driver_and_with_dcgm_upload(app_env):
     g0 = table[table["gpu_id"] == 0].set_index("metric")
     assert g0.loc["power_w", "window"] >= g0.loc["power_w", "whole"]
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_first_run_reports_a_bad_file_and_keeps_the_good_one(app_env):
+    import shutil
+
+    shutil.copy(shared("azure_llm/AzureLLMInferenceTrace_code.csv"), app_env["raw"])
+    (app_env["raw"] / "broken.csv").write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "inf,ChatGPT,1,1,2,API log\n")
+    at = _app().run()
+    assert not at.exception
+    assert "line 2, column Timestamp" in at.error[0].value
+    assert at.dataframe[0].value["name"].tolist() == ["AzureLLMInferenceTrace_code"]

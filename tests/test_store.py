@@ -52,9 +52,10 @@ def test_duplicate_bytes_reported_and_nothing_added(con):
     v = store.data_version(con)
     counts = store.table_counts(con)
     res = _ingest(con, "azure_llm/AzureLLMInferenceTrace_conv.csv", name="another_name")
-    assert res == [{"file": "AzureLLMInferenceTrace_conv.csv",
-                    "dataset": "AzureLLMInferenceTrace_conv", "format": "azure_llm", "rows": 0,
-                    "status": "duplicate"}]
+    assert {k: res[0][k] for k in ("file", "dataset", "format", "rows", "status")} == {
+        "file": "AzureLLMInferenceTrace_conv.csv", "dataset": "AzureLLMInferenceTrace_conv",
+        "format": "azure_llm", "rows": 0, "status": "duplicate"}
+    assert "delete it first" in res[0]["hint"]
     assert store.table_counts(con) == counts
     assert store.data_version(con) == v
 

@@ -126,4 +126,13 @@ def parse_file(
             raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
         read_head(path, display)  # empty / binary checks still apply
         module = FORMATS[fmt]
-    return module.parse(path, display, opts)
+    try:
+        parsed = module.parse(path, display, opts)
+    except FormatError:
+        raise
+    except Exception as exc:  # a value no check above anticipated: never a traceback
+        raise FormatError(display, 1, 1, f"could not read the file as {module.NAME}: "
+                                         f"{type(exc).__name__}: {exc}") from exc
+    if parsed.frame.height == 0:
+        raise FormatError(display, 2, 1, "no data rows (header only)")
+    return parsed

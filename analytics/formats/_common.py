@@ -98,6 +98,8 @@ def read_head(path: Path, display: str, nbytes: int = 65536) -> str:
     if b"\x00" in raw:
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
         raise FormatError(display, line, 1, "binary data (NUL byte), not a text trace")
+    if raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+        raw = raw[3:]
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -163,9 +165,25 @@ def locate_structure_error(path: Path, display: str, skip_lines: int = 0) -> Non
                         f"row has {len(row)} fields, header has {width}",
                     )
     except UnicodeDecodeError as exc:
-        raise FormatError(display, line + 1, 1, "bytes are not UTF-8 text") from exc
+        bad_line, bad_col = _locate_bad_utf8(path)
+        raise FormatError(display, bad_line, bad_col, "bytes are not UTF-8 text") from exc
     except csv.Error as exc:
         raise FormatError(display, line + 1, 1, f"malformed CSV: {exc}") from exc
+
+
+def _locate_bad_utf8(path: Path) -> tuple[int, int]:
+    """Line and field number (1-based; fields counted by commas) of the first byte that is not
+    valid UTF-8."""
+    opener = gzip.open if is_gzip(path) else open
+    with opener(path, "rb") as fh:
+        data = fh.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        return line, data.count(b",", line_start, exc.start) + 1
+    return 1, 1
 
 
 _KIND = {pl.Int64: "integer", pl.Float64: "number", pl.String: "text", pl.Boolean: "boolean"}
@@ -236,6 +254,12 @@ def read_csv_checked(
         if nulls.height:
             row = int(nulls[ROW][0])
             raise FormatError(display, header_line + 1 + row, name, "empty value")
+    for name, dtype in wanted.items():
+        if dtype == pl.Float64:
+            bad = frame.filter(pl.col(name).is_not_null() & ~pl.col(name).is_finite())
+            if bad.height:
+                raise FormatError(display, header_line + 1 + int(bad[ROW][0]), name,
+                                  f"{bad[name][0]} is not a finite number")
     return frame
 
 
@@ -332,6 +356,17 @@ def check_monotone(frame: pl.DataFrame, display: str, tolerance_s: float, col_na
             f"(tolerance {tolerance_s} s); the file is not in time order",
         )
     return int((diff_s < 0).sum())
+
+
+def check_unique(frame: pl.DataFrame, keys: list[str], display: str, col_name: str,
+                 header_line: int = 1) -> None:
+    """Raise FormatError at the second occurrence of a repeated key (e.g. an hour twice)."""
+    dup = frame.select(keys).is_duplicated()
+    if dup.any():
+        first_two = dup.arg_true()[:2]
+        idx = int(first_two[1]) if len(first_two) > 1 else int(first_two[0])
+        raise FormatError(display, header_line + 1 + int(frame[ROW][idx]), col_name,
+                          f"{frame[keys[-1]][idx]} appears twice; one value per hour expected")
 
 
 def file_stem(display: str) -> str:

@@ -43,6 +43,16 @@ def _relative_ts(seconds: pl.Expr, opts) -> pl.Expr:
     return pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64) + _t0_us(opts), "us")
 
 
+def _check_range(frame, col, limit, display, reason) -> None:
+    big = frame[col] > limit
+    if big.any():
+        idx = int(big.arg_true()[0])
+        raise FormatError(display, 2 + int(frame[ROW][idx]), col, f"{frame[col][idx]} {reason}")
+
+
+_TEN_YEARS = "is beyond ten years from the trace start"
+
+
 class Requests:
     NAME = "burstgpt"
     TABLE = "requests"
@@ -62,7 +72,9 @@ class Requests:
             optional={"Session ID": pl.String, "Elapsed time": pl.Float64},
         )
         head_fields = set(frame.columns)
-        check_nonnegative(frame, ["Timestamp", "Request tokens", "Response tokens"], display)
+        check_nonnegative(frame, ["Timestamp", "Request tokens", "Response tokens",
+                                  "Total tokens"], display)
+        _check_range(frame, "Timestamp", 10 * 365 * 86400, display, f"s {_TEN_YEARS}")
         mismatch = frame["Total tokens"] != frame["Request tokens"] + frame["Response tokens"]
         warnings = []
         if mismatch.any():
@@ -108,6 +120,8 @@ class Minute:
     def parse(path, display, opts) -> Parsed:
         frame = read_csv_checked(path, display, {"t": pl.Int64, "tps": pl.Float64})
         check_nonnegative(frame, ["t", "tps"], display)
+        _check_range(frame, "t", 10 * 365 * 1440, display, f"minutes {_TEN_YEARS}")
+        _check_range(frame, "tps", 1e12, display, "tokens/s is not a plausible rate")
         frame = frame.with_columns(
             pl.from_epoch(pl.col("t") * 60_000_000 + _t0_us(opts), "us").alias("ts")
         )
@@ -142,6 +156,7 @@ class Daily:
     def parse(path, display, opts) -> Parsed:
         frame = read_csv_checked(path, display, {"d": pl.Int64, "req": pl.Int64, "tok": pl.Float64})
         check_nonnegative(frame, ["d", "req", "tok"], display)
+        _check_range(frame, "d", 10 * 365, display, f"days {_TEN_YEARS}")
         frame = frame.with_columns(
             pl.from_epoch(
                 pl.col("d") * int(timedelta(days=1).total_seconds() * 1e6) + _t0_us(opts), "us"

@@ -22,6 +22,7 @@ from analytics.formats._common import (
     Parsed,
     check_monotone,
     check_nonnegative,
+    check_unique,
     file_stem,
     header_fields,
     parse_timestamps,
@@ -53,6 +54,7 @@ class SustainDC:
         gaps = int(frame["avg_CI"].null_count())
         frame = parse_timestamps(frame, "timestamp", display, "%Y-%m-%d %H:%M:%S%z")
         check_monotone(frame, display, 0.0, "timestamp")
+        check_unique(frame, ["ts"], display, "timestamp")
         m = re.match(r"([A-Za-z0-9-]+?)_NG_", file_stem(display))
         site = opts.site or (m.group(1) if m else file_stem(display))
         out = frame.select(
@@ -87,6 +89,7 @@ class GreenDCC:
         check_nonnegative(frame, [_GDCC_DIRECT, _GDCC_LCA], display)
         frame = parse_timestamps(frame, "Datetime (UTC)", display, "%Y-%m-%d %H:%M:%S")
         check_monotone(frame, display, 0.0, "Datetime (UTC)")
+        check_unique(frame, ["Zone Id", "ts"], display, "Datetime (UTC)")
         site = pl.lit(opts.site) if opts.site else pl.col("Zone Id")
         direct = frame.select(site.alias("site"), "ts",
                               pl.col(_GDCC_DIRECT).alias("gco2_per_kwh"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 
 import polars as pl
 
@@ -62,9 +63,14 @@ def parse(path, display, opts) -> Parsed:
                         raise FormatError(display, lineno, key, f"missing key {key!r}")
                     if isinstance(val, bool) or not isinstance(val, int | float):
                         raise FormatError(display, lineno, key, f"{val!r} is not a number")
+                    if not math.isfinite(val) or abs(val) > 10 * 365 * 86400 * 1000:
+                        raise FormatError(display, lineno, key, f"{val!r} is out of range")
+                    if key != "timestamp" and val != int(val):
+                        raise FormatError(display, lineno, key, f"{val!r} is not a whole "
+                                                                "number of tokens")
                 ts.append(rec["timestamp"])
-                inp.append(rec["input_length"])
-                out_len.append(rec["output_length"])
+                inp.append(int(rec["input_length"]))
+                out_len.append(int(rec["output_length"]))
                 rows.append(lineno - 1)
     except (OSError, EOFError) as exc:
         raise FormatError(display, len(ts) + 1, 1, f"gzip stream is truncated or corrupt ({exc})") \

@@ -13,6 +13,7 @@ import polars as pl
 from analytics.formats._common import (
     Parsed,
     check_monotone,
+    check_unique,
     file_stem,
     header_fields,
     parse_timestamps,
@@ -34,6 +35,7 @@ def parse(path, display, opts) -> Parsed:
     )
     frame = parse_timestamps(frame, "Datetime (UTC)", display, "%Y-%m-%d %H:%M:%S%z")
     check_monotone(frame, display, 0.0, "Datetime (UTC)")
+    check_unique(frame, ["ts"], display, "Datetime (UTC)")
     site = opts.site or file_stem(display).split("_electricity_prices")[0]
     out = frame.select(
         pl.lit(site).alias("site"), "ts", pl.col("Price (USD/MWh)").alias("usd_per_mwh")
