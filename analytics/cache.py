@@ -345,3 +345,33 @@ def window_averages(name: str, start, end, freshness: dict) -> pd.DataFrame:
 
 
 DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S
+
+
+def chosen_dataset() -> tuple[str, dict]:
+    """The sidebar's demand dataset and its ledger row; on none, say so and stop the page.
+
+    A synthetic dataset gets its warning here, so every page that uses this labels it.
+    """
+    name = st.session_state.get("dataset")
+    info = dataset_info(name) if name else None
+    if info is None:
+        st.info("No demand dataset yet. Add one on the Data page (upload, pull, or the "
+                "synthetic demo).")
+        st.stop()
+    if info["synthetic"]:
+        st.warning("SYNTHETIC demo data: generated, not measured traffic.")
+    return name, info
+
+
+def intraday_bin(info: dict, key: str, what: str) -> str:
+    """Bin selector limited to intra-day bins the dataset supports; stops the page if none."""
+    from analytics.config import BIN_CHOICES_S, bin_choices
+
+    span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
+    choices = [c for c in bin_choices(float(info["resolution_s"] or 0), span_s,
+                                      info["kind"] != "requests") if BIN_CHOICES_S[c] < 86400]
+    if not choices:
+        st.info(f"{info['name']} is binned by day; {what} need intra-day bins.")
+        st.stop()
+    return st.selectbox("Bin", choices, key=key,
+                        index=choices.index("5min") if "5min" in choices else 0)

@@ -2,28 +2,13 @@
 
 import streamlit as st
 from analytics import cache, charts
-from analytics.config import BIN_CHOICES_S, bin_choices
+from analytics.config import BIN_CHOICES_S
 
 st.title("Coverage")
 
-name = st.session_state.get("dataset")
-info = cache.dataset_info(name) if name else None
-if info is None:
-    st.info("No demand dataset yet. Add one on the Data page.")
-    st.stop()
+name, info = cache.chosen_dataset()
 synthetic = bool(info["synthetic"])
-if synthetic:
-    st.warning("SYNTHETIC demo data: generated, not measured traffic.")
-
-res = float(info["resolution_s"] or 0)
-is_requests = info["kind"] == "requests"
-span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
-choices = [c for c in bin_choices(res, span_s, not is_requests) if BIN_CHOICES_S[c] < 86400]
-if not choices:
-    st.info(f"{name} is binned by day; envelopes need intra-day bins.")
-    st.stop()
-bin_label = st.selectbox("Bin", choices, index=choices.index("5min") if "5min" in choices else 0,
-                         key="coverage_bin")
+bin_label = cache.intraday_bin(info, "coverage_bin", "envelopes")
 params = cache.envelope_controls("coverage")
 target = cache.targets(name)[0]
 if target != "weighted_tokens":

@@ -6,17 +6,10 @@ from analytics.config import BIN_CHOICES_S, bin_choices
 
 st.title("Demand")
 
-name = st.session_state.get("dataset")
-info = cache.dataset_info(name) if name else None
-if info is None:
-    st.info("No demand dataset yet. Add one on the Data page (upload, pull, or the synthetic "
-            "demo).")
-    st.stop()
+name, info = cache.chosen_dataset()
 
 st.caption(f"Dataset **{name}** - {info['format']}, {int(info['rows']):,} rows, "
            f"{info['ts_min']} to {info['ts_max']} (UTC)")
-if info["synthetic"]:
-    st.warning("SYNTHETIC demo data: generated, not measured traffic.")
 if info["format"] in ("burstgpt", "burstgpt_minute", "burstgpt_daily", "mooncake"):
     st.caption("Timestamps in this trace are relative to its first day; the dates shown start "
                "at the chosen t0, so **weekdays are relative** (hour of day is real).")

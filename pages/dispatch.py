@@ -2,19 +2,12 @@
 
 import streamlit as st
 from analytics import cache, charts
-from analytics.config import BIN_CHOICES_S, GPU_CATALOG, bin_choices
+from analytics.config import BIN_CHOICES_S, GPU_CATALOG
 
 st.title("Dispatch")
 
-name = st.session_state.get("dataset")
-info = cache.dataset_info(name) if name else None
-if info is None:
-    st.info("No demand dataset yet. Add one on the Data page.")
-    st.stop()
+name, info = cache.chosen_dataset()
 synthetic = bool(info["synthetic"])
-if synthetic:
-    st.warning("SYNTHETIC demo data: generated, not measured traffic.")
-
 catalog = cache.site_catalog()
 carbon_sites = sorted(catalog.loc[catalog["tbl"] == "carbon_intensity", "site"].unique())
 if not carbon_sites:
@@ -23,12 +16,7 @@ if not carbon_sites:
             "or pull e.g. `sustaindc_carbon_ciso`.")
     st.stop()
 
-res = float(info["resolution_s"] or 0)
-span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
-choices = [c for c in bin_choices(res, span_s, info["kind"] != "requests")
-           if BIN_CHOICES_S[c] < 86400]
-bin_label = st.selectbox("Bin", choices, index=choices.index("5min") if "5min" in choices else 0,
-                         key="dispatch_bin")
+bin_label = cache.intraday_bin(info, "dispatch_bin", "dispatch plans")
 params = cache.envelope_controls("dispatch")
 default_sites = [s for s in ("CISO", "ERCO", "BPAT", "PJM", "NYIS") if s in carbon_sites]
 sites = st.multiselect("Sites (allowed region set)", carbon_sites,

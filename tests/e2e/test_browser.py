@@ -7,6 +7,7 @@ Needs Debian's ``/usr/bin/chromium`` (``CHROMIUM`` overrides). Missing browser: 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -33,6 +34,21 @@ def _need_browser():
             pytest.fail(f"browser tests are required in CI but {CHROMIUM} is missing")
         pytest.skip(f"{CHROMIUM} not installed")
     return pytest.importorskip("playwright.sync_api")
+
+
+@contextlib.contextmanager
+def _page(height: int = 1000):
+    """A headless Chromium page (60-120 s timeouts: the app fits models on a 2-core machine)."""
+    sync_api = _need_browser()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": height})
+        page.set_default_timeout(120_000)
+        try:
+            yield sync_api, page
+        finally:
+            browser.close()
 
 
 def _free_port() -> int:
@@ -85,13 +101,8 @@ def app_url(tmp_path, request):
 
 
 def test_upload_real_trace_see_table_and_chart(app_url):
-    sync_api = _need_browser()
     conv = shared("azure_llm/AzureLLMInferenceTrace_conv.csv")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
+    with _page() as (sync_api, page):
         page.goto(app_url)
         page.get_by_text("No data yet").wait_for()
 
@@ -112,7 +123,6 @@ def test_upload_real_trace_see_table_and_chart(app_url):
         page.get_by_text("AzureLLMInferenceTrace_conv - demand per 5min").wait_for()
         page.wait_for_timeout(1000)
         page.screenshot(path=str(ARTIFACTS / "demand_page.png"), full_page=True)
-        browser.close()
     assert (ARTIFACTS / "demand_page.png").stat().st_size > 10_000
 
 
@@ -124,12 +134,7 @@ def _metric(page, label: str) -> str:
 @pytest.mark.parametrize("app_url", [("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv",)],
                          indirect=True)
 def test_changing_alpha_changes_band_and_coverage(app_url):
-    sync_api = _need_browser()
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1400})
-        page.set_default_timeout(120_000)
+    with _page(1400) as (_, page):
         page.goto(app_url)
         # st.navigation's own links (capitalised titles) replace the pages/-folder default once
         # app.py has run; wait for them as a user would before clicking
@@ -143,7 +148,6 @@ def test_changing_alpha_changes_band_and_coverage(app_url):
         page.wait_for_timeout(1500)
         cov_80, width_80 = _metric(page, "ACI coverage"), _metric(page, "mean width")
         page.screenshot(path=str(ARTIFACTS / "demand_alpha_0.2.png"), full_page=True)
-        browser.close()
     assert float(cov_80.rstrip("%")) < float(cov_90.rstrip("%"))
     assert float(width_80.replace(",", "")) < float(width_90.replace(",", ""))
 
@@ -151,12 +155,7 @@ def test_changing_alpha_changes_band_and_coverage(app_url):
 @pytest.mark.parametrize("app_url", [("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv",)],
                          indirect=True)
 def test_target_violation_slider_changes_factor_and_violations(app_url):
-    sync_api = _need_browser()
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1400})
-        page.set_default_timeout(120_000)
+    with _page(1400) as (sync_api, page):
         page.goto(app_url)
         page.get_by_role("link", name="Capacity", exact=True).click()
         page.get_by_text("overbooking factor").first.wait_for()
@@ -171,6 +170,5 @@ def test_target_violation_slider_changes_factor_and_violations(app_url):
         factor_after = _metric(page, "overbooking factor")
         viol_after = _metric(page, "test violations")
         page.screenshot(path=str(ARTIFACTS / "capacity_target_30.png"), full_page=True)
-        browser.close()
     assert float(factor_after) < float(factor_before)
     assert int(viol_after.split("/")[0]) > int(viol_before.split("/")[0])
