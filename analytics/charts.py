@@ -307,7 +307,7 @@ def policy_bars(totals: pd.DataFrame, synthetic: bool = False) -> go.Figure:
                       row=1, col=2)
     else:
         fig.add_annotation(text="no price series for every site:<br>cost not compared",
-                           xref="x2 domain", yref="y2 domain", x=0.5, y=0.5, showarrow=False)
+                           xref="paper", yref="paper", x=0.78, y=0.5, showarrow=False)
     title = "Baselines vs carbon-aware dispatch"
     if synthetic:
         title += f" - {SYNTHETIC_LABEL}"

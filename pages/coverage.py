@@ -27,11 +27,16 @@ st.plotly_chart(charts.coverage_chart(env.interval_metrics, params.alpha, synthe
                 key="coverage_chart")
 table = env.interval_metrics.assign(method=lambda d: d["method"].map(
     lambda m: charts.METHOD_LABELS.get(m, m)))
-st.dataframe(table.rename(columns={"mean_width": "mean width", "winkler": "interval score"}),
+unit = cache.TARGET_LABELS[target]
+st.dataframe(table.rename(columns={"mean_width": "mean width", "winkler": "interval score",
+                                   "infinite_bins": "infinite intervals"}),
              hide_index=True, column_config={
-                 "coverage": st.column_config.NumberColumn(format="%.3f"),
-                 "mean width": st.column_config.NumberColumn(format="%.0f"),
-                 "interval score": st.column_config.NumberColumn(format="%.0f")},
+                 "coverage": st.column_config.NumberColumn(format="percent"),
+                 "mean width": st.column_config.NumberColumn(
+                     help=f"{unit} per bin, finite intervals only", format="%.0f"),
+                 "interval score": st.column_config.NumberColumn(
+                     help="Winkler score: width + 2/alpha x miss distance (lower is better)",
+                     format="%.0f")},
              key="interval_table")
 st.plotly_chart(charts.rolling_coverage_chart(env.rolling.dropna(subset=["coverage"]),
                                              params.alpha, synthetic), key="rolling_chart")
