@@ -250,3 +250,17 @@ def test_first_run_reports_a_bad_file_and_keeps_the_good_one(app_env):
     assert not at.exception
     assert "line 2, column Timestamp" in at.error[0].value
     assert at.dataframe[0].value["name"].tolist() == ["AzureLLMInferenceTrace_code"]
+
+
+def test_telemetry_page_live_chart_with_a_gpu(app_env, monkeypatch):
+    from test_telemetry import FakeNVML
+
+    from analytics import telemetry
+
+    fake = FakeNVML()
+    monkeypatch.setattr(telemetry, "_nvml", lambda: fake)
+    at = _app().run()
+    at.switch_page("pages/telemetry.py").run()
+    assert not at.exception
+    assert "NVML sees 2 GPU(s)" in at.success[0].value
+    assert len(at.get("plotly_chart")) == 1  # the live power chart of the fragment

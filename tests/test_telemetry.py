@@ -217,3 +217,13 @@ def test_detect_serving_window():
     frame = pd.DataFrame({"ts": ts, "gpu_util_pct": [0, 0, 90, 95, 10, 0],
                           "power_w": [60, 60, 300, 310, 80, 60]})
     assert telemetry.detect_serving_window(frame) == (ts[2], ts[4])  # to the end of ts[3]
+
+
+def test_generic_canonical_telemetry_csv(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("ts,host,gpu_id,power_w,sm_active\n"
+                    "2024-05-10T12:00:00Z,n1,0,120.5,0.2\n"
+                    "2024-05-10T12:00:01Z,n1,0,310.0,0.8\n")
+    p = parse_file(path)
+    assert (p.format, p.table, p.frame.height) == ("canonical", "telemetry", 2)
+    assert p.frame["power_w"].to_list() == [120.5, 310.0]
