@@ -375,3 +375,16 @@ def intraday_bin(info: dict, key: str, what: str) -> str:
         st.stop()
     return st.selectbox("Bin", choices, key=key,
                         index=choices.index("5min") if "5min" in choices else 0)
+
+
+def window_from_vllm_result(data: bytes) -> tuple:
+    """Serving window from an uploaded ``vllm bench serve`` result JSON. Raises ValueError."""
+    import json
+
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ValueError("not a vllm bench serve result (expected a JSON object)")
+    return telemetry.window_from_vllm_result(doc)

@@ -281,3 +281,26 @@ def detect_serving_window(frame: pd.DataFrame, metric: str = "gpu_util_pct",
     steps = pd.Series(pd.to_datetime(frame["ts"]).drop_duplicates().sort_values()).diff().dropna()
     step = steps.median() if len(steps) else pd.Timedelta("1s")
     return pd.Timestamp(busy.min()), pd.Timestamp(busy.max()) + step
+
+
+def window_from_vllm_result(doc: dict) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """Serving window of a ``vllm bench serve --save-result`` JSON.
+
+    vLLM writes ``date`` when the run has finished (``%Y%m%d-%H%M%S``, the client's local clock;
+    read here as UTC) and ``duration`` = the benchmark's wall time in seconds, so the window is
+    ``[date - duration, date]``.
+
+    Raises ValueError when either field is missing or malformed.
+
+    >>> window_from_vllm_result({"date": "20240510-120130", "duration": 90.0})
+    (Timestamp('2024-05-10 12:00:00'), Timestamp('2024-05-10 12:01:30'))
+    """
+    try:
+        end = pd.Timestamp(datetime.strptime(str(doc["date"]), "%Y%m%d-%H%M%S"))
+        duration = float(doc["duration"])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError("not a vllm bench serve result: needs 'date' (YYYYMMDD-HHMMSS) and "
+                         f"'duration' (s) ({exc})") from exc
+    if not np.isfinite(duration) or duration <= 0:
+        raise ValueError(f"duration {duration} s is not a positive number")
+    return end - pd.Timedelta(seconds=duration), end

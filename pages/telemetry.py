@@ -50,6 +50,15 @@ try:
     guess = cache.serving_window(name)
 except ValueError:
     guess = (rows["ts"].min(), rows["ts"].max())
+vllm_result = st.file_uploader("vllm bench serve result (JSON) to take the window from",
+                               type=["json"], key="vllm_result")
+if vllm_result is not None and st.session_state.get("vllm_seen") != vllm_result.file_id:
+    st.session_state["vllm_seen"] = vllm_result.file_id
+    try:
+        w0, w1 = cache.window_from_vllm_result(vllm_result.getvalue())
+        st.session_state["win_start"], st.session_state["win_end"] = str(w0), str(w1)
+    except ValueError as exc:
+        st.error(f"{vllm_result.name}: {exc}")
 c1, c2 = st.columns(2)
 start = c1.text_input("window start (UTC)", str(guess[0]), key="win_start")
 end = c2.text_input("window end (UTC)", str(guess[1]), key="win_end")

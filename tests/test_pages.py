@@ -264,3 +264,28 @@ def test_telemetry_page_live_chart_with_a_gpu(app_env, monkeypatch):
     assert not at.exception
     assert "NVML sees 2 GPU(s)" in at.success[0].value
     assert len(at.get("plotly_chart")) == 1  # the live power chart of the fragment
+
+
+def test_telemetry_window_from_a_vllm_bench_result(app_env):
+    import json
+
+    from test_telemetry import DCGM
+
+    from analytics import ingest, store
+
+    con = store.connect(app_env["db"])
+    path = app_env["raw"].parent / "scrape.prom"
+    path.write_text(DCGM)
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    con.close()
+    at = _app().run()
+    at.switch_page("pages/telemetry.py").run()
+    result = {"date": "20240510-120100", "duration": 60.0, "completed": 10}
+    at.file_uploader(key="vllm_result").set_value(
+        ("bench.json", json.dumps(result).encode(), "application/json"))
+    at.run()
+    assert not at.exception
+    assert at.text_input(key="win_start").value == "2024-05-10 12:00:00"
+    assert at.text_input(key="win_end").value == "2024-05-10 12:01:00"
+    g0 = at.dataframe[0].value.query("gpu_id == 0").set_index("metric")
+    assert g0.loc["power_w", "window"] == pytest.approx(132.5)  # only the 12:00 sample is in

@@ -227,3 +227,13 @@ def test_generic_canonical_telemetry_csv(tmp_path):
     p = parse_file(path)
     assert (p.format, p.table, p.frame.height) == ("canonical", "telemetry", 2)
     assert p.frame["power_w"].to_list() == [120.5, 310.0]
+
+
+def test_window_from_vllm_result():
+    w = telemetry.window_from_vllm_result({"date": "20240510-120100", "duration": 60,
+                                           "completed": 100})
+    assert w == (pd.Timestamp("2024-05-10 12:00:00"), pd.Timestamp("2024-05-10 12:01:00"))
+    with pytest.raises(ValueError, match="needs 'date'"):
+        telemetry.window_from_vllm_result({"duration": 60})
+    with pytest.raises(ValueError, match="positive"):
+        telemetry.window_from_vllm_result({"date": "20240510-120100", "duration": -1})
