@@ -23,7 +23,7 @@ import polars as pl
 from analytics.config import Weights
 from analytics.formats._common import CANONICAL, Parsed
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DATA_TABLES = tuple(CANONICAL)
 
 _SQL_TYPES = {
@@ -96,6 +96,8 @@ MIGRATIONS: dict[int, list[str]] = {
     # GPU telemetry (NVML sampler, nvidia-smi, DCGM exporter) and reference distributions
     # (AcmeTrace power / utilisation CDFs) for overlays.
     3: [_ddl("telemetry"), _ddl("reference_cdf")],
+    # batch job history (Slurm accounting) for launch-success priors and power simulation
+    4: [_ddl("jobs")],
 }
 
 
@@ -231,9 +233,10 @@ def _insert(cur, item: IngestItem) -> dict:
                if c not in p.frame.columns]  # optional columns a format does not have
     frame = p.frame.with_columns(missing).select(list(CANONICAL[p.table]))
     dataset_id = cur.execute("SELECT nextval('dataset_id_seq')").fetchone()[0]
-    has_ts = "ts" in frame.columns and frame.height
-    ts_min = frame["ts"].min() if has_ts else None
-    ts_max = frame["ts"].max() if has_ts else None
+    ts_col = "ts" if "ts" in frame.columns else ("submit_ts" if "submit_ts" in frame.columns
+                                                  else None)
+    ts_min = frame[ts_col].min() if ts_col and frame.height else None
+    ts_max = frame[ts_col].max() if ts_col and frame.height else None
     _run(
         cur,
         "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -304,7 +307,8 @@ def dataset_rows(con, name: str) -> pd.DataFrame:
     """All rows of one dataset in its canonical columns, in time order."""
     info = dataset(con, name)
     cols = ", ".join(CANONICAL[info["kind"]])
-    order = "ts" if "ts" in CANONICAL[info["kind"]] else "1"
+    cols_k = CANONICAL[info["kind"]]
+    order = "ts" if "ts" in cols_k else ("submit_ts" if "submit_ts" in cols_k else "1")
     with con.cursor() as cur:
         return cur.execute(
             f"SELECT {cols} FROM {info['kind']} WHERE dataset_id = ? ORDER BY {order}",

@@ -141,3 +141,28 @@ def test_alibaba_lora_trace_gpu_seconds_and_no_tokens():
     assert int(f["failed"].sum()) == 26823 - (24060 + 180 + 2152)  # everything not SUCCEED
     assert f["ts"][0] == datetime(2024, 11, 15, 16, 57, 50)
     assert any("GPU-seconds" in w for w in p.warnings)
+
+
+def test_mit_supercloud_slurm_jobs():
+    p = parse_file(shared("mit_supercloud/slurm-log-queueing-clean.csv"))
+    f = p.frame
+    assert (p.format, p.table, f.height) == ("mit_supercloud_slurm", "jobs", 9628)
+    assert int((f["n_gpus"] > 0).sum()) == 2368
+    states = dict(zip(*f["state"].value_counts().sort("state").to_dict(as_series=False).values(),
+                      strict=True))
+    assert states == {"CANCELLED": 1893, "COMPLETED": 5784, "FAILED": 1077, "NODE_FAIL": 12,
+                      "OUT_OF_MEMORY": 21, "TIMEOUT": 841}
+    first = f.row(0, named=True)
+    assert first["submit_ts"] == datetime(2021, 1, 1, 21, 18, 32)
+    assert (first["end_ts"] - first["start_ts"]).total_seconds() == 307
+
+
+def test_jobs_bad_gpu_count(tmp_path):
+    src = shared("mit_supercloud/slurm-log-queueing-clean.csv").read_text().splitlines()
+    head, tail = src[3].rsplit('5=20"', 1)  # the second pair is tres_req
+    lines = [*src[:3], head + '5=20,1002=x"' + tail, *src[4:10]]
+    path = tmp_path / "jobs.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FormatError) as exc:
+        parse_file(path)
+    assert (exc.value.line, exc.value.column) == (4, "tres_req")

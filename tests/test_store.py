@@ -125,3 +125,12 @@ def test_migration_from_schema_1_adds_gpu_seconds(tmp_path):
     _ingest(con, "burstgpt/BurstGPT_1_head400.csv")
     assert store.table_counts(con)["requests"] == 400
     con.close()
+
+
+def test_jobs_dataset_ledger_uses_submit_times(con):
+    res = _ingest(con, "mit_supercloud/slurm-log-queueing-clean.csv")
+    assert res[0]["rows"] == 9628 and res[0]["table"] == "jobs"
+    info = store.dataset(con, "slurm-log-queueing-clean")
+    assert str(info["ts_min"]) == "2021-01-01 21:18:32"
+    rows = store.dataset_rows(con, "slurm-log-queueing-clean")
+    assert int((rows["n_gpus"] > 0).sum()) == 2368

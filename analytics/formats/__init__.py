@@ -15,6 +15,7 @@ burstgpt_daily     demand_series       BurstGPT daily aggregate ``d,req,tok``
 azure_llm          requests            Azure LLM inference 2023 / 2024 ``TIMESTAMP,...``
 mooncake           requests            Mooncake JSONL ``timestamp,input_length,...``
 alibaba_lora       requests            Alibaba GenAI LoRA trace (GPU-seconds, no tokens)
+mit_supercloud_slurm jobs              MIT SuperCloud Slurm accounting export
 sustaindc_carbon   carbon_intensity    SustainDC / EIA ``<BA>_NG_&_avgCI.csv``
 greendcc_carbon    carbon_intensity    Green-DCC / Electricity Maps hourly carbon
 greendcc_prices    prices              Green-DCC hourly electricity prices
@@ -38,6 +39,7 @@ from analytics.formats import (
     burstgpt,
     canonical,
     carbon,
+    jobs,
     mooncake,
     prices,
     telemetry,
@@ -56,6 +58,7 @@ FORMATS = {
         azure,
         mooncake,
         alibaba,
+        jobs,
         carbon.SustainDC,
         carbon.GreenDCC,
         prices,

@@ -408,6 +408,11 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
         "energy_j": pl.Float64, "gpu_util_pct": pl.Float64, "sm_clock_mhz": pl.Float64,
         "mem_clock_mhz": pl.Float64, "throttle_reasons": pl.Int64,
     },
+    "jobs": {
+        "job_id": pl.String, "submit_ts": pl.Datetime("us"), "start_ts": pl.Datetime("us"),
+        "end_ts": pl.Datetime("us"), "n_gpus": pl.Int32, "gpu_kind": pl.String,
+        "state": pl.String, "exit_code": pl.Int32, "user_hash": pl.String,
+    },
     "reference_cdf": {
         "source": pl.String, "cluster": pl.String, "metric": pl.String,
         "cdf_percent": pl.Float64, "value": pl.Float64,
