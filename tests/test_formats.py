@@ -166,3 +166,34 @@ def test_jobs_bad_gpu_count(tmp_path):
     with pytest.raises(FormatError) as exc:
         parse_file(path)
     assert (exc.value.line, exc.value.column) == (4, "tres_req")
+
+
+SACCT = """JobID|User|Submit|Start|End|State|ExitCode|AllocTRES|ReqTRES
+4101|alice|2024-05-10T12:00:00|2024-05-10T12:05:00|2024-05-10T14:05:00|COMPLETED|0:0|\
+billing=8,cpu=8,gres/gpu:a100=4,mem=64G,node=1|billing=8,cpu=8,gres/gpu=4,mem=64G,node=1
+4101.batch||2024-05-10T12:05:00|2024-05-10T12:05:00|2024-05-10T14:05:00|COMPLETED|0:0|\
+cpu=8,gres/gpu:a100=4,mem=64G,node=1|
+4102|bob|2024-05-10T12:01:00|Unknown|Unknown|CANCELLED by 1001|0:0||\
+billing=2,cpu=2,mem=8G,node=1
+4103|alice|2024-05-10T12:02:00|2024-05-10T12:03:00|2024-05-10T12:04:00|FAILED|2:0|\
+cpu=4,gres/gpu=1,node=1|cpu=4,gres/gpu=1,node=1
+"""
+
+
+def test_sacct_parsable2(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text(SACCT)
+    p = parse_file(path)
+    f = p.frame
+    assert (p.format, p.table, f.height) == ("slurm_sacct", "jobs", 3)  # the .batch step skipped
+    assert f["n_gpus"].to_list() == [4, 0, 1]
+    assert f["gpu_kind"].to_list() == ["a100", None, None]
+    assert f["state"].to_list() == ["COMPLETED", "CANCELLED", "FAILED"]
+    assert f["exit_code"].to_list() == [0, 0, 2]
+    assert f["start_ts"][1] is None
+    assert f["user_hash"][0] == f["user_hash"][2] != "alice"
+    bad = tmp_path / "bad.txt"
+    bad.write_text(SACCT.replace("2024-05-10T12:02:00", "yesterday"))
+    with pytest.raises(FormatError) as exc:
+        parse_file(bad)
+    assert (exc.value.line, exc.value.column) == (5, "Submit")

@@ -16,6 +16,7 @@ azure_llm          requests            Azure LLM inference 2023 / 2024 ``TIMESTA
 mooncake           requests            Mooncake JSONL ``timestamp,input_length,...``
 alibaba_lora       requests            Alibaba GenAI LoRA trace (GPU-seconds, no tokens)
 mit_supercloud_slurm jobs              MIT SuperCloud Slurm accounting export
+slurm_sacct        jobs                ``sacct --parsable2`` output
 sustaindc_carbon   carbon_intensity    SustainDC / EIA ``<BA>_NG_&_avgCI.csv``
 greendcc_carbon    carbon_intensity    Green-DCC / Electricity Maps hourly carbon
 greendcc_prices    prices              Green-DCC hourly electricity prices
@@ -59,6 +60,7 @@ FORMATS = {
         mooncake,
         alibaba,
         jobs,
+        jobs.Sacct,
         carbon.SustainDC,
         carbon.GreenDCC,
         prices,

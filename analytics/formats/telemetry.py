@@ -179,10 +179,15 @@ class Dcgm:
 
 
 def _finish(frame: pl.DataFrame) -> pl.DataFrame:
+    return _finish_table(frame, "telemetry")
+
+
+def _finish_table(frame: pl.DataFrame, table: str) -> pl.DataFrame:
+    """Select a table's canonical columns in order, casting, with absent ones empty."""
     from analytics.formats._common import CANONICAL
 
     cols = []
-    for c, t in CANONICAL["telemetry"].items():
+    for c, t in CANONICAL[table].items():
         cols.append(pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c))
     return frame.select(cols)
 
