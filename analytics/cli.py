@@ -287,16 +287,23 @@ def _cmd_envelope(args, settings) -> dict:
     return {"dataset": args.dataset, "bin_s": parse_bin(args.bin), **out}
 
 
-def _cmd_capacity(args, settings) -> dict:
+def _decision_envelope(args, settings):
+    """Envelope run under the capacity and dispatch commands: the dataset's own target unless
+    ``--target gpu_seconds`` was asked for. Returns (envelope result, bin_s)."""
     con = store.connect(settings.db_path)
     try:
-        args.target = _default_target(con, args.dataset) if args.target == "weighted_tokens" \
-            else args.target
+        if args.target == "weighted_tokens":
+            args.target = _default_target(con, args.dataset)
     finally:
         con.close()
-    g = _load_grid(args, settings)
     bin_s = parse_bin(args.bin)
-    env = envelope.run_envelope(g, bin_s, envelope.EnvelopeParams(alpha=args.alpha, n_boot=200))
+    g = _load_grid(args, settings)
+    return envelope.run_envelope(g, bin_s, envelope.EnvelopeParams(alpha=args.alpha, n_boot=200)), \
+        bin_s
+
+
+def _cmd_capacity(args, settings) -> dict:
+    env, bin_s = _decision_envelope(args, settings)
     available = {}
     known = {k.name for k in GPU_CATALOG}
     for item in filter(None, args.available.split(",")):
@@ -315,15 +322,8 @@ def _cmd_capacity(args, settings) -> dict:
 
 
 def _cmd_dispatch(args, settings) -> dict:
-    con = store.connect(settings.db_path)
-    try:
-        target = _default_target(con, args.dataset)
-    finally:
-        con.close()
-    args.target = target
-    g = _load_grid(args, settings)
-    bin_s = parse_bin(args.bin)
-    env = envelope.run_envelope(g, bin_s, envelope.EnvelopeParams(alpha=args.alpha, n_boot=200))
+    env, _ = _decision_envelope(args, settings)
+    target = args.target
     kinds = {k.name: k for k in GPU_CATALOG}
     if args.gpu not in kinds:
         raise BadInput(f"--gpu {args.gpu!r}: known kinds {list(kinds)}")

@@ -60,3 +60,16 @@ def app_env(tmp_path, monkeypatch):
     yield {"db": db, "raw": raw}
     st.cache_data.clear()
     st.cache_resource.clear()
+
+
+@pytest.fixture(scope="session")
+def week_grid():
+    """The real BurstGPT week-1 per-minute aggregate as a 5-minute grid (a fresh copy per use)."""
+    from analytics import grid, ingest, store
+
+    con = store.connect(":memory:")
+    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+    con.close()
+    return g

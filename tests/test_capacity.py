@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import shared
 
-from analytics import capacity, envelope, grid, ingest, store
+from analytics import capacity, envelope
 from analytics.config import GPU_CATALOG, GPUKind
 
 
@@ -69,11 +69,8 @@ def test_kind_weights_power_model():
 
 
 @pytest.fixture(scope="module")
-def week_envelope():
-    con = store.connect(":memory:")
-    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+def week_envelope(week_grid):
+    g = week_grid.copy()
     return envelope.run_envelope(g, 300, envelope.EnvelopeParams(n_boot=100))
 
 

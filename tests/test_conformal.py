@@ -7,11 +7,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared
 from mapie.regression import TimeSeriesRegressor
 from sklearn.linear_model import LinearRegression
 
-from analytics import conformal, forecast, grid, ingest
+from analytics import conformal, forecast, grid
 
 
 def test_coverage_width_and_interval_score_by_hand():
@@ -25,13 +24,8 @@ def test_coverage_width_and_interval_score_by_hand():
 
 
 @pytest.fixture(scope="module")
-def week():
-    from analytics import store
-
-    con = store.connect(":memory:")
-    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+def week(week_grid):
+    g = week_grid
     y = g["target"].to_numpy()
     f = forecast.make_features(y, g["ts"], 300)
     s = grid.chronological_split(len(y), 300)

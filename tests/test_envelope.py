@@ -16,12 +16,8 @@ DATASET = "burstgpt1_week1_per_minute_tps"
 
 
 @pytest.fixture(scope="module")
-def result():
-    con = store.connect(":memory:")
-    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    g = grid.demand_grid(con, DATASET, "5min")
-    return envelope.run_envelope(g, 300, envelope.EnvelopeParams(alpha=0.1))
+def result(week_grid):
+    return envelope.run_envelope(week_grid.copy(), 300, envelope.EnvelopeParams(alpha=0.1))
 
 
 def test_all_models_and_methods_finite(result):
@@ -58,12 +54,8 @@ def test_pinned_values(result):
     assert doc["point"]["persistence"]["mae"] == pytest.approx(4902.06, abs=0.01)
 
 
-def test_wider_alpha_gives_narrower_bands(result):
-    con = store.connect(":memory:")
-    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    g = grid.demand_grid(con, DATASET, "5min")
-    r2 = envelope.run_envelope(g, 300, envelope.EnvelopeParams(alpha=0.3, n_boot=200))
+def test_wider_alpha_gives_narrower_bands(result, week_grid):
+    r2 = envelope.run_envelope(week_grid.copy(), 300, envelope.EnvelopeParams(alpha=0.3, n_boot=200))
     w1 = result.interval_metrics.set_index("method")["mean_width"]
     w2 = r2.interval_metrics.set_index("method")["mean_width"]
     assert (w2 < w1).all()
