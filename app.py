@@ -58,6 +58,9 @@ pages = [
     st.Page(str(HERE / "pages" / "coverage.py"), title="Coverage", icon=":material/verified:"),
     st.Page(str(HERE / "pages" / "capacity.py"), title="Capacity", icon=":material/dns:"),
     st.Page(str(HERE / "pages" / "dispatch.py"), title="Dispatch", icon=":material/public:"),
+    st.Page(str(HERE / "pages" / "placement.py"), title="Placement", icon=":material/memory:"),
+    st.Page(str(HERE / "pages" / "power.py"), title="Power", icon=":material/electric_bolt:"),
+    st.Page(str(HERE / "pages" / "serving.py"), title="Serving", icon=":material/eco:"),
     st.Page(str(HERE / "pages" / "telemetry.py"), title="Telemetry",
             icon=":material/monitor_heart:"),
 ]

@@ -388,3 +388,295 @@ def window_from_vllm_result(data: bytes) -> tuple:
     if not isinstance(doc, dict):
         raise ValueError("not a vllm bench serve result (expected a JSON object)")
     return telemetry.window_from_vllm_result(doc)
+
+
+# --------------------------------------------------------------------------- launch advisor
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _advisor(db_path: str, version: int):
+    from analytics import advisor
+
+    return advisor.load(connection())
+
+
+def advisor_model():
+    """The fitted launch advisor for the current data (fit once per data version).
+    Raises ValueError when the store holds too few benchmark rows."""
+    return _advisor(str(settings().db_path), data_version())
+
+
+@st.cache_data(show_spinner=False)
+def _bench_catalog(db_path: str, version: int) -> pd.DataFrame:
+    b = store.bench_runs(connection())
+    if b.empty:
+        return pd.DataFrame(columns=["model", "params_b", "active_params_b", "tasks", "rows"])
+    return (b.groupby("model", as_index=False)
+            .agg(params_b=("params_b", "first"), active_params_b=("active_params_b", "first"),
+                 tasks=("task", lambda t: ", ".join(sorted(set(t.dropna())))),
+                 rows=("source", "size")))
+
+
+def bench_catalog() -> pd.DataFrame:
+    """Benchmarked models (parameters, tasks, rows) for the request form."""
+    return _bench_catalog(str(settings().db_path), data_version())
+
+
+@st.cache_data(show_spinner=False)
+def _advise(db_path: str, version: int, request, prices: tuple, value_per_token: float,
+            usd_per_kwh: float, runtime_h: float, restart_h: float, kv_slope: float):
+    from analytics.advisor import decide
+
+    u = decide.UtilityParams(value_per_token_usd=value_per_token, usd_per_kwh=usd_per_kwh,
+                             runtime_h=runtime_h, restart_h=restart_h, kv_slope=kv_slope,
+                             prices_usd_per_gpu_h=dict(prices))
+    adv = advisor_model()
+    return decide.advise(adv.cost, request, u, adv.ctx)
+
+
+def advise(request, prices: dict, value_per_token: float = 2e-7, usd_per_kwh: float = 0.08,
+           runtime_h: float = 1.0, restart_h: float = 0.5, kv_slope: float = 2.0):
+    """Scored arms for a request (see :func:`analytics.advisor.decide.advise`)."""
+    return _advise(str(settings().db_path), data_version(), request,
+                   tuple(sorted(prices.items())), value_per_token, usd_per_kwh, runtime_h,
+                   restart_h, kv_slope)
+
+
+@st.cache_data(show_spinner=False)
+def _advisor_backtest(db_path: str, version: int, value_per_token: float) -> dict:
+    from analytics.advisor import decide
+
+    adv = advisor_model()
+    return decide.backtest(adv.cost, decide.UtilityParams(value_per_token_usd=value_per_token),
+                           adv.ctx)
+
+
+def advisor_backtest(value_per_token: float = 2e-7) -> dict:
+    """Leakage-free backtest (top-1, regret) of the advisor and the five baselines."""
+    return _advisor_backtest(str(settings().db_path), data_version(), value_per_token)
+
+
+def default_prices() -> dict:
+    from analytics.advisor import decide
+
+    return decide.default_prices()
+
+
+def hardware_specs() -> pd.DataFrame:
+    """The accelerator spec table with its sources (for display)."""
+    from analytics import hardware
+
+    return pd.DataFrame([{"hardware": s.key, "vendor": s.vendor, "memory_gb": s.memory_gb,
+                          "mem_bw_gbs": s.mem_bw_gbs, "bf16_tflops_dense": s.bf16_tflops,
+                          "fp8_tflops_dense": s.fp8_tflops, "tdp_w": s.tdp_w,
+                          "source": "; ".join(v for _, v in s.sources)}
+                         for s in hardware.SPECS.values()])
+
+
+def model_versions() -> pd.DataFrame:
+    """Advisor model versions (provenance), newest first; not cached (a record adds one)."""
+    from analytics.advisor import gate
+
+    return gate.versions(connection())
+
+
+def record_model_version() -> dict:
+    """Gate the current fitted model against the incumbent and record it."""
+    from analytics.advisor import gate
+
+    return gate.record(connection(), advisor_model().cost)
+
+
+def advisor_request(**kwargs):
+    """A :class:`analytics.advisor.decide.Request` (pages may not import the advisor)."""
+    from analytics.advisor import decide
+
+    return decide.Request(**kwargs)
+
+
+# --------------------------------------------------------------------------- serving (Festina)
+@st.cache_data(show_spinner=False)
+def _serving_inputs(db_path: str, version: int) -> dict:
+    from analytics import serving_profiles
+
+    ledger = store.list_datasets(connection())
+    traces = []
+    for _, row in ledger[ledger["kind"] == "requests"].iterrows():
+        has = store.request_fields(connection(), int(row["dataset_id"]))
+        if has["tokens"] and has["completion_tokens"]:
+            traces.append(row["name"])
+    bench = store.bench_runs(connection())
+    gpus, why = [], ""
+    try:
+        gpus = serving_profiles.available_gpus(bench)
+        if gpus:
+            serving_profiles.prefill_reference(bench, gpus[0])
+    except ValueError as exc:
+        gpus, why = [], str(exc)
+    synthetic = dict(zip(ledger["name"], ledger["synthetic"], strict=True))
+    return {"traces": traces, "gpus": gpus, "why": why,
+            "synthetic": {t: bool(synthetic[t]) for t in traces}}
+
+
+def serving_inputs() -> dict:
+    """Request traces with token counts, GPU kinds with usable bench profiles, and why not."""
+    return _serving_inputs(str(settings().db_path), data_version())
+
+
+@st.cache_data(show_spinner=False)
+def _serving_profiles(db_path: str, version: int, gpu: str, measured: bytes | None):
+    from analytics import serving_profiles
+
+    profs = serving_profiles.profiles_from_bench(store.bench_runs(connection()), gpu)
+    if measured:
+        profs = serving_profiles.apply_measured(
+            profs, serving_profiles.parse_measured_profiles(measured, "uploaded profile"))
+    return profs
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _serving_run(db_path: str, version: int, trace: str, params, measured: bytes | None):
+    from analytics import serving
+
+    profs = _serving_profiles(db_path, version, params.gpu, measured)
+    tr = serving.trace_arrays(store.dataset_rows(connection(), trace), params.window_s)
+    comp = serving.simulate(tr, profs, params, ("max_clock", "static_dvfs", "stage1", "stage2",
+                                                "stage3", "stage4", "festina"))
+    table = comp.table()
+    ts = pd.concat([serving.timeseries(r, tr).assign(policy=k)
+                    for k, r in comp.results.items()], ignore_index=True)
+    cdfs = {}
+    for metric in ("ttft_ms", "tbt_ms"):
+        cdf = serving.latency_cdf(comp.results["festina"], metric)
+        cdf["model"] = [f"m{j:02d} {comp.slots[j].model.split('/')[-1]}" for j in cdf["model"]]
+        cdfs[metric] = cdf
+    return {"table": table, "timeseries": ts, "cdf": cdfs["ttft_ms"], "cdf_tbt": cdfs["tbt_ms"],
+            "notes": comp.notes,
+            "json": serving.to_json(comp),
+            "profiles": sorted({(p.model, p.rows) for p in comp.slots})}
+
+
+def serving_params(**kwargs):
+    """A :class:`analytics.serving.ServingParams` (pages may not import analytics.serving)."""
+    from analytics import serving
+
+    return serving.ServingParams(**kwargs)
+
+
+def serving_run(trace: str, params, measured: bytes | None = None) -> dict:
+    """All serving policies on a stored trace (cached on data version, parameters and the
+    uploaded profile bytes). Raises ValueError (e.g. an invalid profile CSV, no profiles)."""
+    return _serving_run(str(settings().db_path), data_version(), trace, params, measured)
+
+
+@st.cache_data(show_spinner=False)
+def _serving_curves(db_path: str, version: int, gpu: str, gamma: float, batch: int,
+                    measured: bytes | None) -> pd.DataFrame:
+    from analytics import serving
+
+    return serving.profile_curves(_serving_profiles(db_path, version, gpu, measured), gpu,
+                                  batch=batch, gamma=gamma)
+
+
+def serving_curves(gpu: str, gamma: float = 3.0, batch: int = 32,
+                   measured: bytes | None = None) -> pd.DataFrame:
+    """Energy per token vs clock per profile and phase (the profile viewer)."""
+    return _serving_curves(str(settings().db_path), data_version(), gpu, gamma, batch, measured)
+
+
+def serving_dvfs_sources(gpu: str) -> list[tuple[str, str]]:
+    """Citations of the clock range and static power of a GPU kind."""
+    from analytics import serving_profiles
+
+    g = serving_profiles.GPU_DVFS[gpu]
+    return [("clock range", f"{g.f_min_mhz:.0f}-{g.f_max_mhz:.0f} MHz"),
+            ("static power", f"{g.idle_w:g} W"), *g.sources]
+
+
+# --- Power: hybrid batch + inference co-simulation (analytics.powersim) --------------------------
+
+POWER_SHARES = tuple(round(x / 10, 1) for x in range(11))
+
+
+def power_datasets() -> tuple[list[str], list[str]]:
+    """Job datasets, and demand datasets at 1-minute resolution or finer (inference inputs)."""
+    df = datasets()
+    jobs = df[df["kind"] == "jobs"].sort_values("rows", ascending=False)["name"].tolist()
+    demand = df[df["kind"].isin(DEMAND_KINDS) & (df["resolution_s"].fillna(0) <= 60)]
+    return jobs, demand["name"].tolist()
+
+
+def power_default_inference() -> str | None:
+    """The demand dataset spanning the longest time (the default inference input)."""
+    from analytics import powersim
+
+    return powersim.default_datasets(connection())[1]
+
+
+def power_no_jobs_hint() -> str:
+    from analytics import powersim
+
+    return powersim.NO_JOBS_HINT
+
+
+@st.cache_data(show_spinner="Fitting the batch arrival model ...", max_entries=8)
+def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: str, seed: int):
+    import numpy as np
+
+    from analytics import powersim
+
+    return powersim.load_inputs(connection(), jobs_name, inference_name,
+                                np.random.default_rng(seed))
+
+
+def power_scenario_of(**kwargs):
+    """A :class:`analytics.powersim.Scenario` (pages may not import analytics.powersim).
+    Raises ValueError for out-of-range settings."""
+    from analytics import powersim
+
+    return powersim.Scenario(**kwargs)
+
+
+@st.cache_data(show_spinner="Simulating the scenario ...", max_entries=32)
+def _power_run(db_path: str, version: int, jobs_name: str, inference_name: str, scenario,
+               seed: int) -> dict:
+    import numpy as np
+
+    from analytics import powersim
+
+    inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed)
+    res = powersim.run_scenario(inputs, scenario, np.random.default_rng(seed))
+    return {"frame": res.frame, "metrics": res.metrics,
+            "daily": powersim.daily_profile(res.frame),
+            "inputs": powersim.describe_inputs(inputs, scenario),
+            "synthetic": inputs.synthetic}
+
+
+def power_run(jobs_name: str, inference_name: str, scenario, seed: int = 0) -> dict:
+    """One scenario: ``frame`` (per minute), ``metrics``, ``daily`` profile, ``inputs``
+    (provenance) and ``synthetic`` (cached on the data version and every setting).
+    Raises ValueError (no / too few GPU jobs) and GridError."""
+    return _power_run(str(settings().db_path), data_version(), jobs_name, inference_name,
+                      scenario, seed)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _power_sweep(db_path: str, version: int, jobs_name: str, inference_name: str, base,
+                 utilizations: tuple, replications: int, seed: int) -> tuple:
+    import numpy as np
+
+    from analytics import powersim
+
+    inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed)
+    table = powersim.sweep(inputs, base, np.random.default_rng(seed), POWER_SHARES,
+                           utilizations, replications)
+    return table, powersim.shape_report(table)
+
+
+def power_sweep(jobs_name: str, inference_name: str, base, utilizations: tuple,
+                replications: int = 2, seed: int = 0) -> tuple:
+    """Inference-share sweep (0, 0.1, ..., 1) at each utilisation: (table, shape report).
+    The base scenario's share is ignored, so moving the share slider reuses the cached sweep."""
+    from dataclasses import replace
+
+    base = replace(base, inference_share=0.5, utilization=0.5)
+    return _power_sweep(str(settings().db_path), data_version(), jobs_name, inference_name, base,
+                        tuple(sorted(utilizations)), replications, seed)

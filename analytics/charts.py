@@ -356,3 +356,258 @@ def power_cdf_chart(frame: pd.DataFrame, refs: pd.DataFrame) -> go.Figure:
                       xaxis_title="power (W)", yaxis_title="CDF (%)",
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return fig
+
+
+# --------------------------------------------------------------------------- launch advisor
+def _arm_label(r) -> str:
+    return f"{r['hardware']} x{int(r['tp'])} {r['precision']}"
+
+
+def advisor_arms_chart(scored: pd.DataFrame, top: int = 12) -> go.Figure:
+    """Ranked arms: q50 throughput bars with calibrated q10-q90 error bars; up to ``top`` ranked
+    arms, then (greyed) the best abstaining and infeasible ones for contrast."""
+    ranked = scored[scored["rank"].notna()].sort_values("rank").head(top)
+    rest = scored[scored["rank"].isna()].head(max(0, top - len(ranked)) or 4)
+    df = pd.concat([ranked, rest])
+    status = np.where(df["rank"].notna(), "ranked",
+                      np.where(~df["feasible"], "infeasible",
+                               np.where(df["abstain"], "abstain", "no price")))
+    colors = {"ranked": "#1f77b4", "abstain": "#ff7f0e", "infeasible": "#bbbbbb",
+              "no price": "#9467bd"}
+    fig = go.Figure()
+    for st_name in ("ranked", "abstain", "no price", "infeasible"):
+        sel = df[status == st_name]
+        if sel.empty:
+            continue
+        q50 = sel["throughput_tok_s_q50"]
+        fig.add_trace(go.Bar(
+            y=[("#" + str(int(r)) + " " if r == r else "") + _arm_label(row)
+               for r, (_, row) in zip(sel["rank"], sel.iterrows(), strict=True)],
+            x=q50, orientation="h", name=st_name, marker_color=colors[st_name],
+            error_x={"type": "data", "symmetric": False,
+                     "array": sel["throughput_tok_s_q90"] - q50,
+                     "arrayminus": q50 - sel["throughput_tok_s_q10"]},
+            hovertext=[(row["abstain_axis"] or row["why_infeasible"] or
+                        f"utility ${row['utility']:.2f}") for _, row in sel.iterrows()]))
+    fig.update_layout(title="Arms: output throughput q50 with calibrated q10-q90",
+                      xaxis_title="output tokens/s (all GPUs of the arm)",
+                      yaxis={"autorange": "reversed"}, height=120 + 28 * len(df),
+                      margin={"l": 10, "r": 10, "t": 50, "b": 40}, barmode="overlay")
+    return fig
+
+
+def backtest_chart(bt: dict) -> go.Figure:
+    """Top-1 accuracy and mean regret per policy (two panels)."""
+    pol = pd.DataFrame(bt["policies"]).T.reset_index(names="policy")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("top-1 accuracy", "mean regret"))
+    fig.add_trace(go.Bar(x=pol["policy"], y=pol["top1"], name="top-1"), row=1, col=1)
+    fig.add_trace(go.Bar(x=pol["policy"], y=pol["regret"], name="regret"), row=1, col=2)
+    fig.update_layout(showlegend=False, height=380,
+                      title=f"Leakage-free backtest over {bt['cells']} held-out workload cells")
+    return fig
+
+
+def calibration_chart(metrics: dict) -> go.Figure:
+    """Per target: coverage of raw quantiles, random-fold offset, held-out-cell offset vs the
+    nominal level."""
+    rows = [{"target": t, "kind": k, "coverage": m["coverage"][k]}
+            for t, m in metrics.items() if m.get("fitted")
+            for k in ("raw", "random_fold", "held_out_cell")]
+    df = pd.DataFrame(rows)
+    fig = go.Figure()
+    for k in ("raw", "random_fold", "held_out_cell"):
+        sel = df[df["kind"] == k]
+        fig.add_trace(go.Bar(x=sel["target"], y=sel["coverage"], name=k.replace("_", " ")))
+    nominal = next(m["coverage"]["nominal"] for m in metrics.values() if m.get("fitted"))
+    fig.add_hline(y=nominal, line_dash="dash", annotation_text=f"nominal {nominal:.0%}")
+    fig.update_layout(barmode="group", yaxis={"range": [0, 1], "title": "coverage on held-out "
+                                                                         "cells"},
+                      title="Interval coverage on unseen workload cells", height=380)
+    return fig
+
+
+def launch_priors_chart(pri: pd.DataFrame) -> go.Figure:
+    """Raw vs shrunk launch-success rate per GPU count, with the posterior interval."""
+    fig = go.Figure()
+    for kind, g in pri.groupby("gpu_kind"):
+        x = [f"{kind} x{n}" for n in g["n_gpus"]]
+        fig.add_trace(go.Scatter(x=x, y=g["raw_rate"], mode="markers", name=f"{kind} raw",
+                                 marker={"symbol": "x", "size": 10},
+                                 text=[f"{s}/{n}" for s, n in zip(g["successes"], g["trials"],
+                                                                  strict=True)]))
+        fig.add_trace(go.Scatter(
+            x=x, y=g["posterior_mean"], mode="markers", name=f"{kind} shrunk",
+            error_y={"type": "data", "symmetric": False, "array": g["hi"] - g["posterior_mean"],
+                     "arrayminus": g["posterior_mean"] - g["lo"]}))
+    fig.add_hline(y=float(pri["prior_mean"].iloc[0]), line_dash="dot",
+                  annotation_text="pooled prior mean")
+    fig.update_layout(title="Launch-success prior per configuration (beta-binomial shrinkage)",
+                      yaxis={"range": [0, 1], "title": "P(launch succeeds)"}, height=380)
+    return fig
+
+
+# --------------------------------------------------------------------------- serving (Festina)
+def serving_energy_chart(table: pd.DataFrame, rows: list[str], title: str,
+                         synthetic: bool = False) -> go.Figure:
+    """Energy normalised to Festina (bars) and TTFT / TBT attainment (markers, right axis).
+
+    ``table``: :meth:`analytics.serving.Comparison.table` output; ``rows``: policies to show.
+    """
+    t = table.set_index("policy").loc[rows]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=rows, y=t["energy_vs_festina"], name="energy / Festina",
+                         text=[f"{v:.2f}x<br>{e:.3f} kWh" for v, e in
+                               zip(t["energy_vs_festina"], t["energy_kwh"], strict=True)],
+                         textposition="outside", marker_color="#1f77b4"))
+    for col, name, color in (("ttft_attainment", "TTFT attainment", "#ff7f0e"),
+                             ("tbt_attainment", "TBT attainment", "#2ca02c")):
+        fig.add_trace(go.Scatter(x=rows, y=100 * t[col], name=name, mode="markers+lines",
+                                 marker={"size": 10, "color": color}), secondary_y=True)
+    fig.update_yaxes(title_text="energy normalised to Festina", secondary_y=False)
+    fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True)
+    fig.update_layout(title=title + (" - SYNTHETIC" if synthetic else ""), height=420,
+                      legend={"orientation": "h", "y": -0.2})
+    return _label_synthetic(fig, synthetic)
+
+
+def serving_timeseries_chart(ts: pd.DataFrame, policies: list[str],
+                             synthetic: bool = False) -> go.Figure:
+    """GPU clock, GPUs powered on, power (per policy) and the arrival rate over time."""
+    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=("mean SM clock of powered-on GPUs (MHz)", "GPUs on",
+                                        "power (kW)", "arrivals (req/s)"))
+    for p in policies:
+        g = ts[ts["policy"] == p]
+        for row, col in ((1, "clock_mhz"), (2, "gpus_on"), (3, "power_kw")):
+            fig.add_trace(go.Scattergl(x=g["t_min"], y=g[col], mode="lines", name=p,
+                                       legendgroup=p, showlegend=row == 1), row=row, col=1)
+    g = ts[ts["policy"] == policies[0]]
+    fig.add_trace(go.Scattergl(x=g["t_min"], y=g["arrivals_per_s"], mode="lines",
+                               name="arrivals", line={"color": "black"}), row=4, col=1)
+    fig.update_xaxes(title_text="minutes from the first request", row=4, col=1)
+    fig.update_layout(height=720, title="Clock, GPUs on, power and arrival rate"
+                      + (" - SYNTHETIC" if synthetic else ""))
+    return _label_synthetic(fig, synthetic)
+
+
+def serving_cdf_chart(cdf: pd.DataFrame, slo_ms: float, metric: str,
+                      synthetic: bool = False) -> go.Figure:
+    """Per-model latency CDF (``model``, ``quantile``, ``value`` ms) with the SLO line."""
+    fig = go.Figure()
+    for m, g in cdf.groupby("model"):
+        fig.add_trace(go.Scatter(x=g["value"], y=g["quantile"], mode="lines", name=str(m)))
+    fig.add_vline(x=slo_ms, line_dash="dash", annotation_text="SLO")
+    fig.update_layout(title=f"Festina: per-model {metric} CDF"
+                      + (" - SYNTHETIC" if synthetic else ""),
+                      xaxis={"title": f"{metric} (ms)", "type": "log"},
+                      yaxis={"title": "fraction of requests"}, height=420)
+    return _label_synthetic(fig, synthetic)
+
+
+def serving_profile_chart(curves: pd.DataFrame) -> go.Figure:
+    """Energy per token vs SM clock, one panel per phase, one line per model (DVFS model or
+    measured profile; normalised to each line's minimum so the U shapes compare)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill", "decode"))
+    for col, phase in ((1, "prefill"), (2, "decode")):
+        for m, g in curves[curves["phase"] == phase].groupby("model"):
+            y = g["energy_j_per_token"] / g["energy_j_per_token"].min()
+            fig.add_trace(go.Scatter(x=g["clock_mhz"], y=y, mode="lines", name=str(m),
+                                     legendgroup=str(m), showlegend=col == 1), row=1, col=col)
+        fig.update_xaxes(title_text="SM clock (MHz)", row=1, col=col)
+    fig.update_yaxes(title_text="energy per token / its minimum", row=1, col=1)
+    fig.update_layout(title="Profile viewer: energy per token vs clock (U-shaped)", height=420)
+    return fig
+
+
+# --- Power: hybrid batch + inference co-simulation (analytics.powersim) --------------------------
+
+_POWER_COLORS = {"total": "#222222", "batch": "#1f77b4", "inference": "#d62728"}
+
+
+def power_timeseries_chart(frame: pd.DataFrame, title: str, synthetic: bool = False) -> go.Figure:
+    """Total, batch and inference power per minute (kW) of one scenario.
+
+    Parameters
+    ----------
+    frame : scenario frame with ``ts``, ``total_power_w``, ``batch_power_w``,
+        ``inference_power_w``
+    title : scenario description
+    synthetic : label the figure as synthetic
+    """
+    fig = go.Figure()
+    for col, name in (("total_power_w", "total"), ("batch_power_w", "batch"),
+                      ("inference_power_w", "inference")):
+        fig.add_trace(go.Scattergl(x=frame["ts"], y=frame[col] / 1000.0, mode="lines", name=name,
+                                   line={"width": 1.4 if name == "total" else 1,
+                                         "color": _POWER_COLORS[name]}))
+    full = f"Power per minute - {title}" + (f" - {SYNTHETIC_LABEL}" if synthetic else "")
+    fig.update_layout(title=full, height=380, yaxis_title="power (kW)", xaxis_title="time",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40},
+                      legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right",
+                              "yanchor": "bottom"})
+    return _label_synthetic(fig, synthetic)
+
+
+def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
+                      utilization: float | None = None, synthetic: bool = False) -> go.Figure:
+    """CV of total power and median ramps vs inference share, one line per utilisation.
+
+    Parameters
+    ----------
+    table : sweep rows with ``utilization``, ``inference_share``, ``cv``, ``ramp_1min``,
+        ``ramp_5min``, ``ramp_15min``
+    share, utilization : the scenario shown above the chart (marked on the curves)
+    synthetic : label the figure as synthetic
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        "coefficient of variation of total power", "median |change| of normalised power"))
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]
+    dashes = {"ramp_15min": "solid", "ramp_5min": "dash", "ramp_1min": "dot"}
+    for i, (u, g) in enumerate(table.sort_values("inference_share").groupby("utilization")):
+        color = palette[i % len(palette)]
+        fig.add_trace(go.Scatter(x=g["inference_share"], y=g["cv"], mode="lines+markers",
+                                 name=f"CV, U={u:g}", line={"color": color}), row=1, col=1)
+        for col, dash in dashes.items():
+            fig.add_trace(go.Scatter(x=g["inference_share"], y=g[col], mode="lines+markers",
+                                     name=f"{col.split('_')[1]} ramp, U={u:g}",
+                                     line={"color": color, "dash": dash}), row=1, col=2)
+    if share is not None:
+        for c in (1, 2):
+            fig.add_vline(x=share, line={"color": "grey", "dash": "dot"}, row=1, col=c)
+        if utilization is not None:
+            mine = table[(table["utilization"] - utilization).abs() < 1e-9]
+            if not mine.empty:
+                near = mine.iloc[(mine["inference_share"] - share).abs().argsort()[:1]]
+                fig.add_trace(go.Scatter(
+                    x=near["inference_share"], y=near["cv"], mode="markers",
+                    name=f"this scenario (share {share:g})",
+                    marker={"size": 14, "symbol": "circle-open", "color": "black"}),
+                    row=1, col=1)
+    fig.update_xaxes(title_text="inference share of offered GPU-time", range=[-0.03, 1.03])
+    fig.update_yaxes(title_text="CV", row=1, col=1)
+    fig.update_yaxes(title_text="fraction of mean power", row=1, col=2)
+    title = "Inference-share sweep (GPU count and utilisation fixed)"
+    fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=430,
+                      margin={"l": 60, "r": 20, "t": 80, "b": 40})
+    return _label_synthetic(fig, synthetic)
+
+
+def power_daily_chart(profile: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Mean power by hour of day, each component relative to its own mean.
+
+    Parameters
+    ----------
+    profile : ``hour``, ``total``, ``batch``, ``inference`` (see
+        :func:`analytics.powersim.daily_profile`)
+    """
+    fig = go.Figure()
+    for name in ("total", "batch", "inference"):
+        if profile[name].notna().any():
+            fig.add_trace(go.Scatter(x=profile["hour"], y=profile[name], mode="lines+markers",
+                                     name=name, line={"color": _POWER_COLORS[name]}))
+    fig.add_hline(y=1.0, line={"color": "grey", "dash": "dot"})
+    title = "Daily profile: mean power by hour / component mean"
+    fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=340,
+                      xaxis={"title": "hour of day", "dtick": 3}, yaxis_title="relative power",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return _label_synthetic(fig, synthetic)

@@ -171,7 +171,64 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--k-hours", type=_hours, default=(6, 12, 24, 48),
                    help="calibration lengths in hours, e.g. 6,12,24")
     p.add_argument("--alpha", type=_open_unit, default=0.1, help="interval miscoverage")
+
+    p = sub.add_parser("advise", help="launch advisor: rank GPU kind x TP x precision arms for a "
+                                      "model (OmniPilot)")
+    p.add_argument("--model", required=True, help="model name")
+    p.add_argument("--params-b", type=_positive, required=True, help="parameters, billions")
+    p.add_argument("--active-params-b", type=_positive, default=None,
+                   help="active parameters per token (MoE), billions")
+    p.add_argument("--concurrency", type=_positive, required=True,
+                   help="concurrent sequences")
+    p.add_argument("--in-len", type=_positive, required=True, help="input tokens per request")
+    p.add_argument("--out-len", type=_positive, required=True, help="output tokens per request")
+    p.add_argument("--task", default="lm-arena-chat",
+                   help="workload family of the benchmark catalog (lm-arena-chat, gpqa, "
+                        "sourcegraph-fim, argonne-offline, ...)")
+    p.add_argument("--ttft-slo-ms", type=_positive, default=None)
+    p.add_argument("--itl-slo-ms", type=_positive, default=None)
+    p.add_argument("--value-per-token", type=_positive, default=2e-7,
+                   help="USD per served output token (paper default 2e-7)")
+    p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
+                   help="price per GPU-hour for a hardware key, e.g. B200=14.24 (repeatable)")
+    p.add_argument("--top", type=int, default=0, help="print only the best N ranked arms "
+                                                     "(plus abstaining / infeasible counts)")
+    p = sub.add_parser("advisor-backtest", help="leakage-free backtest of the launch advisor "
+                                                "vs five baselines, and interval coverage")
+    p.add_argument("--value-per-token", type=_positive, default=2e-7)
+    p.add_argument("--no-record", action="store_true",
+                   help="do not record the fitted model in model_versions")
+    _serve_energy_args(sub)
+    from analytics import powersim_cli  # hybrid power profiles: `headroom powersim`
+
+    powersim_cli.add_parser(sub)
     return ap
+
+
+def _serve_energy_args(sub) -> None:
+    """``headroom serve-energy TRACE``: Festina energy-aware serving what-ifs."""
+    p = sub.add_parser("serve-energy", help="energy-aware shared-GPU serving what-ifs (Festina): "
+                                            "max-clock, static DVFS, Festina and its ablation")
+    p.add_argument("trace", help="request dataset in the store (e.g. AzureLLMInferenceTrace_conv)")
+    p.add_argument("--policy", default="all",
+                   help="all, or one of max_clock, static_dvfs, festina, stage1..stage4")
+    p.add_argument("--models", type=int, default=16, help="co-hosted models")
+    p.add_argument("--gpus", type=int, default=8, help="GPUs in the pool")
+    p.add_argument("--gpu-kind", default="H100-80GB", help="H100-80GB or A100-40GB")
+    p.add_argument("--safety-margin", type=_nonneg, default=0.05,
+                   help="SLO slack kept by the controllers (Festina: 5%%)")
+    p.add_argument("--ttft-slo-ms", type=_positive, default=1000.0)
+    p.add_argument("--tbt-slo-ms", type=_positive, default=100.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--window-s", type=_positive, default=None,
+                   help="simulate only the first seconds of the trace")
+    p.add_argument("--zipf", type=_nonneg, default=1.0, help="Zipf exponent of model popularity")
+    p.add_argument("--gamma", type=_positive, default=3.0, help="dynamic power exponent")
+    p.add_argument("--bench", nargs="+", default=None, metavar="DATASET",
+                   help="bench datasets to build profiles from (default: all bench_runs)")
+    p.add_argument("--profile", default=None, metavar="CSV",
+                   help="measured profile CSV (model,gpu,phase,sm_share,clock_mhz,latency_ms,"
+                        "power_w) replacing the DVFS model")
 
 
 def _grid_args(p) -> None:
@@ -398,10 +455,145 @@ def _cmd_coldstart(args, settings) -> dict:
             "rows": table.to_dict("records")}
 
 
+def _prices(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        key, _, val = item.partition("=")
+        try:
+            out[key.strip()] = _positive(val)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise BadInput(f"--price {item!r}: expected HW=USD_PER_GPU_H, e.g. B200=14.24") \
+                from exc
+    return out
+
+
+def _cmd_advise(args, settings) -> dict:
+    from analytics import advisor
+    from analytics.advisor import decide
+
+    con = store.connect(settings.db_path)
+    adv = advisor.load(con)
+    u = decide.with_prices(decide.UtilityParams(value_per_token_usd=args.value_per_token),
+                           _prices(args.price))
+    req = decide.Request(model=args.model, params_b=args.params_b,
+                         active_params_b=args.active_params_b, concurrency=args.concurrency,
+                         in_len=args.in_len, out_len=args.out_len, task=args.task,
+                         ttft_slo_ms=args.ttft_slo_ms, itl_slo_ms=args.itl_slo_ms)
+    scored = decide.advise(adv.cost, req, u, adv.ctx)
+    return advise_json(scored, req, adv, args.top)
+
+
+def advise_json(scored, req, adv, top: int = 0) -> dict:
+    """The ``headroom advise`` document: ranked arms first, then the rest."""
+    def q(row, target):
+        if f"{target}_q50" not in row or row[f"{target}_q50"] != row[f"{target}_q50"]:
+            return None
+        return {k: float(row[f"{target}_{k}"]) for k in ("q10", "q50", "q90")}
+
+    arms = []
+    for _, r in scored.iterrows():
+        if top and r["rank"] == r["rank"] and r["rank"] > top:
+            continue
+        arms.append({
+            "hardware": r["hardware"], "tp": int(r["tp"]), "precision": r["precision"],
+            "rank": None if r["rank"] != r["rank"] else int(r["rank"]),
+            "utility": None if r["utility"] != r["utility"] else float(r["utility"]),
+            "throughput_tok_s": q(r, "throughput_tok_s"), "itl_ms": q(r, "itl_ms"),
+            "ttft_ms": q(r, "ttft_ms"), "power_w": q(r, "power_w"),
+            "abstain": bool(r["abstain"]), "abstain_axis": r["abstain_axis"] or None,
+            "feasible": bool(r["feasible"]), "why_infeasible": r["why_infeasible"] or None,
+            "priced": bool(r["priced"]), "fallback": bool(r["fallback"]),
+            "occupancy": None if r["occupancy"] != r["occupancy"] or r["occupancy"] is None
+            else float(r["occupancy"]),
+            "p_launch": float(r["p_launch"]), "p_slo": float(r["p_slo"]),
+        })
+    if top:
+        arms = [a for a in arms if a["rank"] is not None or a["fallback"]]
+    ranked = scored["rank"].notna()
+    return {"model": req.model, "params_b": req.params_b, "arms": arms,
+            "ranked": int(ranked.sum()), "abstained": int(scored["abstain"].sum()),
+            "infeasible": int((~scored["feasible"]).sum()),
+            "all_abstain": bool(scored["abstain"].all()),
+            "cost_model_rows": adv.cost.rows, "job_history_rows": adv.jobs_rows}
+
+
+def _cmd_advisor_backtest(args, settings) -> dict:
+    from analytics import advisor
+    from analytics.advisor import decide, gate
+
+    con = store.connect(settings.db_path)
+    adv = advisor.load(con)
+    bt = decide.backtest(adv.cost, decide.UtilityParams(value_per_token_usd=args.value_per_token),
+                         adv.ctx)
+    thr = adv.cost.metrics["throughput_tok_s"]
+    out = {"cells": bt["cells"], "arms": bt.get("arms", 0), "policies": bt["policies"],
+           "coverage": {k: thr["coverage"][k] for k in ("held_out_cell", "random_fold", "raw",
+                                                         "nominal")},
+           "targets": adv.cost.metrics}
+    if not args.no_record:
+        out["model_version"] = gate.record(con, adv.cost)
+    return out
+
+
 COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_delete,
             "pull": _cmd_pull, "grid": _cmd_grid, "envelope": _cmd_envelope,
             "coldstart": _cmd_coldstart, "capacity": _cmd_capacity,
-            "dispatch": _cmd_dispatch, "telemetry": _cmd_telemetry}
+            "dispatch": _cmd_dispatch, "telemetry": _cmd_telemetry,
+            "advise": _cmd_advise, "advisor-backtest": _cmd_advisor_backtest}
+
+
+def _cmd_serve_energy(args, settings) -> dict:
+    from analytics import serving, serving_profiles
+
+    names = ("max_clock", "static_dvfs", "stage1", "stage2", "stage3", "stage4", "festina")
+    if args.policy != "all" and args.policy not in names:
+        raise BadInput(f"--policy {args.policy!r}: choose all or one of {', '.join(names)}")
+    if args.models < 1 or args.gpus < 1:
+        raise BadInput("--models and --gpus must be >= 1")
+    con = store.connect(settings.db_path)
+    try:
+        info = store.dataset(con, args.trace)
+        if info["kind"] != "requests":
+            raise BadInput(f"{args.trace!r} is a {info['kind']} dataset; serve-energy needs a "
+                           "request trace (e.g. AzureLLMInferenceTrace_conv)")
+        requests = store.dataset_rows(con, args.trace)
+        bench = store.bench_runs(con)
+    finally:
+        con.close()
+    if args.bench:
+        missing = sorted(set(args.bench) - set(bench["dataset"]))
+        if missing:
+            raise BadInput(f"--bench {missing[0]!r}: no bench dataset of that name")
+        bench = bench[bench["dataset"].isin(args.bench)]
+    profiles = serving_profiles.profiles_from_bench(bench, args.gpu_kind)
+    if args.profile:
+        path = Path(args.profile)
+        if not path.exists():
+            raise BadInput(f"{path}: no such file")
+        profiles = serving_profiles.apply_measured(
+            profiles, serving_profiles.parse_measured_profiles(path.read_bytes(), path.name))
+    params = serving.ServingParams(
+        n_models=args.models, n_gpus=args.gpus, gpu=args.gpu_kind,
+        ttft_slo_ms=args.ttft_slo_ms, tbt_slo_ms=args.tbt_slo_ms,
+        safety_margin=args.safety_margin, zipf_s=args.zipf, gamma=args.gamma,
+        window_s=args.window_s, seed=args.seed)
+    trace = serving.trace_arrays(requests, args.window_s)
+    policies = names if args.policy == "all" else (args.policy,)
+    print(f"serve-energy: {len(trace):,} requests, {len(policies)} policies ...", file=sys.stderr)
+    comp = serving.simulate(trace, profiles, params, policies)
+    return serving.to_json(comp)
+
+
+COMMANDS["serve-energy"] = _cmd_serve_energy
+
+
+def _cmd_powersim(args, settings) -> dict:
+    from analytics import powersim_cli
+
+    return powersim_cli.run(args, settings.db_path)
+
+
+COMMANDS["powersim"] = _cmd_powersim
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,6 +64,26 @@ _GDCC = ("https://raw.githubusercontent.com/HewlettPackard/green-dcc/"
          "3f6ea95cb835b89ba50b0ef76d66d14b8037643e/data/carbon_intensity/")
 _GDCC_CITE = "HewlettPackard green-dcc (carbon intensity from Electricity Maps)"
 
+_MLE3 = ("https://raw.githubusercontent.com/ml-energy/leaderboard/"
+         "0cd52dab897c5d91a45f4d413038f3b8b4251b0f/public/data/tasks/")
+_MLE3_CITE = "Chung et al., The ML.ENERGY Benchmark, NeurIPS 2025 D&B"
+_MLE3_TASKS = {
+    "gpqa": ("792582efd1473e9cbc41200deac4d420a106c9207c68928cc7e712e3b55132dc", 161530),
+    "sourcegraph-fim": ("e74db077b9cdff916d9a60f482dc5cc1d0be220fc701c7ce0d6408c6c6cf7034",
+                        43583),
+}
+_ARGONNE = ("https://raw.githubusercontent.com/argonne-lcf/LLM-Inference-Bench/"
+            "4211f5d4e9bc0145ed541b6d372d5d8223b44235/Plots/")
+_ARGONNE_CITE = ("Chitty-Venkata et al., LLM-Inference-Bench: Inference Benchmarking of Large "
+                 "Language Models on AI Accelerators, SC'24 workshops (arXiv:2411.00136)")
+_ARGONNE_FILES = {
+    "all_results": ("All_results.csv",
+                    "631a12e08c786ce2d4bdfdc0f67b93234360682cb4b36c93806270ddcfd58412", 421976),
+    "power": ("Fig_16_a_b/power_results.csv",
+              "0b2ee7555fd76f00b6390d515d20e376077cc5abd4bce56ebc224d18be56adac", 5702),
+    "ttft_itl": ("Fig_22/all_results_TTFT_ITL.csv",
+                 "97b406122a3015ecadfb8c96b57edcc3f31186f70ffbf3eddf100b51c02b452d", 3029),
+}
 _SUSTAINDC = {
     "AZPS": ("e05789a1dbf940e0554b0e8db42d84ed5cc0279d0050206fb048ba832ef24ef4", 601730),
     "BPAT": ("ea4b1f6ea07c623958077590de68c42a693c12cb608e9e802ab70a055e59beaf", 636031),
@@ -127,6 +147,12 @@ REGISTRY: dict[str, Source] = {
                "mlenergy_v3_lm-arena-chat.json", "Apache-2.0",
                "Chung et al., The ML.ENERGY Benchmark, NeurIPS 2025 D&B",
                "24e25d46cdd6a9d9d58f8de63928d6f42601f9966d22e4d7a478e5f11f89a7ec", 286127),
+        *[Source(f"mlenergy_v3_{task.replace('-', '_')}", _MLE3 + f"{task}.json",
+                 f"mlenergy_v3_{task}.json", "Apache-2.0", _MLE3_CITE, sha, size)
+          for task, (sha, size) in _MLE3_TASKS.items()],
+        *[Source(f"argonne_{key}", _ARGONNE + path, path.replace("/", "__"), "BSD-3-Clause",
+                 _ARGONNE_CITE, sha, size)
+          for key, (path, sha, size) in _ARGONNE_FILES.items()],
     ]
 }
 

@@ -23,7 +23,7 @@ import polars as pl
 from analytics.config import Weights
 from analytics.formats._common import CANONICAL, Parsed
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 DATA_TABLES = tuple(CANONICAL)
 
 _SQL_TYPES = {
@@ -55,7 +55,7 @@ class UnknownDataset(KeyError):
         return f"no dataset named {self.args[0]!r}"
 
 
-_ADDED_LATER = {("requests", "gpu_s")}  # columns that later migrations add
+_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli")}  # columns later migrations add
 
 
 def _ddl(table: str) -> str:
@@ -98,6 +98,22 @@ MIGRATIONS: dict[int, list[str]] = {
     3: [_ddl("telemetry"), _ddl("reference_cdf")],
     # batch job history (Slurm accounting) for launch-success priors and power simulation
     4: [_ddl("jobs")],
+    # serving benchmarks (ML.ENERGY, Argonne, vllm bench) and the launch advisor's provenance:
+    # every fitted cost model, its metrics and support envelope, and whether it was promoted
+    5: [_ddl("bench_runs"),
+        "CREATE SEQUENCE IF NOT EXISTS model_version_seq START 1",
+        """CREATE TABLE IF NOT EXISTS model_versions (
+          version INTEGER PRIMARY KEY,
+          created_at TIMESTAMP NOT NULL,
+          data_version BIGINT NOT NULL,
+          rows BIGINT NOT NULL,
+          metrics VARCHAR NOT NULL,
+          envelope VARCHAR NOT NULL,
+          promoted BOOLEAN NOT NULL,
+          reason VARCHAR
+        )"""],
+    # fractional GPU requests (Alibaba openb GPU-sharing pods): total thousandths of a GPU
+    6: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS gpu_milli INTEGER"],
 }
 
 
@@ -445,6 +461,28 @@ def site_hourly(con, table: str, site: str, basis: str | None = None) -> pd.Data
             FROM {table} WHERE {where} GROUP BY 1 ORDER BY 1""", params).df()
 
 
+def gpu_jobs(con, name: str) -> pd.DataFrame:
+    """GPU jobs of one ``jobs`` dataset that ran, in submit order (power simulation input).
+
+    Returns
+    -------
+    DataFrame with ``job_id``, ``submit_ts``, ``start_ts``, ``end_ts`` (UTC), ``n_gpus``,
+    ``gpu_milli`` (total thousandths of a GPU: the stored share, else ``n_gpus * 1000``) and
+    ``runtime_s`` (end - start, > 0). Jobs without GPUs, never started, or without an end are
+    left out. Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    with con.cursor() as cur:
+        return _run(cur, """
+            SELECT job_id, submit_ts, start_ts, end_ts, n_gpus,
+                   coalesce(gpu_milli, n_gpus * 1000)::INTEGER AS gpu_milli,
+                   epoch(end_ts) - epoch(start_ts) AS runtime_s
+            FROM jobs
+            WHERE dataset_id = ? AND n_gpus > 0 AND start_ts IS NOT NULL AND end_ts IS NOT NULL
+              AND end_ts > start_ts
+            ORDER BY submit_ts, job_id""", [int(info["dataset_id"])]).df()
+
+
 def append_rows(con, name: str, frame: pl.DataFrame) -> int:
     """Add rows to an existing dataset (the NVML sampler's batches), one transaction.
 
@@ -483,3 +521,44 @@ def reference_cdfs(con) -> pd.DataFrame:
     with con.cursor() as cur:
         return cur.execute("SELECT source, cluster, metric, cdf_percent, value FROM "
                            "reference_cdf ORDER BY source, cluster, metric, cdf_percent").df()
+
+
+def bench_runs(con) -> pd.DataFrame:
+    """Every benchmark row (canonical ``bench_runs`` columns plus ``dataset``), duplicates across
+    datasets removed (Argonne repeats rows in several figure tables): one row per distinct
+    measured configuration and result."""
+    cols = ", ".join("b." + c for c in CANONICAL["bench_runs"])
+    with con.cursor() as cur:
+        return cur.execute(
+            f"""SELECT min(d.name) AS dataset, {cols}
+                FROM bench_runs b JOIN datasets d USING (dataset_id)
+                GROUP BY ALL ORDER BY ALL""").df()
+
+
+def jobs(con, dataset: str | None = None) -> pd.DataFrame:
+    """Rows of the ``jobs`` table (canonical columns plus ``dataset``), optionally one dataset."""
+    cols = ", ".join("j." + c for c in CANONICAL["jobs"])
+    sql = f"SELECT d.name AS dataset, {cols} FROM jobs j JOIN datasets d USING (dataset_id)"
+    with con.cursor() as cur:
+        if dataset is None:
+            return cur.execute(sql + " ORDER BY d.name, j.submit_ts").df()
+        return cur.execute(sql + " WHERE d.name = ? ORDER BY j.submit_ts", [dataset]).df()
+
+
+def add_model_version(con, rows: int, metrics: dict, envelope: dict, promoted: bool,
+                      reason: str) -> int:
+    """Record a fitted advisor model (OmniPilot provenance); returns its version number."""
+    import json
+
+    with con.cursor() as cur:
+        version = int(cur.execute("SELECT nextval('model_version_seq')").fetchone()[0])
+        _run(cur, "INSERT INTO model_versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             [version, _now(), data_version(con), rows, json.dumps(metrics),
+              json.dumps(envelope), promoted, reason])
+    return version
+
+
+def model_versions(con) -> pd.DataFrame:
+    """The advisor's model versions, newest first (metrics / envelope as JSON text)."""
+    with con.cursor() as cur:
+        return cur.execute("SELECT * FROM model_versions ORDER BY version DESC").df()

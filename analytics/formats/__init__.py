@@ -17,6 +17,7 @@ mooncake           requests            Mooncake JSONL ``timestamp,input_length,.
 alibaba_lora       requests            Alibaba GenAI LoRA trace (GPU-seconds, no tokens)
 mit_supercloud_slurm jobs              MIT SuperCloud Slurm accounting export
 slurm_sacct        jobs                ``sacct --parsable2`` output
+alibaba_openb      jobs                Alibaba openb pod list (GPU-sharing pods, gpu_milli)
 sustaindc_carbon   carbon_intensity    SustainDC / EIA ``<BA>_NG_&_avgCI.csv``
 greendcc_carbon    carbon_intensity    Green-DCC / Electricity Maps hourly carbon
 greendcc_prices    prices              Green-DCC hourly electricity prices
@@ -25,6 +26,10 @@ openmeteo_weather  weather             Green-DCC Open-Meteo ``.json.gz`` weather
 nvidia_smi         telemetry           ``nvidia-smi --query-gpu=... --format=csv`` output
 dcgm_prometheus    telemetry           DCGM exporter Prometheus text exposition
 acmetrace_cdf      reference_cdf       AcmeTrace power / utilisation CDFs (overlays)
+mlenergy_v2        bench_runs          ML.ENERGY leaderboard v2 flattened LLM runs CSV
+mlenergy_v3        bench_runs          ML.ENERGY leaderboard v3 ``tasks/*.json`` / flat CSV
+argonne_bench      bench_runs          Argonne LLM-Inference-Bench result CSVs
+vllm_bench         bench_runs          ``vllm bench serve --save-result`` JSON
 canonical          any                 CSV / Parquet already in a canonical schema
 =================  ==================  =====================================================
 """
@@ -37,11 +42,13 @@ from analytics.config import ParseOptions
 from analytics.formats import (
     alibaba,
     azure,
+    bench,
     burstgpt,
     canonical,
     carbon,
     jobs,
     mooncake,
+    openb,
     prices,
     telemetry,
     weather,
@@ -61,6 +68,7 @@ FORMATS = {
         alibaba,
         jobs,
         jobs.Sacct,
+        openb,
         carbon.SustainDC,
         carbon.GreenDCC,
         prices,
@@ -69,6 +77,10 @@ FORMATS = {
         telemetry.NvidiaSmi,
         telemetry.Dcgm,
         telemetry.AcmeCdf,
+        bench.MLEnergyV2,
+        bench.MLEnergyV3,
+        bench.Argonne,
+        bench.VllmBench,
         canonical,
     )
 }

@@ -412,6 +412,17 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
         "job_id": pl.String, "submit_ts": pl.Datetime("us"), "start_ts": pl.Datetime("us"),
         "end_ts": pl.Datetime("us"), "n_gpus": pl.Int32, "gpu_kind": pl.String,
         "state": pl.String, "exit_code": pl.Int32, "user_hash": pl.String,
+        # thousandths of a GPU requested in total (GPU-sharing pods); empty = n_gpus * 1000
+        "gpu_milli": pl.Int32,
+    },
+    "bench_runs": {
+        "source": pl.String, "task": pl.String, "hardware": pl.String, "gpu_mem_gb": pl.Float64,
+        "n_gpus": pl.Int32, "tp": pl.Int32, "pp": pl.Int32, "precision": pl.String,
+        "framework": pl.String, "model": pl.String, "params_b": pl.Float64,
+        "active_params_b": pl.Float64, "in_len": pl.Float64, "out_len": pl.Float64,
+        "concurrency": pl.Float64, "throughput_tok_s": pl.Float64, "ttft_ms": pl.Float64,
+        "itl_ms": pl.Float64, "latency_s": pl.Float64, "power_w": pl.Float64,
+        "energy_per_token_j": pl.Float64, "failed": pl.Boolean,
     },
     "reference_cdf": {
         "source": pl.String, "cluster": pl.String, "metric": pl.String,

@@ -1,0 +1,422 @@
+"""Arms, feasibility, expected utility, ranking, baselines and the leakage-free backtest.
+
+OmniPilot paper, Sec. 3.3: arms are GPU kind x TP degree x precision; utility is predicted
+throughput x runtime x value per token, minus compute cost (node-hours), queue wait, expected
+launch-failure cost (beta-binomial prior, :mod:`analytics.advisor.priors`), SLO-violation cost
+and a multiplicative KV-saturation throughput penalty above an occupancy knee of 0.85; outside
+the support envelope the advisor abstains and a rule-based fallback answers (Sec. 3.1).
+
+Utility of one arm for a run of ``runtime_h`` hours, USD::
+
+    rate_usd_h   = n_gpus * price_usd_per_gpu_h + power_w / 1000 * usd_per_kwh
+    served_tok   = throughput_tok_s * kv_factor * (1 - p_slo) * 3600 * runtime_h
+    U = value_per_token_usd * served_tok
+        - rate_usd_h * runtime_h                       (compute)
+        - queue_weight * wait_h(n_gpus) * rate_usd_h   (queue wait, from job history)
+        - (1 - p_launch) * restart_h * rate_usd_h      (expected launch failure)
+
+``kv_factor = max(0, 1 - kv_slope * max(0, occupancy - 0.85))``; ``p_slo`` is the probability
+that TTFT or ITL exceeds its SLO under a log-normal through the calibrated q10 / q90 (the cost of
+a violated SLO is the value of the tokens it would have served). Memory model (feasibility):
+weights ``params_b * bits / 8`` GB must fit ``tp * memory_gb * gpu_mem_util``; the KV cache for
+``concurrency x (in_len + out_len)`` tokens at ``kv_bytes_per_token`` must fit what is left
+(occupancy <= 1), else the arm is infeasible and never ranked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analytics import hardware
+from analytics.advisor import model as cm
+from analytics.advisor import priors as pr
+from analytics.config import GPU_CATALOG
+
+_CATALOG_KEY = {"A100-40GB": "A100-40GB", "A100-80GB": "A100-80GB", "H100-80GB": "H100-80GB",
+                "H200-141GB": "H200-141GB", "B200": "B200"}
+
+
+def default_prices() -> dict[str, float]:
+    """USD per GPU-hour where a public list price is sourced (``config.GPU_CATALOG``: AWS
+    on-demand per 8-GPU instance / 8). Hardware without a sourced price is left out: its arms
+    are shown as "no price" until the user enters one."""
+    out = {}
+    for g in GPU_CATALOG:
+        if g.price_usd_per_h is not None and g.name in _CATALOG_KEY:
+            out[_CATALOG_KEY[g.name]] = float(g.price_usd_per_h)
+    return out
+
+
+#: KV bytes per token of the Llama-3.1 GQA configs (config.json: layers x kv heads x head dim x
+#: 2 tensors x 2 bytes): 8B 32x8x128 -> 131,072; 405B 126x8x128 -> 516,096. Unknown models use
+#: the power law through these two points, ``131072 * (params_b / 8) ** 0.35``.
+KV_REF_BYTES, KV_REF_PARAMS_B, KV_EXPONENT = 131_072.0, 8.0, math.log(516_096 / 131_072) / math.log(
+    405 / 8)
+
+
+def kv_bytes_per_token(params_b: float) -> float:
+    """Estimated KV-cache bytes per token (16-bit KV) for a GQA transformer of ``params_b``.
+
+    >>> round(kv_bytes_per_token(8)), round(kv_bytes_per_token(405))
+    (131072, 516096)
+    """
+    return KV_REF_BYTES * (params_b / KV_REF_PARAMS_B) ** KV_EXPONENT
+
+
+@dataclass(frozen=True)
+class UtilityParams:
+    """Every term and weight of the utility, editable.
+
+    Attributes
+    ----------
+    value_per_token_usd : value of one served output token (paper Sec. 3.3.1: 2e-7, calibrated
+        by revealed preference on the authors' cluster)
+    prices_usd_per_gpu_h : hardware key -> USD per GPU-hour (default: :func:`default_prices`)
+    usd_per_kwh : electricity price for the power term (EIA Electric Power Monthly, 2023 US
+        average industrial price, about 0.08 USD/kWh)
+    runtime_h : hours the server will run
+    queue_weight : weight of expected queue wait (hours x arm cost rate)
+    restart_h : hours of arm cost lost per failed launch
+    default_launch_success : used without job history (paper Sec. 3.3.2: flat 0.95 default)
+    kv_knee, kv_slope : KV-saturation penalty (knee 0.85 from the paper; slope is ours)
+    gpu_mem_util : fraction of device memory the server may use (vLLM default 0.9)
+    kv_bytes_per_token : override of :func:`kv_bytes_per_token`
+    """
+
+    value_per_token_usd: float = 2e-7
+    prices_usd_per_gpu_h: dict = field(default_factory=default_prices)
+    usd_per_kwh: float = 0.08
+    runtime_h: float = 1.0
+    queue_weight: float = 1.0
+    restart_h: float = 0.5
+    default_launch_success: float = 0.95
+    kv_knee: float = 0.85
+    kv_slope: float = 2.0
+    gpu_mem_util: float = 0.9
+    kv_bytes_per_token: float | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """A launch question: which arm for this model and workload?
+
+    Attributes
+    ----------
+    model : model name (catalog or custom)
+    params_b, active_params_b : parameters, billions (active: MoE experts used per token)
+    concurrency : concurrent sequences; in_len, out_len : tokens per request
+    task : workload family of the benchmark catalog (``lm-arena-chat``, ``argonne-offline`` ...)
+    ttft_slo_ms, itl_slo_ms : SLOs (None: no SLO)
+    """
+
+    model: str
+    params_b: float
+    concurrency: float
+    in_len: float
+    out_len: float
+    active_params_b: float | None = None
+    task: str = "lm-arena-chat"
+    framework: str = "vLLM"
+    ttft_slo_ms: float | None = None
+    itl_slo_ms: float | None = None
+
+
+ARM_TP = (1, 2, 4, 8)
+ARM_PRECISIONS = ("bf16", "fp16", "fp8")
+
+
+def arms(hardware_keys=None) -> pd.DataFrame:
+    """The arm grid: hardware x TP in {1, 2, 4, 8} x precision in {bf16, fp16, fp8}."""
+    keys = list(hardware_keys or hardware.SPECS)
+    return pd.DataFrame([{"hardware": h, "tp": t, "precision": p}
+                         for h in keys for t in ARM_TP for p in ARM_PRECISIONS])
+
+
+def memory_check(req: Request, arm: dict, u: UtilityParams) -> dict:
+    """Weights, KV need and occupancy (GB) of one arm; ``feasible`` and ``why`` if not."""
+    mem = hardware.memory_gb(arm["hardware"])
+    bits = hardware.PRECISION_BITS.get(arm["precision"], 16.0)
+    weights = req.params_b * bits / 8
+    if mem is None:
+        return {"weights_gb": weights, "kv_gb": None, "occupancy": None, "feasible": False,
+                "why": f"memory of {arm['hardware']} unknown"}
+    usable = arm["tp"] * mem * u.gpu_mem_util
+    kvb = u.kv_bytes_per_token or kv_bytes_per_token(req.params_b)
+    kv = req.concurrency * (req.in_len + req.out_len) * kvb / 1e9
+    if weights >= usable:
+        return {"weights_gb": weights, "kv_gb": kv, "occupancy": None, "feasible": False,
+                "why": f"weights {weights:.0f} GB do not fit {usable:.0f} GB "
+                       f"({arm['tp']} x {mem:g} GB x {u.gpu_mem_util})"}
+    occ = kv / (usable - weights)
+    if occ > 1:
+        return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": False,
+                "why": f"KV cache {kv:.0f} GB for {req.concurrency:g} x "
+                       f"{req.in_len + req.out_len:g} tokens exceeds the "
+                       f"{usable - weights:.0f} GB left after weights"}
+    return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": True, "why": ""}
+
+
+def kv_factor(occupancy: float | None, u: UtilityParams) -> float:
+    if occupancy is None or not np.isfinite(occupancy):
+        return 1.0
+    return max(0.0, 1.0 - u.kv_slope * max(0.0, occupancy - u.kv_knee))
+
+
+def p_exceed(q10: float, q50: float, q90: float, slo: float) -> float:
+    """P(value > slo) under a log-normal with median q50 and q10 / q90 as its 10 / 90 % points.
+
+    >>> round(p_exceed(50, 100, 200, 100), 3)
+    0.5
+    """
+    if not all(np.isfinite([q10, q50, q90])) or q50 <= 0:
+        return float("nan")
+    sigma = max((math.log(q90) - math.log(q10)) / (2 * stats.norm.ppf(0.9)), 1e-9)
+    return float(stats.norm.sf((math.log(slo) - math.log(q50)) / sigma))
+
+
+def utility(throughput_tok_s: float, power_w: float | None, n_gpus: int, hw: str,
+            occupancy: float | None, p_slo: float, p_launch: float, wait_h: float,
+            u: UtilityParams) -> dict:
+    """Utility terms of one arm (USD over ``runtime_h``); ``utility`` is NaN without a price."""
+    price = u.prices_usd_per_gpu_h.get(hw)
+    spec = hardware.SPECS.get(hw)
+    if power_w is None or not np.isfinite(power_w):
+        power_w = n_gpus * spec.tdp_w if spec and spec.tdp_w else 0.0  # TDP bound
+    kvf = kv_factor(occupancy, u)
+    p_slo = 0.0 if not np.isfinite(p_slo) else p_slo
+    value = u.value_per_token_usd * throughput_tok_s * kvf * (1 - p_slo) * 3600 * u.runtime_h
+    if price is None:
+        return {"value_usd": value, "compute_usd": float("nan"), "queue_usd": float("nan"),
+                "failure_usd": float("nan"), "kv_factor": kvf, "utility": float("nan")}
+    rate = n_gpus * price + power_w / 1000 * u.usd_per_kwh
+    compute = rate * u.runtime_h
+    queue = u.queue_weight * wait_h * rate
+    failure = (1 - p_launch) * u.restart_h * rate
+    return {"value_usd": value, "compute_usd": compute, "queue_usd": queue,
+            "failure_usd": failure, "kv_factor": kvf,
+            "utility": value - compute - queue - failure}
+
+
+@dataclass(frozen=True)
+class Context:
+    """Job-history terms: launch-success priors and queue waits (may be empty)."""
+
+    priors: pd.DataFrame = field(default_factory=pd.DataFrame)
+    waits: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def p_launch(self, n_gpus: int, hw: str, u: UtilityParams) -> float:
+        p = pr.success_for(self.priors, n_gpus)
+        return u.default_launch_success if p is None else p
+
+    def wait_h(self, n_gpus: int) -> float:
+        if self.waits is None or self.waits.empty:
+            return 0.0
+        hit = self.waits[self.waits["n_gpus"] == n_gpus]
+        if hit.empty:  # nearest GPU count with data
+            hit = self.waits.iloc[[int(np.argmin(np.abs(self.waits["n_gpus"] - n_gpus)))]]
+        return float(hit["median_wait_h"].iloc[0])
+
+
+def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
+           ctx: Context | None = None, hardware_keys=None) -> pd.DataFrame:
+    """Score every arm for a request.
+
+    Returns
+    -------
+    DataFrame, one row per arm: hardware, tp, precision, n_gpus, feasible, why_infeasible,
+    abstain, abstain_axis, weights_gb, kv_gb, occupancy, ``<target>_q10/_q50/_q90``, p_slo,
+    p_launch, wait_h, utility terms, ``utility``, ``rank`` (1 = best; only feasible, priced arms
+    inside the envelope are ranked), ``fallback`` (rule-based pick when every arm abstains).
+    """
+    u = u or UtilityParams()
+    ctx = ctx or Context()
+    grid = arms(hardware_keys)
+    grid["n_gpus"] = grid["tp"]
+    grid["pp"] = 1
+    for k in ("model", "params_b", "concurrency", "in_len", "out_len", "task", "framework"):
+        grid[k] = getattr(req, k)
+    grid["active_params_b"] = req.active_params_b if req.active_params_b else req.params_b
+    preds = cm.predict(cost, grid)
+    rows = []
+    for i, arm in grid.iterrows():
+        a = arm.to_dict()
+        mem = memory_check(req, a, u)
+        axis = cm.outside(cost.envelope, a)
+        p = preds.loc[i]
+        thr = p.get("throughput_tok_s_q50", float("nan"))
+        p_slo = 0.0
+        for slo, tgt in ((req.ttft_slo_ms, "ttft_ms"), (req.itl_slo_ms, "itl_ms")):
+            if slo and f"{tgt}_q50" in p:
+                pe = p_exceed(p[f"{tgt}_q10"], p[f"{tgt}_q50"], p[f"{tgt}_q90"], slo)
+                p_slo = 1 - (1 - p_slo) * (1 - (0.0 if np.isnan(pe) else pe))
+        p_launch = ctx.p_launch(a["tp"], a["hardware"], u)
+        wait = ctx.wait_h(a["tp"])
+        terms = utility(thr, p.get("power_w_q50"), a["tp"], a["hardware"], mem["occupancy"],
+                        p_slo, p_launch, wait, u)
+        rows.append({**{k: a[k] for k in ("hardware", "tp", "precision", "n_gpus")},
+                     "feasible": mem["feasible"], "why_infeasible": mem["why"],
+                     "abstain": axis is not None, "abstain_axis": axis or "",
+                     "priced": a["hardware"] in u.prices_usd_per_gpu_h,
+                     "weights_gb": mem["weights_gb"], "kv_gb": mem["kv_gb"],
+                     "occupancy": mem["occupancy"], **p.to_dict(), "p_slo": p_slo,
+                     "p_launch": p_launch, "wait_h": wait, **terms})
+    out = pd.DataFrame(rows)
+    rankable = out["feasible"] & ~out["abstain"] & out["utility"].notna()
+    out["rank"] = np.nan
+    order = out[rankable].sort_values("utility", ascending=False).index
+    out.loc[order, "rank"] = np.arange(1, len(order) + 1)
+    out["fallback"] = False
+    if not rankable.any():
+        fb = rule_fallback(out, req)
+        if fb is not None:
+            out.loc[fb, "fallback"] = True
+    return out.sort_values(["rank", "feasible", "abstain", "hardware", "tp"],
+                           ascending=[True, False, True, True, True],
+                           na_position="last").reset_index(drop=True)
+
+
+def rule_fallback(scored: pd.DataFrame, req: Request):
+    """Rule-based pick when the model abstains everywhere: the cheapest feasible priced arm
+    (fewest GPUs, then lowest price), preferring 16-bit weights. Returns an index or None."""
+    ok = scored[scored["feasible"] & scored["priced"]]
+    if ok.empty:
+        return None
+    return ok.assign(_bits=ok["precision"].map(hardware.PRECISION_BITS) < 16,
+                     _price=ok["compute_usd"]).sort_values(["_bits", "_price", "tp"]).index[0]
+
+
+# --------------------------------------------------------------------------- backtest
+def _size_tp(params_b: float) -> int:
+    """Size rule: TP by model size (<= 13B: 1, <= 34B: 2, <= 80B: 4, else 8)."""
+    return 1 if params_b <= 13 else 2 if params_b <= 34 else 4 if params_b <= 80 else 8
+
+
+_HW_PREF = ("A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "B200")
+
+
+def _pick_size_rule(cell: pd.DataFrame) -> int:
+    want = _size_tp(float(cell["params_b"].iloc[0]))
+    tp_dist = (cell["tp"] - want).abs()
+    c = cell[tp_dist == tp_dist.min()]
+    hw_rank = c["hardware"].map(lambda h: _HW_PREF.index(h) if h in _HW_PREF else 99)
+    prec_rank = c["precision"].map({"bf16": 0, "fp16": 1}).fillna(2)
+    return c.assign(_h=hw_rank, _p=prec_rank).sort_values(["_h", "_p"]).index[0]
+
+
+def _pick_h100_fp8(cell: pd.DataFrame) -> int:
+    h = cell[cell["hardware"] == "H100-80GB"]
+    if h.empty:
+        return _pick_size_rule(cell)
+    return h.assign(_p=(h["precision"] != "fp8").astype(int)).sort_values(["_p", "tp"]).index[0]
+
+
+def _peak_tflops(row) -> float:
+    spec = hardware.SPECS.get(row["hardware"])
+    if spec is None:
+        return 0.0
+    t = spec.fp8_tflops if row["precision"] == "fp8" and spec.fp8_tflops else spec.bf16_tflops
+    return (t or 0.0) * row["tp"]
+
+
+def _pick_throughput_max(cell: pd.DataFrame) -> int:
+    return cell.assign(_t=cell.apply(_peak_tflops, axis=1)).sort_values(
+        "_t", ascending=False).index[0]
+
+
+def _pick_cheapest(cell: pd.DataFrame) -> int:
+    return cell.sort_values(["rate_usd_h", "tp"]).index[0]
+
+
+def backtest(cost: cm.CostModel, u: UtilityParams | None = None,
+             ctx: Context | None = None) -> dict:
+    """Leakage-free decision backtest on the cost model's held-out-cell predictions.
+
+    Every cell's predictions come from the ``GroupKFold`` model that never saw the cell (see
+    :func:`analytics.advisor.model.fit`). Cells with at least two measured, priced arms are
+    scored; per cell the policy picks an arm; the true utility uses the measured throughput and
+    power. ``top1`` = share of cells where the pick is the truly best arm; ``regret`` = mean of
+    ``(U_best - U_pick) / |U_best|``. Baselines (model-free): size rule, H100/FP8 recipe,
+    throughput-max (peak datasheet TFLOP/s x TP), nearest-neighbour (best arm of the most similar
+    other cell), cheapest-fit.
+
+    Returns
+    -------
+    dict: ``cells`` scored, ``policies`` {name: {top1, regret}}, ``folds`` (cell sets per fold
+    are disjoint by construction).
+    """
+    u = u or UtilityParams()
+    ctx = ctx or Context()
+    o = cost.oof
+    o = o[o["throughput_tok_s"].notna() & o["throughput_tok_s_q50"].notna()]
+    o = o[o["hardware"].isin(list(u.prices_usd_per_gpu_h))]
+    agg = {"throughput_tok_s": "median", "throughput_tok_s_q50": "median",
+           "params_b": "first", "concurrency": "first", "out_len": "median", "in_len": "first"}
+    for c in ("power_w", "power_w_q50"):
+        if c in o:
+            agg[c] = "median"
+    arms_df = o.groupby(["cell", *cm.ARM], as_index=False).agg(agg)
+    arms_df["n_gpus"] = arms_df["tp"]
+    counts = arms_df.groupby("cell")["hardware"].transform("size")
+    arms_df = arms_df[counts >= 2].reset_index(drop=True)
+    if arms_df.empty:
+        return {"cells": 0, "policies": {}}
+
+    def u_of(row, thr_col, pow_col):
+        pw = row.get(pow_col)
+        return utility(row[thr_col], None if pw is None or pd.isna(pw) else pw, row["n_gpus"],
+                       row["hardware"], None, 0.0, ctx.p_launch(row["n_gpus"], row["hardware"], u),
+                       ctx.wait_h(row["n_gpus"]), u)["utility"]
+
+    arms_df["u_true"] = arms_df.apply(u_of, axis=1, args=("throughput_tok_s", "power_w"))
+    arms_df["u_pred"] = arms_df.apply(u_of, axis=1, args=("throughput_tok_s_q50", "power_w_q50"))
+    spec_tdp = arms_df["hardware"].map(lambda h: hardware.SPECS[h].tdp_w or 0.0)
+    arms_df["rate_usd_h"] = arms_df["n_gpus"] * arms_df["hardware"].map(u.prices_usd_per_gpu_h) \
+        + arms_df["n_gpus"] * spec_tdp / 1000 * u.usd_per_kwh
+    cells = {c: g for c, g in arms_df.groupby("cell")}
+    feats = arms_df.groupby("cell").agg(p=("params_b", "first"), c=("concurrency", "first"),
+                                        o=("out_len", "median"))
+    z = np.log(feats.astype(float).clip(lower=1e-9))
+    z = (z - z.mean()) / z.std(ddof=0).replace(0, 1)
+
+    def pick_nn(cell_id, g):
+        others = z.drop(index=cell_id)
+        d = np.sqrt(((others - z.loc[cell_id]) ** 2).sum(axis=1)).sort_values()
+        mine = set(zip(g["hardware"], g["tp"], g["precision"], strict=True))
+        for other in d.index:
+            og = cells[other]
+            og = og[[k in mine for k in zip(og["hardware"], og["tp"], og["precision"],
+                                             strict=True)]]
+            if len(og) >= 1:
+                best = og.sort_values("u_true", ascending=False).iloc[0]
+                return g[(g["hardware"] == best["hardware"]) & (g["tp"] == best["tp"])
+                         & (g["precision"] == best["precision"])].index[0]
+        return _pick_size_rule(g)
+
+    policies = {
+        "advisor": lambda cid, g: g["u_pred"].idxmax(),
+        "size_rule": lambda cid, g: _pick_size_rule(g),
+        "h100_fp8_recipe": lambda cid, g: _pick_h100_fp8(g),
+        "throughput_max": lambda cid, g: _pick_throughput_max(g),
+        "nearest_neighbour": pick_nn,
+        "cheapest_fit": lambda cid, g: _pick_cheapest(g),
+    }
+    result = {}
+    for name, pick in policies.items():
+        hits, regrets = [], []
+        for cid, g in cells.items():
+            best = g["u_true"].max()
+            chosen = g.loc[pick(cid, g), "u_true"]
+            hits.append(bool(chosen >= best - 1e-12))
+            regrets.append(float((best - chosen) / abs(best)) if best != 0 else 0.0)
+        result[name] = {"top1": float(np.mean(hits)), "regret": float(np.mean(regrets))}
+    return {"cells": len(cells), "arms": int(len(arms_df)), "policies": result}
+
+
+def with_prices(u: UtilityParams, prices: dict[str, float]) -> UtilityParams:
+    """A copy of ``u`` with some prices added or changed."""
+    return replace(u, prices_usd_per_gpu_h={**u.prices_usd_per_gpu_h, **prices})

@@ -1,0 +1,171 @@
+"""Placement: which GPU kind x TP degree x precision to launch a model on (OmniPilot paper)."""
+
+import pandas as pd
+import streamlit as st
+from analytics import cache, charts
+
+st.title("Placement")
+st.caption("A calibrated, abstaining launch advisor: a LightGBM quantile cost model fitted on the "
+           "benchmarks in the store, intervals calibrated on held-out workload cells (CQR), "
+           "abstention outside the measured envelope, and arms ranked by expected utility "
+           "(OmniPilot paper, Sec. 3).")
+
+catalog = cache.bench_catalog()
+if catalog.empty:
+    st.info("No benchmark data yet. Add ML.ENERGY leaderboard runs, Argonne LLM-Inference-Bench "
+            "CSVs or your own `vllm bench serve --save-result` JSON on the Data page (or "
+            "`headroom ingest FILE`); the advisor fits on them.")
+    st.stop()
+try:
+    with st.spinner("Fitting the cost model (once per data version) ..."):
+        adv = cache.advisor_model()
+except ValueError as exc:
+    st.error(f"No advisor: {exc}")
+    st.stop()
+
+envelope = adv.cost.envelope
+models = catalog["model"].tolist()
+default_model = next((m for m in models if "Llama-3.1-8B" in m), models[0])
+CUSTOM = "(custom model)"
+tasks = envelope["categorical"]["task"]
+
+with st.form("request"):
+    c1, c2, c3 = st.columns([3, 1, 1])
+    choice = c1.selectbox("model", [CUSTOM, *models], index=1 + models.index(default_model),
+                          key="adv_model")
+    row = catalog[catalog["model"] == choice]
+    known_p = float(row["params_b"].iloc[0]) if not row.empty else 8.0
+    known_a = row["active_params_b"].iloc[0] if not row.empty else None
+    name = c1.text_input("custom model name", "my-model", key="adv_custom") \
+        if choice == CUSTOM else choice
+    params_b = c2.number_input("parameters (B)", 0.1, 5000.0, known_p, key=f"adv_p_{choice}")
+    active_b = c3.number_input("active parameters (B, MoE)", 0.1, 5000.0,
+                               float(known_a) if known_a == known_a and known_a else params_b,
+                               key=f"adv_a_{choice}")
+    c4, c5, c6, c7 = st.columns(4)
+    task = c4.selectbox("workload family", tasks,
+                        index=tasks.index("lm-arena-chat") if "lm-arena-chat" in tasks else 0,
+                        key="adv_task", help="benchmark task whose prompts resemble yours")
+    concurrency = c5.number_input("concurrency", 1, 8192, 64, key="adv_conc")
+    in_len = c6.number_input("input tokens", 1, 200_000, 1024, key="adv_in")
+    out_len = c7.number_input("output tokens", 1, 100_000, 512, key="adv_out")
+    c8, c9, c10 = st.columns(3)
+    ttft = c8.number_input("TTFT SLO (ms, 0 = none)", 0, 120_000, 0, key="adv_ttft")
+    itl = c9.number_input("ITL SLO (ms, 0 = none)", 0, 10_000, 0, key="adv_itl")
+    value = c10.number_input("value per output token (USD)", 0.0, 1e-3, 2e-7, format="%.1e",
+                             key="adv_value", help="paper default 2e-7 (revealed preference)")
+    with st.expander("Prices and utility weights"):
+        prices = cache.default_prices()
+        table = pd.DataFrame([{"hardware": h, "usd_per_gpu_h": prices.get(h)}
+                              for h in envelope["categorical"]["hardware"]
+                              + [h for h in prices if h not in envelope["categorical"]["hardware"]]])
+        edited = st.data_editor(table, hide_index=True, disabled=["hardware"], key="adv_prices")
+        st.caption("Defaults are AWS on-demand list prices per GPU-hour where sourced "
+                   "(GPU catalog on the Capacity page); empty = no public price: those arms "
+                   "show as 'no price' until you enter one.")
+        u1, u2, u3, u4 = st.columns(4)
+        kwh = u1.number_input("electricity (USD/kWh)", 0.0, 2.0, 0.08, key="adv_kwh",
+                              help="EIA 2023 US average industrial price, about 0.08")
+        runtime = u2.number_input("runtime (h)", 0.1, 10_000.0, 1.0, key="adv_runtime")
+        restart = u3.number_input("cost of a failed launch (h of the arm)", 0.0, 100.0, 0.5,
+                                  key="adv_restart")
+        slope = u4.number_input("KV penalty slope above occupancy 0.85", 0.0, 20.0, 2.0,
+                                key="adv_slope")
+    st.form_submit_button("Rank arms", type="primary")
+
+price_map = {r.hardware: float(r.usd_per_gpu_h) for r in edited.itertuples()
+             if pd.notna(r.usd_per_gpu_h)}
+request = cache.advisor_request(
+    model=name, params_b=float(params_b), active_params_b=float(active_b),
+    concurrency=float(concurrency), in_len=float(in_len), out_len=float(out_len), task=task,
+    ttft_slo_ms=float(ttft) or None, itl_slo_ms=float(itl) or None)
+scored = cache.advise(request, price_map, float(value), float(kwh), float(runtime),
+                      float(restart), float(slope))
+
+ranked = scored[scored["rank"].notna()]
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("ranked arms", len(ranked))
+m2.metric("abstained (outside envelope)", int(scored["abstain"].sum()))
+m3.metric("infeasible (memory)", int((~scored["feasible"]).sum()))
+m4.metric("best arm", "none" if ranked.empty else
+          f"{ranked.iloc[0]['hardware']} x{int(ranked.iloc[0]['tp'])} {ranked.iloc[0]['precision']}")
+if ranked.empty:
+    fb = scored[scored["fallback"]]
+    reasons = scored["abstain_axis"][scored["abstain_axis"] != ""]
+    # a request-level axis (size, lengths, concurrency, task) explains more than arm axes
+    request_level = reasons[~reasons.str.match(r"^(hardware|precision) ")]
+    axes = (request_level if len(request_level) else reasons).value_counts()
+    st.warning("The advisor abstains: " + (axes.index[0] if len(axes) else "no feasible, "
+               "priced arm") + ". " + ("Rule-based fallback (cheapest feasible 16-bit arm): "
+               f"**{fb.iloc[0]['hardware']} x{int(fb.iloc[0]['tp'])} {fb.iloc[0]['precision']}**"
+               if not fb.empty else "No feasible priced arm for the fallback either."))
+st.plotly_chart(charts.advisor_arms_chart(scored), key="arms_chart")
+
+tab_arms, tab_bt, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
+    ["Arms", "Backtest", "Calibration", "Launch-success priors", "Model versions",
+     "GPU specs"])
+with tab_arms:
+    show = scored.copy()
+    show["status"] = [f"ranked #{int(r)}" if r == r else ("infeasible: " + w) if not f else
+                      ("abstain: " + a) if ab else "no price"
+                      for r, f, w, ab, a in zip(show["rank"], show["feasible"],
+                                                show["why_infeasible"], show["abstain"],
+                                                show["abstain_axis"], strict=True)]
+    cols = ["hardware", "tp", "precision", "status", "utility", "throughput_tok_s_q10",
+            "throughput_tok_s_q50", "throughput_tok_s_q90", "itl_ms_q50", "power_w_q50",
+            "occupancy", "p_launch", "p_slo", "value_usd", "compute_usd", "queue_usd",
+            "failure_usd"]
+    st.dataframe(show[[c for c in cols if c in show]], hide_index=True, key="arms_table")
+    st.caption("Utility (USD over the runtime) = value per token x throughput x KV factor x "
+               "(1 - P(SLO violated)) - compute (GPU-hours x price + power x electricity) - "
+               "queue wait (median wait for that GPU count in the job history) - expected "
+               "launch failure ((1 - P(launch)) x restart hours). Infeasible arms (weights + KV "
+               "cache do not fit TP x memory) are never ranked.")
+with tab_bt:
+    with st.spinner("Backtesting ..."):
+        bt = cache.advisor_backtest(float(value))
+    if not bt["cells"]:
+        st.info("No workload cell has two or more measured, priced arms: nothing to backtest.")
+    else:
+        st.plotly_chart(charts.backtest_chart(bt), key="backtest_chart")
+        st.dataframe(pd.DataFrame(bt["policies"]).T, key="backtest_table")
+        st.caption("Each cell's predictions come from a GroupKFold model that never saw the "
+                   "cell; the true utility uses the measured throughput and power.")
+with tab_cal:
+    st.plotly_chart(charts.calibration_chart(adv.cost.metrics), key="calibration_chart")
+    st.dataframe(pd.DataFrame({t: {"rows": m["rows"], "cells": m["cells"],
+                                   "MAPE %": m.get("mape_pct"), "R2 (log)": m.get("r2_log"),
+                                   "crossing rate": m.get("crossing_rate"),
+                                   "width ratio": m.get("width_ratio")}
+                               for t, m in adv.cost.metrics.items()}).T, key="targets_table")
+    st.caption("Held-out cell: the CQR offset from one half of the workload cells, coverage "
+               "measured on the other half. Random fold: the offset a random KFold gives, "
+               "applied to unseen cells. Targets with fewer than 15 rows are not fitted.")
+with tab_pri:
+    pri = adv.ctx.priors
+    if pri is None or pri.empty:
+        st.info("No job history in the store: the failure term uses the paper's flat 0.95 "
+                "launch-success default. Ingest a Slurm export (MIT SuperCloud or "
+                "`sacct --parsable2`) on the Data page.")
+    else:
+        st.plotly_chart(charts.launch_priors_chart(pri), key="priors_chart")
+        st.dataframe(pri, hide_index=True, key="priors_table")
+        st.caption("Success = COMPLETED; failure = FAILED, NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY; "
+                   "cancelled and timed-out jobs are not launch outcomes. Observational and "
+                   "confounded: used only in the failure term.")
+        st.dataframe(adv.ctx.waits, hide_index=True, key="waits_table")
+with tab_ver:
+    if st.button("Record this fit (promotion gate)", key="record_version"):
+        res = cache.record_model_version()
+        (st.success if res["promoted"] else st.warning)(
+            f"version {res['version']}: {'promoted' if res['promoted'] else 'not promoted'} "
+            f"- {res['reason']}")
+    versions = cache.model_versions()
+    if versions.empty:
+        st.caption("No model version recorded yet.")
+    else:
+        st.dataframe(versions, hide_index=True, key="versions_table")
+    st.caption("A candidate is promoted only if its decision-target (throughput) MAPE does not "
+               "regress by more than 0.5 pp and it was trained on at least as many rows.")
+with tab_specs:
+    st.dataframe(cache.hardware_specs(), hide_index=True, key="specs_table")

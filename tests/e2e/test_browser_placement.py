@@ -1,0 +1,36 @@
+"""Placement in real headless Chromium: submit a launch request, see the ranked arms."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e import test_browser as tb
+
+pytestmark = pytest.mark.browser
+app_url = tb.app_url  # the fixture: a Streamlit server on a store seeded with staged files
+ARTIFACTS, _metric, _page = tb.ARTIFACTS, tb._metric, tb._page
+
+
+@pytest.mark.parametrize("app_url", [("ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
+                                      "mit_supercloud/slurm-log-queueing-clean.csv")],
+                         indirect=True)
+def test_submit_request_and_see_ranked_arms(app_url):
+    with _page(1600) as (_, page):
+        page.goto(app_url)
+        page.get_by_role("link", name="Placement", exact=True).click()
+        page.get_by_text("Arms: output throughput q50").wait_for()
+        before = _metric(page, "ranked arms")
+        assert int(before) > 0
+        conc = page.get_by_label("concurrency")
+        conc.fill("4096")
+        inp = page.get_by_label("input tokens")
+        inp.fill("8000")
+        page.get_by_role("button", name="Rank arms").click()
+        # a huge KV cache makes the small arms infeasible: fewer ranked arms than before
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-testid=\"stMetric\"]')].some(m => "
+            "m.innerText.includes('infeasible') && !m.innerText.endsWith('\\n0'))",
+            timeout=120_000)
+        assert int(_metric(page, "infeasible (memory)")) > 0
+        assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
+        page.screenshot(path=str(ARTIFACTS / "placement_page.png"), full_page=True)

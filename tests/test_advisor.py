@@ -1,0 +1,215 @@
+"""Launch advisor (OmniPilot): priors, cost model, calibration, feasibility, abstention,
+ranking, backtest and promotion gate - on the real staged benchmarks and job history."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import shared
+
+from analytics import advisor, cli, ingest, store
+from analytics.advisor import decide, gate, model, priors
+
+BENCH = ["ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
+         "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
+         "llm_inference_bench_argonne/All_results.csv",
+         "llm_inference_bench_argonne/Fig_16_a_b__power_results.csv",
+         "llm_inference_bench_argonne/Fig_22__all_results_TTFT_ITL.csv",
+         "mit_supercloud/slurm-log-queueing-clean.csv"]
+
+
+@pytest.fixture(scope="session")
+def bench_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("advisor") / "bench.duckdb"
+    con = store.connect(path)
+    files = [shared(rel) for rel in BENCH]
+    ingest.ingest_files(con, [ingest.FileIn(f, f.name) for f in files])
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def adv(bench_db):
+    con = store.connect(bench_db)
+    a = advisor.load(con, model.FitParams(targets=("throughput_tok_s", "itl_ms", "power_w")))
+    con.close()
+    return a
+
+
+# ------------------------------------------------------------------ launch-success priors
+def test_beta_binomial_shrinkage_matches_hand_computation():
+    jobs = pd.DataFrame({
+        "n_gpus": [1] * 10 + [4] * 4 + [8] * 2,
+        "gpu_kind": ["volta"] * 16,
+        "state": ["COMPLETED"] * 9 + ["FAILED"] + ["COMPLETED"] * 1 + ["NODE_FAIL"] * 3
+        + ["COMPLETED", "CANCELLED"],  # CANCELLED is no launch outcome
+    })
+    out = priors.launch_priors(jobs)
+    assert out["trials"].tolist() == [10, 4, 1]
+    assert out["successes"].tolist() == [9, 1, 1]
+    a, b = out["prior_a"].iloc[0], out["prior_b"].iloc[0]
+    for _, r in out.iterrows():  # posterior mean = (s + a) / (n + a + b)
+        assert r["posterior_mean"] == pytest.approx((r["successes"] + a) / (r["trials"] + a + b))
+        assert r["lo"] <= r["posterior_mean"] <= r["hi"]
+    # shrinkage: the sparse 1/1 configuration moves toward the pool, below its raw rate 1.0
+    assert out.loc[out["n_gpus"] == 8, "posterior_mean"].iloc[0] < 1.0
+    m, lo, hi = priors.shrink(3, 4, priors.BetaPrior(6.0, 4.0))
+    assert m == pytest.approx(9 / 14)
+
+
+def test_priors_per_gpu_count_on_mit_supercloud(bench_db):
+    con = store.connect(bench_db)
+    pri = priors.launch_priors(store.jobs(con))
+    waits = priors.queue_wait_h(store.jobs(con))
+    con.close()
+    assert pri["n_gpus"].tolist() == [1, 2, 4, 6, 8, 16]
+    assert pri["trials"].tolist() == [1537, 163, 26, 3, 14, 5]
+    pooled = pri["successes"].sum() / pri["trials"].sum()
+    # every shrunk rate lies between its raw rate and the prior mean
+    for _, r in pri.iterrows():
+        lo, hi = sorted([r["raw_rate"], r["prior_mean"]])
+        assert lo - 1e-9 <= r["posterior_mean"] <= hi + 1e-9
+    assert abs(pri["prior_mean"].iloc[0] - pooled) < 0.1
+    assert set(waits["n_gpus"]) >= {1, 2, 4, 8}
+
+
+# ------------------------------------------------------------------ cost model
+def test_folds_never_share_a_workload_cell(adv):
+    oof = adv.cost.oof
+    thr = oof[oof["throughput_tok_s"].notna()]
+    assert (thr["fold"] >= 0).all()
+    per_cell = thr.groupby("cell")["fold"].nunique()
+    assert (per_cell == 1).all()  # a cell's rows are all predicted by the same held-out fold
+    folds = model.cell_folds(thr["cell"].to_numpy(), 5)
+    cells = thr["cell"].to_numpy()
+    for train, test in folds:
+        assert not set(cells[train]) & set(cells[test])
+
+
+def test_calibrated_intervals_and_quantile_order(adv):
+    m = adv.cost.metrics["throughput_tok_s"]
+    assert m["fitted"] and m["rows"] > 5000 and m["cells"] > 500
+    assert 0.7 <= m["coverage"]["held_out_cell"] <= 0.9  # nominal 0.8 on unseen cells
+    assert 0 <= m["crossing_rate"] < 0.5
+    oof = adv.cost.oof.dropna(subset=["throughput_tok_s_q10"])
+    assert (oof["throughput_tok_s_q10"] <= oof["throughput_tok_s_q50"]).all()
+    assert (oof["throughput_tok_s_q50"] <= oof["throughput_tok_s_q90"]).all()
+    assert adv.cost.metrics["ttft_ms"]["fitted"] is False if "ttft_ms" in adv.cost.metrics \
+        else True
+
+
+# ------------------------------------------------------------------ decisions
+def test_405b_never_ranks_an_infeasible_arm(adv):
+    req = decide.Request("meta-llama/Llama-3.1-405B-Instruct", 405, 64, 1024, 512)
+    scored = decide.advise(adv.cost, req, decide.UtilityParams(), adv.ctx)
+    ranked = scored[scored["rank"].notna()]
+    assert len(ranked) >= 1 and ranked["feasible"].all() and not ranked["abstain"].any()
+    # bf16 weights (810 GB) fit no 8 x 80 GB H100 node
+    h100_bf16 = scored[(scored["hardware"] == "H100-80GB") & (scored["precision"] == "bf16")]
+    assert not h100_bf16["feasible"].any() and h100_bf16["rank"].isna().all()
+    assert ranked.iloc[0]["hardware"] == "H100-80GB" and ranked.iloc[0]["precision"] == "fp8"
+
+
+def test_abstains_outside_envelope_and_names_the_axis(adv):
+    req = decide.Request("huge", 5000, 8, 512, 128)
+    scored = decide.advise(adv.cost, req, decide.UtilityParams(), adv.ctx)
+    assert scored["abstain"].all() and scored["rank"].isna().all()
+    known = scored[scored["hardware"] == "H100-80GB"]
+    assert known["abstain_axis"].str.startswith("params_b 5000 outside").all()
+    req = decide.Request("meta-llama/Llama-3.1-8B-Instruct", 8, 64, 1024, 256)
+    scored = decide.advise(adv.cost, req, decide.UtilityParams(), adv.ctx)
+    h200 = scored[scored["hardware"] == "H200-141GB"]  # no H200 in the staged benchmarks
+    assert h200["abstain"].all()
+    assert h200["abstain_axis"].str.contains("hardware 'H200-141GB' was never measured").all()
+
+
+def _constructed_bench(n_cells: int = 30) -> pd.DataFrame:
+    """Cells where H100 x1 serves 8x the tokens of A100 x1: with a high value per token the
+    best arm is known to be H100 x1 everywhere."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(n_cells):
+        conc, params = float(2 ** (i % 8)), float(7 + (i % 5))
+        for hw, mem, tput in (("A100-40GB", 40, 500.0), ("H100-80GB", 80, 4000.0)):
+            rows.append({"source": "test", "task": "t", "hardware": hw, "gpu_mem_gb": mem,
+                         "n_gpus": 1, "tp": 1, "pp": 1, "precision": "bf16",
+                         "framework": "vLLM", "model": f"m{i}", "params_b": params,
+                         "active_params_b": params, "in_len": 512.0, "out_len": 128.0,
+                         "concurrency": conc, "failed": False,
+                         "throughput_tok_s": tput * (1 + 0.05 * rng.standard_normal()),
+                         "ttft_ms": None, "itl_ms": None, "latency_s": None,
+                         "power_w": None, "energy_per_token_j": None})
+    return pd.DataFrame(rows)
+
+
+def test_constructed_case_ranks_the_known_best_arm_first():
+    cost = model.fit(_constructed_bench(), model.FitParams(targets=("throughput_tok_s",)))
+    u = decide.UtilityParams(value_per_token_usd=1e-5)
+    req = decide.Request("m3", 9.0, 8.0, 512, 128, task="t")
+    scored = decide.advise(cost, req, u)
+    best = scored[scored["rank"] == 1].iloc[0]
+    assert (best["hardware"], best["tp"]) == ("H100-80GB", 1)
+    bt = decide.backtest(cost, u)
+    assert bt["cells"] == 30 and bt["policies"]["advisor"]["top1"] == 1.0
+    assert bt["policies"]["advisor"]["regret"] == 0.0
+    assert bt["policies"]["size_rule"]["top1"] == 0.0  # the size rule prefers the A100
+
+
+def test_kv_saturation_penalty_and_feasibility():
+    u = decide.UtilityParams()
+    assert decide.kv_factor(0.8, u) == 1.0
+    assert decide.kv_factor(0.95, u) == pytest.approx(1 - 2.0 * 0.10)
+    req = decide.Request("m", 70, 4096, 4096, 4096)
+    chk = decide.memory_check(req, {"hardware": "H100-80GB", "tp": 8, "precision": "bf16"}, u)
+    assert not chk["feasible"] and "KV cache" in chk["why"]
+
+
+def test_real_backtest_reports_all_policies(adv):
+    bt = decide.backtest(adv.cost, decide.UtilityParams(), adv.ctx)
+    assert bt["cells"] > 50
+    assert set(bt["policies"]) == {"advisor", "size_rule", "h100_fp8_recipe", "throughput_max",
+                                   "nearest_neighbour", "cheapest_fit"}
+    for p in bt["policies"].values():
+        assert 0 <= p["top1"] <= 1 and p["regret"] >= 0
+    assert bt["policies"]["advisor"]["regret"] < bt["policies"]["throughput_max"]["regret"]
+
+
+# ------------------------------------------------------------------ promotion gate
+def test_promotion_gate_records_versions(adv, tmp_path):
+    con = store.connect(tmp_path / "gate.duckdb")
+    first = gate.record(con, adv.cost)
+    assert first["promoted"] and first["reason"] == "first fit always promotes"
+    second = gate.record(con, adv.cost)  # same MAPE, same rows: passes
+    assert second["promoted"] and second["version"] == first["version"] + 1
+    worse = gate.should_promote(first["mape_pct"] + 0.6, first["rows"], gate.incumbent(con))
+    assert worse[0] is False and "regresses" in worse[1]
+    fewer = gate.should_promote(first["mape_pct"], first["rows"] - 1, gate.incumbent(con))
+    assert fewer[0] is False
+    v = gate.versions(con)
+    assert v["version"].tolist() == [second["version"], first["version"]]
+    con.close()
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_advise_and_backtest(bench_db, capsys):
+    code = cli.main(["--db", str(bench_db), "advise", "--model",
+                     "meta-llama/Llama-3.1-405B-Instruct", "--params-b", "405",
+                     "--concurrency", "64", "--in-len", "1024", "--out-len", "512"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    ranked = [a for a in doc["arms"] if a["rank"] is not None]
+    assert ranked and all(a["feasible"] and not a["abstain"] for a in ranked)
+    assert {"q10", "q50", "q90"} == set(ranked[0]["throughput_tok_s"])
+    assert doc["arms"][0]["rank"] == 1
+    code = cli.main(["--db", str(bench_db), "advisor-backtest"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(doc["policies"]) == 6
+    assert set(doc["coverage"]) >= {"held_out_cell", "random_fold"}
+    assert doc["model_version"]["promoted"] is True
+    code = cli.main(["--db", str(bench_db), "advise", "--model", "x", "--params-b", "8",
+                     "--concurrency", "8", "--in-len", "10", "--out-len", "10",
+                     "--price", "B200=abc"])
+    assert code == 2 and "--price" in json.loads(capsys.readouterr().out)["error"]
