@@ -1,0 +1,287 @@
+"""Hybrid power co-simulation: engine invariants, closed-form queueing, the arrival generator,
+measured inputs re-derived from the staged files, and ``headroom powersim``."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import shared
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analytics import cli, ingest, powersim, store
+from analytics.powersim import InferenceLoad, JobArrays, SimParams, simulate
+
+
+def _jobs(submit, gpus, runtime, power=400.0):
+    n = len(submit)
+    return JobArrays.build(submit, np.asarray(gpus) * 1000, runtime, np.full(n, power))
+
+
+def _max_occupancy(segments: pd.DataFrame) -> int:
+    """Largest sum of gpu_milli over segments running at one instant (ends free before starts)."""
+    ev = [(r.start_s, 1, r.gpu_milli) for r in segments.itertuples()]
+    ev += [(r.end_s, 0, -r.gpu_milli) for r in segments.itertuples()]
+    level = peak = 0
+    for _, _, d in sorted(ev):
+        level += d
+        peak = max(peak, level)
+    return peak
+
+
+# --- engine invariants ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("checkpoint_min", [None, 20.0])
+def test_single_job_energy_is_power_times_time(checkpoint_min):
+    jobs = _jobs([30.0], [2], [5400.0], power=400.0)
+    res = simulate(jobs, SimParams(4, checkpoint_min=checkpoint_min), 3 * 3600.0, record=True)
+    energy_j = float((res.minutes["total_power_w"] * 60.0).sum())
+    assert energy_j == pytest.approx(2 * 400.0 * 5400.0, rel=1e-9)
+    seg = res.segments
+    assert float(((seg["end_s"] - seg["start_s"]) * seg["power_w"]).sum()) == \
+        pytest.approx(2 * 400.0 * 5400.0)
+    assert len(seg) == (1 if checkpoint_min is None else 5)  # 5400 s in 20-minute segments
+    assert res.jobs["end_s"][0] == pytest.approx(30.0 + 5400.0)
+
+
+job_lists = st.lists(st.tuples(st.floats(0, 20_000), st.integers(1, 8), st.floats(60, 20_000)),
+                     min_size=2, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(jobs=job_lists, capacity=st.integers(8, 16),
+       checkpoint=st.sampled_from([None, 10.0, 45.0]), booked=st.booleans())
+def test_backfilling_never_delays_the_head_reservation(jobs, capacity, checkpoint, booked):
+    submit, gpus, runtime = zip(*jobs, strict=True)
+    # booked=True runs the per-minute booking path (an all-zero inference plan), else the
+    # constant-capacity fast path
+    horizon = 1e6
+    zero = InferenceLoad(np.zeros(int(horizon // 60), np.int64), np.zeros(int(horizon // 60)))
+    res = simulate(_jobs(submit, gpus, runtime), SimParams(capacity, "fcfs", True, checkpoint),
+                   horizon, zero if booked else None, record=True)
+    seg = res.segments
+    for r in res.reservations.itertuples():
+        assert math.isfinite(r.reservation_s)
+        mine = seg[(seg["job"] == r.job) & (seg["start_s"] >= r.time_s - 1e-9)]
+        # the head's next segment starts no later than the reservation it was given
+        assert not mine.empty and mine["start_s"].min() <= r.reservation_s + 1e-6
+    # time never runs backwards; every job finishes; occupancy never exceeds the pool
+    assert (np.diff(res.event_times_s) >= 0).all()
+    assert res.jobs["end_s"].notna().all()
+    assert _max_occupancy(seg) <= capacity * 1000
+    assert seg.groupby("job").apply(lambda g: (g["end_s"] - g["start_s"]).sum(),
+                                    include_groups=False).to_numpy() == \
+        pytest.approx(np.asarray(runtime)[np.argsort(submit, kind="stable")])
+
+
+@settings(max_examples=30, deadline=None)
+@given(jobs=job_lists, capacity=st.integers(8, 16), demand=st.lists(st.integers(0, 12),
+                                                                     min_size=5, max_size=40),
+       scheduler=st.sampled_from(["fcfs", "swf"]), cap=st.sampled_from([None, 4]))
+def test_occupancy_never_exceeds_capacity_with_inference(jobs, capacity, demand, scheduler, cap):
+    submit, gpus, runtime = zip(*jobs, strict=True)
+    n_min = 600
+    d = np.resize(np.asarray(demand), n_min)
+    load = InferenceLoad(d, d * 500.0)
+    res = simulate(_jobs(submit, gpus, runtime), SimParams(capacity, scheduler, True, 30.0, cap),
+                   n_min * 60.0, load, record=True)
+    m = res.minutes
+    assert (m["batch_gpus"] + m["inference_gpus"] <= capacity + 1e-9).all()
+    # inference has priority: it always gets min(demand, cap, pool)
+    allowed = np.minimum(m["inference_demand_gpus"], min(cap or capacity, capacity))
+    assert np.allclose(m["inference_gpus"], allowed)
+    assert (np.diff(res.event_times_s) >= 0).all()
+    # batch occupancy plus what inference got never passes the pool at any instant
+    assert _max_occupancy(res.segments) <= capacity * 1000
+
+
+def test_inference_has_priority_and_batch_fits_around_it():
+    # pool of 10; inference needs 6 GPUs in minutes 5-14. A 6-GPU, 10-minute segment submitted
+    # at 130 s would overlap that window with only 4 GPUs left, so it waits for minute 15 (its
+    # reservation); a 2-GPU, 5-minute job behind it fits and ends before that, so it backfills.
+    jobs = _jobs([0.0, 130.0, 140.0], [8, 6, 2], [120.0, 600.0, 300.0])
+    d = np.zeros(30, np.int64)
+    d[5:15] = 6
+    res = simulate(jobs, SimParams(10, checkpoint_min=None), 30 * 60.0,
+                   InferenceLoad(d, d * 600.0), record=True)
+    assert res.jobs["first_start_s"].tolist() == [0.0, 900.0, 140.0]
+    assert res.reservations["reservation_s"].iloc[0] == 900.0
+    m = res.minutes
+    assert (m["inference_gpus"] == m["inference_demand_gpus"]).all()  # never short of GPUs
+    assert (m["batch_gpus"] + m["inference_gpus"] <= 10 + 1e-9).all()
+    assert m.loc[7, "inference_power_w"] == pytest.approx(6 * 600.0)
+
+
+def test_mmc_utilisation_and_wait_match_closed_form():
+    c, mu, rho = 8, 1 / 600.0, 0.7
+    lam = rho * c * mu
+    rng = np.random.default_rng(7)
+    n = 20_000
+    submit = np.cumsum(rng.exponential(1 / lam, n))
+    runtime = rng.exponential(1 / mu, n)
+    horizon = float(submit[-1])
+    res = simulate(_jobs(submit, np.ones(n, int), runtime), SimParams(c, checkpoint_min=None),
+                   horizon)
+    busy = res.minutes["batch_gpus"].iloc[len(res.minutes) // 20:]
+    assert busy.mean() / c == pytest.approx(lam / (c * mu), abs=0.02)
+    # Erlang C: P(wait) and mean wait in queue of M/M/c (FCFS, one GPU per job)
+    a = lam / mu
+    tail = a ** c / math.factorial(c) / (1 - rho)
+    p_wait = tail / (sum(a ** k / math.factorial(k) for k in range(c)) + tail)
+    wq = p_wait / (c * mu - lam)
+    jobs = res.jobs.dropna(subset=["first_start_s"]).iloc[n // 20:]
+    assert (jobs["first_start_s"] - jobs["submit_s"]).mean() == pytest.approx(wq, rel=0.15)
+
+
+def test_same_seed_same_records_and_swf_order():
+    jobs_df = _synthetic_trace(np.random.default_rng(3))
+    inputs = powersim.prepare_inputs(jobs_df, None, np.random.default_rng(0), "synthetic jobs")
+    sc = powersim.Scenario(inference_share=0.4, utilization=0.7, gpus=32, days=1,
+                           warmup_days=0.5, checkpoint_min=30)
+    a = powersim.run_scenario(inputs, sc, np.random.default_rng(11))
+    b = powersim.run_scenario(inputs, sc, np.random.default_rng(11))
+    c = powersim.run_scenario(inputs, sc, np.random.default_rng(12))
+    pd.testing.assert_frame_equal(a.frame, b.frame)
+    assert a.metrics == b.metrics
+    assert not a.frame["total_power_w"].equals(c.frame["total_power_w"])
+    assert inputs.synthetic and "SYNTHETIC" in inputs.inference_label
+    # SWF starts the smallest waiting job first
+    jobs = _jobs([0.0, 1.0, 2.0, 3.0], [4, 4, 2, 1], [100.0, 50.0, 80.0, 90.0])
+    res = simulate(jobs, SimParams(4, "swf", checkpoint_min=None), 1000.0)
+    # at 100 s the 1- and 2-GPU jobs start (smallest first), the 4-GPU job (submitted first
+    # of the three) waits for both
+    assert res.jobs["first_start_s"].tolist() == [0.0, 190.0, 100.0, 100.0]
+
+
+def _synthetic_trace(rng, days=20) -> pd.DataFrame:
+    """A job trace for tests that need one without staged data (not used for any figure)."""
+    n = 40 * days
+    t0 = pd.Timestamp("2024-01-01")
+    submit = t0 + pd.to_timedelta(np.sort(rng.uniform(0, days * 86400, n)), unit="s")
+    return pd.DataFrame({"submit_ts": submit,
+                         "gpu_milli": rng.choice([1000, 2000, 8000], n, p=[.7, .2, .1]),
+                         "runtime_s": rng.lognormal(np.log(3600), 1.2, n)})
+
+
+# --- metrics and the arrival generator -------------------------------------------------------
+
+def test_power_metrics_definitions():
+    p = np.array([100.0, 110.0, 90.0, 100.0, 130.0, 70.0])
+    m = powersim.power_metrics(p, (1, 5))
+    assert m["cv"] == pytest.approx(p.std() / p.mean())
+    q = p / p.mean()
+    assert m["ramp_p50"]["1min"] == pytest.approx(np.median(np.abs(np.diff(q))))
+    assert m["ramp_p50"]["5min"] == pytest.approx(abs(q[5] - q[0]))
+    assert math.isnan(powersim.power_metrics(np.zeros(4))["cv"])
+
+
+def test_inference_load_hits_the_mean_and_power_is_tokens_times_energy():
+    rng = np.random.default_rng(1)
+    tok = rng.lognormal(10, 0.5, 1440)
+    load = powersim.inference_load(tok, 60.0)
+    assert load.demand_gpus.mean() == pytest.approx(60.0, rel=0.01)
+    # power per allocated GPU stays below the templates' full-load per-GPU power
+    per_gpu = load.power_full_w.sum() / load.demand_gpus.sum()
+    assert 300 < per_gpu < max(t.power_w / t.gpus for t in powersim.TEMPLATES["M"])
+    with pytest.raises(ValueError, match="all zeros"):
+        powersim.inference_load(np.zeros(10), 5.0)
+
+
+def test_arrival_model_on_mit_supercloud(con):
+    path = shared("mit_supercloud/slurm-log-queueing-clean.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    jobs = store.gpu_jobs(con, "slurm-log-queueing-clean")
+    assert len(jobs) == 2368  # every GPU job of the export has start and end
+    model = powersim.fit_arrival_model(jobs, np.random.default_rng(0), clock_offset_h=-5)
+    groups = model.summary()
+    assert [g["group"] for g in groups] == ["low", "medium", "high"]
+    assert sum(g["jobs"] for g in groups) == 2368
+    gh = [g["median_gpu_hours"] for g in groups]
+    assert gh == sorted(gh)
+    for g in model.groups:
+        assert g.com_sd_fit_h == pytest.approx(g.com_sd_obs_h, rel=0.05)
+    # the logistic-normal profile reproduces the pooled hourly histogram (total variation)
+    z = np.random.default_rng(1).standard_normal((20_000, 23))
+    for g in model.groups:
+        mean_w = powersim._alr_inv(g.alr_mean + z * np.sqrt(g.alr_var), g.ref_hour).mean(axis=0)
+        assert 0.5 * np.abs(mean_w - g.hourly_obs).sum() < 0.02
+    # and so do generated arrivals, up to the noise of overdispersed daily counts
+    days = 1500
+    gen = powersim.generate_jobs(model, np.random.default_rng(1), days)
+    for k, g in enumerate(model.groups):
+        hours = ((gen.submit_s[gen.group == k] % 86400) // 3600).astype(int)
+        sim = np.bincount(hours, minlength=24) / len(hours)
+        assert 0.5 * np.abs(sim - g.hourly_obs).sum() < 0.08
+        assert len(hours) / days == pytest.approx(g.daily_mean, rel=0.15)
+
+
+# --- measured inputs re-derived from the staged files ---------------------------------------
+
+@pytest.mark.parametrize("speed", ["F", "M", "S"])
+def test_templates_match_ml_energy_rows(speed):
+    path = shared("ml_energy/leaderboard_v3/all_task_configurations_flat.csv")
+    derived = powersim.templates_from_mlenergy(path, speed)
+    for got, baked in zip(derived, powersim.TEMPLATES[speed], strict=True):
+        assert (got.model, got.gpus, got.max_num_seqs) == (baked.model, baked.gpus,
+                                                           baked.max_num_seqs)
+        for f in ("throughput_tok_s", "power_w", "energy_per_token_j", "median_itl_ms"):
+            assert getattr(baked, f) == pytest.approx(getattr(got, f), rel=2e-4), f
+        assert got.power_w == pytest.approx(got.throughput_tok_s * got.energy_per_token_j,
+                                            rel=1e-3)
+
+
+def test_acmetrace_quantiles_and_hardware_factor(con):
+    path = shared("acmetrace/acme_power_util_cdf.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    q = powersim.acme_power_quantiles(store.reference_cdfs(con))
+    assert q == pytest.approx(np.asarray(powersim.ACME_KALOS_POWER_W), abs=0.051)
+    assert powersim.HW_FACTOR_A100_TO_H100 == 1.75
+
+
+# --- openb format (see also tests/test_openb.py) and the CLI ---------------------------------
+
+def _cli(capsys, *args) -> tuple[int, dict]:
+    rc = cli.main(list(args))
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_cli_powersim_sweep_json(tmp_path, capsys):
+    db = tmp_path / "p.duckdb"
+    con = store.connect(db)
+    files = [shared("mit_supercloud/slurm-log-queueing-clean.csv"),
+             shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")]
+    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in files])
+    con.close()
+    rc, doc = _cli(capsys, "--db", str(db), "powersim", "--inference-share", "0.3",
+                   "--utilization", "0.7", "--sweep", "--days", "2", "--warmup-days", "1",
+                   "--replications", "1", "--gpus", "128")
+    assert rc == 0
+    assert set(doc["ramp_p50"]) == {"1min", "5min", "15min"}
+    assert 0 < doc["cv"] < 5 and all(0 <= v < 2 for v in doc["ramp_p50"].values())
+    assert doc["scenario"]["inference_share"] == 0.3 and doc["scenario"]["utilization"] == 0.7
+    sweep = pd.DataFrame(doc["sweep"])
+    assert sorted(sweep["utilization"].unique()) == [0.5, 0.8]
+    assert sweep.groupby("utilization")["inference_share"].nunique().min() >= 9
+    assert sweep[["cv", "ramp_1min", "ramp_5min", "ramp_15min"]].notna().all().all()
+    batch_only = sweep[sweep["inference_share"] == 0.0]
+    assert (batch_only["inference_shortfall"] == 0).all()
+    assert set(doc["shape"]) == {"0.5", "0.8"}
+    assert doc["inputs"]["jobs"] == "slurm-log-queueing-clean"
+    assert doc["inputs"]["inference"] == "burstgpt1_week1_per_minute_tps"
+    assert doc["synthetic"] is False and doc["inputs"]["clock_offset_h"] == -5.0
+    # the scenario alone is deterministic under --seed
+    rc2, again = _cli(capsys, "--db", str(db), "powersim", "--inference-share", "0.3",
+                      "--utilization", "0.7", "--days", "2", "--warmup-days", "1", "--gpus",
+                      "128")
+    assert rc2 == 0 and again["cv"] == doc["cv"] and again["sweep"] == []
+
+
+def test_cli_powersim_without_jobs_says_how_to_add_them(tmp_path, capsys):
+    rc, doc = _cli(capsys, "--db", str(tmp_path / "e.duckdb"), "powersim")
+    assert rc == 2 and "no job trace" in doc["error"] and "headroom ingest" in doc["error"]
+    with pytest.raises(SystemExit):
+        cli.main(["--db", str(tmp_path / "e.duckdb"), "powersim", "--inference-share", "1.5"])
