@@ -1,0 +1,116 @@
+"""Serving: energy-aware shared-GPU serving what-ifs (Festina)."""
+
+import streamlit as st
+from analytics import cache, charts
+
+st.title("Serving")
+st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina, arXiv "
+           "2606.30391): max-clock and static-DVFS baselines vs. Festina's lookup placement, "
+           "phase-aware clock (Eq. 9), SM shares and EWR consolidation - a simulation on a "
+           "stored request trace with benchmark-derived profiles.")
+
+inputs = cache.serving_inputs()
+if not inputs["traces"]:
+    st.info("No request trace with prompt and completion token counts in the store. Add one on "
+            "the Data page (upload e.g. `AzureLLMInferenceTrace_conv.csv`) or run "
+            "`headroom ingest AzureLLMInferenceTrace_conv.csv`.")
+    st.stop()
+if not inputs["gpus"]:
+    st.info("No benchmark profiles for a GPU kind with a cited clock range. "
+            + (inputs["why"] + " " if inputs["why"] else "")
+            + "Ingest ML.ENERGY (`ml_energy/leaderboard_v3/all_task_configurations_flat.csv` "
+              "for H100, `ml_energy/leaderboard_v2/llm_text_generation_runs.csv` for A100) and "
+              "the Argonne TTFT table (`Fig_21__all_results_TTFT.csv`) on the Data page or "
+              "with `headroom ingest`.")
+    st.stop()
+
+c1, c2, c3, c4 = st.columns(4)
+trace = c1.selectbox("Trace", inputs["traces"], key="serving_trace")
+gpu = c2.selectbox("GPU kind", inputs["gpus"], key="serving_gpu")
+n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus")
+n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models")
+c5, c6, c7, c8 = st.columns(4)
+ttft = c5.number_input("TTFT SLO (ms)", 10, 60000, 1000, step=100, key="serving_ttft")
+tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt")
+margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
+                   help="slack kept below each SLO by the controllers (Festina: 5 %)")
+window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
+                             key="serving_window",
+                             help="a shorter window keeps the page fast; the CLI runs all")
+with st.expander("Model parameters (documented, not sourced)"):
+    d1, d2, d3 = st.columns(3)
+    gamma = d1.number_input("dynamic power exponent gamma", 1.0, 4.0, 3.0, 0.1,
+                            key="serving_gamma",
+                            help="P_dyn ~ f^gamma; no staged source measures it")
+    zipf = d2.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
+                           key="serving_zipf")
+    seed = d3.number_input("seed", 0, 10_000, 0, key="serving_seed")
+    upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
+                              "latency_ms, power_w) - replaces the DVFS model",
+                              type=["csv"], key="serving_profile")
+measured = upload.getvalue() if upload is not None else None
+synthetic = inputs["synthetic"].get(trace, False)
+
+params = cache.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gpu,
+                              ttft_slo_ms=float(ttft), tbt_slo_ms=float(tbt),
+                              safety_margin=float(margin), zipf_s=float(zipf),
+                              gamma=float(gamma), seed=int(seed),
+                              window_s=float(window_min) * 60 if window_min else None)
+try:
+    with st.spinner("Simulating max-clock, static DVFS, Festina and the ablation ..."):
+        run = cache.serving_run(trace, params, measured)
+except ValueError as exc:
+    st.error(f"No simulation: {exc}")
+    st.stop()
+
+t = run["table"].set_index("policy")
+fest, base = t.loc["festina"], t.loc["max_clock"]
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Festina energy", f"{fest['energy_kwh']:.4f} kWh",
+          f"{fest['energy_kwh'] / base['energy_kwh'] - 1:+.1%} vs max-clock",
+          delta_color="inverse")
+m2.metric("max-clock energy", f"{base['energy_kwh']:.4f} kWh")
+m3.metric("Festina TTFT attainment", f"{fest['ttft_attainment']:.2%}",
+          f"{100 * (fest['ttft_attainment'] - base['ttft_attainment']):+.2f} pp")
+m4.metric("Festina TBT attainment", f"{fest['tbt_attainment']:.2%}",
+          f"{100 * (fest['tbt_attainment'] - base['tbt_attainment']):+.2f} pp")
+
+st.plotly_chart(charts.serving_energy_chart(
+    run["table"], ["max_clock", "static_dvfs", "festina"], "Energy normalised to Festina, and "
+    "SLO attainment", synthetic), key="serving_energy")
+st.plotly_chart(charts.serving_energy_chart(
+    run["table"], ["stage1", "stage2", "stage3", "stage4", "festina"],
+    "Ablation: 1 SLO-aware dispatch -> 2 frequency-aware dispatch -> 3 fine-grained runtime "
+    "-> 4 SLO-aware placement -> 5 consolidation (Festina)", synthetic), key="serving_ablation")
+st.dataframe(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_max_clock",
+                           "ttft_attainment", "tbt_attainment", "mean_gpus_on",
+                           "mean_clock_mhz", "prefill_kwh", "decode_kwh", "static_busy_kwh",
+                           "idle_kwh", "served", "requests"]],
+             hide_index=True, key="serving_table")
+st.plotly_chart(charts.serving_timeseries_chart(run["timeseries"],
+                                                ["max_clock", "static_dvfs", "festina"],
+                                                synthetic), key="serving_ts")
+metric = st.radio("latency CDF", ["TTFT", "TBT"], horizontal=True, key="serving_cdf")
+st.plotly_chart(charts.serving_cdf_chart(run["cdf"] if metric == "TTFT" else run["cdf_tbt"],
+                                         float(ttft if metric == "TTFT" else tbt), metric,
+                                         synthetic), key="serving_cdf_chart")
+
+st.subheader("Profile viewer")
+batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch")
+st.plotly_chart(charts.serving_profile_chart(cache.serving_curves(gpu, float(gamma), int(batch),
+                                                                  measured)),
+                key="serving_profiles")
+with st.expander("Where the numbers come from"):
+    for field, cite in cache.serving_dvfs_sources(gpu):
+        st.markdown(f"- **{field}**: {cite}")
+    st.markdown("- **DVFS model**: prefill time ~ 1/(f x SM share); decode iteration = "
+                "T_nom(b) (m + (1-m)/(f x share)) with m = weights / memory bandwidth / T_nom(b) "
+                "(roofline); power = static floor + share x (P_nom - floor) x (f/f_max)^gamma. "
+                "gamma, the Zipf exponent, the KV budget (50 % of weights), keep-alive (60 s), "
+                "the EWR threshold (0.5) and the SLO values are parameters, not sourced; prefill "
+                "power is the highest measured power of the model on that GPU (no staged source "
+                "measures prefill power alone).")
+    for model, rows in run["profiles"]:
+        st.markdown(f"- `{model}`: {rows}")
+for n in run["notes"]:
+    st.caption(n)
