@@ -925,9 +925,10 @@ def simulate(jobs: JobArrays, params: SimParams, horizon_s: float,
         width = int(math.ceil(dur / 60.0 - 1e-9))
         avail = resid[m0:] - booked[m0:]
         hk = key(head)
-        for j, (e, m, _m1) in running.items():
+        for j, (e, m, m1) in running.items():
             if remaining[j] > 0 and key(j) < hk:  # requeues ahead of the head: holds on
                 a0, a1 = span(e, remaining[j])
+                a0 = max(a0, m1)  # the minute its segment ends in is booked already
                 avail[max(a0 - m0, 0):max(a1 - m0, 0)] -= m
         bad = np.concatenate([[0], np.cumsum(avail < need)])
         if len(bad) <= width + 1:
@@ -987,6 +988,9 @@ def simulate(jobs: JobArrays, params: SimParams, horizon_s: float,
             return
         m0 = int(t // 60.0)
         avail = resid[m0:m0 + look] - booked[m0:m0 + look]
+        # per-minute booking forgives float overruns of a minute boundary (span's tolerance), so
+        # the running segments themselves bound what is free right now
+        avail[0] = min(avail[0], resid[m0] - used)
         if avail[0] <= 0:
             return
         fit = np.minimum.accumulate(avail)  # fit[w - 1]: most GPUs free over the next w minutes

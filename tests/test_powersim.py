@@ -52,6 +52,30 @@ job_lists = st.lists(st.tuples(st.floats(0, 20_000), st.integers(1, 8), st.float
                      min_size=2, max_size=25)
 
 
+def test_requeued_job_ahead_of_head_is_not_counted_twice_in_its_end_minute():
+    """Regression (Hypothesis find): a checkpointed job ahead of the head was subtracted twice in
+    the minute its segment ends (booking + hold-on), pushing the head's reservation from 2700 s
+    to 3060 s, so a backfilled segment ran to 2701 s and the head started after 2700 s."""
+    jobs = [(0.0, 1, 841.0), (0.0, 3, 3001.0), (1.0, 3, 3001.0), (1.0, 1, 2640.0),
+            (1.0, 4, 301.0), (1.0, 1, 2700.0)]
+    submit, gpus, runtime = zip(*jobs, strict=True)
+    zero = InferenceLoad(np.zeros(20_000, np.int64), np.zeros(20_000))
+    res = simulate(_jobs(submit, gpus, runtime), SimParams(10, "fcfs", True, 10.0), 1e6, zero,
+                   record=True)
+    head = res.reservations[res.reservations["job"] == 4]
+    assert (head["reservation_s"] == 2700.0).all()
+    assert res.segments[res.segments["job"] == 4]["start_s"].min() <= 2700.0
+
+
+def test_segment_overrunning_a_minute_boundary_by_float_noise_still_holds_its_gpus():
+    """Regression (Hypothesis find): an 8-GPU segment from 6e-8 s to 60.00000006 s was booked for
+    minute 0 only, so a 1-GPU job started at 60 s beside it on an 8-GPU pool."""
+    zero = InferenceLoad(np.zeros(20_000, np.int64), np.zeros(20_000))
+    res = simulate(_jobs([1.0, 5.960464477539063e-08], [1, 8], [60.0, 60.0]), SimParams(8),
+                   1e6, zero, record=True)
+    assert _max_occupancy(res.segments) <= 8 * 1000
+
+
 @settings(max_examples=60, deadline=None)
 @given(jobs=job_lists, capacity=st.integers(8, 16),
        checkpoint=st.sampled_from([None, 10.0, 45.0]), booked=st.booleans())
