@@ -535,14 +535,13 @@ def bench_runs(con) -> pd.DataFrame:
                 GROUP BY ALL ORDER BY ALL""").df()
 
 
-def jobs(con, dataset: str | None = None) -> pd.DataFrame:
-    """Rows of the ``jobs`` table (canonical columns plus ``dataset``), optionally one dataset."""
+def jobs(con) -> pd.DataFrame:
+    """Every row of the ``jobs`` table (canonical columns plus ``dataset``), all states, for
+    launch-success priors (:func:`gpu_jobs` is the ran-GPU-jobs view the power simulation uses)."""
     cols = ", ".join("j." + c for c in CANONICAL["jobs"])
-    sql = f"SELECT d.name AS dataset, {cols} FROM jobs j JOIN datasets d USING (dataset_id)"
     with con.cursor() as cur:
-        if dataset is None:
-            return cur.execute(sql + " ORDER BY d.name, j.submit_ts").df()
-        return cur.execute(sql + " WHERE d.name = ? ORDER BY j.submit_ts", [dataset]).df()
+        return cur.execute(f"SELECT d.name AS dataset, {cols} FROM jobs j "
+                           "JOIN datasets d USING (dataset_id) ORDER BY d.name, j.submit_ts").df()
 
 
 def add_model_version(con, rows: int, metrics: dict, envelope: dict, promoted: bool,

@@ -76,6 +76,30 @@ def test_priors_per_gpu_count_on_mit_supercloud(bench_db):
     assert set(waits["n_gpus"]) >= {1, 2, 4, 8}
 
 
+def test_openb_pod_phases_count_as_launch_outcomes(con):
+    """Regression: Kubernetes ``SUCCEEDED`` pods were not counted as successes, so an openb
+    history gave only failures."""
+    path = shared("alibaba_gpu_traces/v2023_openb/openb_pod_list_default.csv")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    jobs = store.jobs(con)
+    gpu = jobs[jobs["n_gpus"] > 0]
+    pri = priors.launch_priors(jobs)
+    assert pri["successes"].sum() == (gpu["state"] == "SUCCEEDED").sum() > 0
+    assert pri["trials"].sum() == gpu["state"].isin(["SUCCEEDED", "FAILED"]).sum()
+    # no spread between GPU counts on this trace: the prior's strength is capped, its mean must
+    # stay at the pooled rate (it drifted to 0.5 when a and b were capped separately)
+    pooled = pri["successes"].sum() / pri["trials"].sum()
+    assert pri["prior_mean"].iloc[0] == pytest.approx(pooled, abs=0.01)
+
+
+def test_no_job_history_falls_back_to_the_flat_default(con):
+    ctx = decide.Context(priors.launch_priors(store.jobs(con)),
+                         priors.queue_wait_h(store.jobs(con)))
+    u = decide.UtilityParams()
+    assert ctx.p_launch(4, "H100-80GB", u) == u.default_launch_success == 0.95
+    assert ctx.wait_h(4) == 0.0
+
+
 # ------------------------------------------------------------------ cost model
 def test_folds_never_share_a_workload_cell(adv):
     oof = adv.cost.oof

@@ -36,6 +36,5 @@ def load(con, params: model.FitParams | None = None) -> Advisor:
     bench = store.bench_runs(con)
     cost = model.fit(bench, params)
     jobs = store.jobs(con)
-    ctx = decide.Context(priors.launch_priors(jobs) if len(jobs) else decide.Context().priors,
-                         priors.queue_wait_h(jobs) if len(jobs) else decide.Context().waits)
+    ctx = decide.Context(priors.launch_priors(jobs), priors.queue_wait_h(jobs))
     return Advisor(cost, ctx, int(len(jobs)))

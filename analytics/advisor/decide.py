@@ -37,9 +37,6 @@ from analytics.advisor import model as cm
 from analytics.advisor import priors as pr
 from analytics.config import GPU_CATALOG
 
-_CATALOG_KEY = {"A100-40GB": "A100-40GB", "A100-80GB": "A100-80GB", "H100-80GB": "H100-80GB",
-                "H200-141GB": "H200-141GB", "B200": "B200"}
-
 
 def default_prices() -> dict[str, float]:
     """USD per GPU-hour where a public list price is sourced (``config.GPU_CATALOG``: AWS
@@ -47,8 +44,8 @@ def default_prices() -> dict[str, float]:
     are shown as "no price" until the user enters one."""
     out = {}
     for g in GPU_CATALOG:
-        if g.price_usd_per_h is not None and g.name in _CATALOG_KEY:
-            out[_CATALOG_KEY[g.name]] = float(g.price_usd_per_h)
+        if g.price_usd_per_h is not None and g.name in hardware.SPECS:  # same keys
+            out[g.name] = float(g.price_usd_per_h)
     return out
 
 

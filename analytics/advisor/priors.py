@@ -6,7 +6,7 @@ sampled configurations stay near the pool; used only in the utility's failure te
 
 Outcome coding of Slurm states (documented choice; the paper's harvest is not Slurm):
 
-* success: ``COMPLETED``;
+* success: ``COMPLETED`` (Slurm) or ``SUCCEEDED`` (Kubernetes pod phase, Alibaba openb);
 * failure: ``FAILED``, ``NODE_FAIL``, ``BOOT_FAIL``, ``OUT_OF_MEMORY``;
 * not a launch outcome (excluded): ``CANCELLED`` (a user decision), ``TIMEOUT`` (ran until its
   limit, so it launched), ``PENDING`` / ``RUNNING`` (censored), anything else.
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-SUCCESS = frozenset({"COMPLETED"})
+SUCCESS = frozenset({"COMPLETED", "SUCCEEDED"})
 FAILURE = frozenset({"FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"})
 
 
@@ -78,14 +78,21 @@ def fit_prior(trials: np.ndarray, successes: np.ndarray) -> BetaPrior:
     if len(n) < 2:
         return BetaPrior(2 * pooled, 2 * (1 - pooled))
 
+    # parametrised by mean m (logit) and strength k = a + b (log): when the data show no spread
+    # between configurations the MLE runs k to infinity, and capping k keeps the mean right
+    def ab(theta):
+        m = 1 / (1 + np.exp(-theta[0]))
+        k = np.exp(np.clip(theta[1], -8, np.log(1e6)))
+        return m * k, (1 - m) * k
+
     def nll(theta):
-        a, b = np.exp(theta)
+        a, b = ab(theta)
         return -float(stats.betabinom.logpmf(s, n, a, b).sum())
 
-    start = np.log([2 * pooled * 10, 2 * (1 - pooled) * 10])
+    start = np.array([np.log(pooled / (1 - pooled)), np.log(20.0)])
     res = optimize.minimize(nll, start, method="Nelder-Mead",
                             options={"xatol": 1e-6, "fatol": 1e-9, "maxiter": 4000})
-    a, b = np.exp(np.clip(res.x, -8, 12))  # a + b -> inf means "no spread": cap, keep finite
+    a, b = ab(res.x)
     return BetaPrior(float(a), float(b))
 
 
