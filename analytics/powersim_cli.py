@@ -21,19 +21,13 @@ import sys
 import numpy as np
 
 from analytics import powersim, store
+from analytics.cli import _unit_interval as _util  # utilisation in (0, 1]
 
 
 def _share(text: str) -> float:
     v = float(text)
     if not 0.0 <= v <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1]")
-    return v
-
-
-def _util(text: str) -> float:
-    v = float(text)
-    if not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
     return v
 
 
