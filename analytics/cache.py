@@ -597,18 +597,17 @@ POWER_SHARES = tuple(round(x / 10, 1) for x in range(11))
 
 
 def power_datasets() -> tuple[list[str], list[str]]:
-    """Job datasets, and demand datasets at 1-minute resolution or finer (inference inputs)."""
-    df = datasets()
-    jobs = df[df["kind"] == "jobs"].sort_values("rows", ascending=False)["name"].tolist()
-    demand = df[df["kind"].isin(DEMAND_KINDS) & (df["resolution_s"].fillna(0) <= 60)]
-    return jobs, demand["name"].tolist()
+    """Job datasets (most rows first), and demand datasets at 1-minute resolution or finer
+    (inference inputs, longest span first), from the cached ledger."""
+    from analytics import powersim
+
+    return powersim.candidate_datasets(datasets())
 
 
 def power_default_inference() -> str | None:
     """The demand dataset spanning the longest time (the default inference input)."""
-    from analytics import powersim
-
-    return powersim.default_datasets(connection())[1]
+    demand = power_datasets()[1]
+    return demand[0] if demand else None
 
 
 def power_no_jobs_hint() -> str:

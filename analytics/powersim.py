@@ -1503,20 +1503,25 @@ NO_JOBS_HINT = ("no job trace in the store: add one on the Data page or with `he
                 "(openb_pod_list_default.csv)")
 
 
-def default_datasets(con) -> tuple[str | None, str | None]:
-    """The store's default inputs: the ``jobs`` dataset with the most rows, and the demand
-    dataset (requests or per-minute series) spanning the longest time. ``None`` where there is
-    none."""
-    from analytics import store
-
-    ledger = store.list_datasets(con)
+def candidate_datasets(ledger: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Possible inputs in a dataset ledger (:func:`analytics.store.list_datasets`): ``jobs``
+    datasets by rows, most first, and demand datasets (requests or series) at 1-minute
+    resolution or finer by time span, longest first."""
     jobs = ledger[ledger["kind"] == "jobs"].sort_values("rows", ascending=False)
     demand = ledger[ledger["kind"].isin(["requests", "demand_series"])
                     & (ledger["resolution_s"].fillna(0) <= 60)].copy()
     demand["span"] = demand["ts_max"] - demand["ts_min"]
     demand = demand.sort_values(["span", "dataset_id"], ascending=[False, True])
-    return (jobs["name"].iloc[0] if len(jobs) else None,
-            demand["name"].iloc[0] if len(demand) else None)
+    return jobs["name"].tolist(), demand["name"].tolist()
+
+
+def default_datasets(con) -> tuple[str | None, str | None]:
+    """The store's default inputs: the first of each list of :func:`candidate_datasets`
+    (``None`` where there is none)."""
+    from analytics import store
+
+    jobs, demand = candidate_datasets(store.list_datasets(con))
+    return (jobs[0] if jobs else None, demand[0] if demand else None)
 
 
 def load_inputs(con, jobs_name: str | None, inference_name: str | None,
