@@ -223,7 +223,14 @@ def _serve_energy_args(sub) -> None:
     p.add_argument("--window-s", type=_positive, default=None,
                    help="simulate only the first seconds of the trace")
     p.add_argument("--zipf", type=_nonneg, default=1.0, help="Zipf exponent of model popularity")
-    p.add_argument("--gamma", type=_positive, default=3.0, help="dynamic power exponent")
+    p.add_argument("--gamma", type=_positive, default=None,
+                   help="dynamic power exponent (default: calibrated to the measured decode "
+                        "saving of SM clock locking)")
+    p.add_argument("--static-scale", type=_positive, default=1.0,
+                   help="multiply the cited static (idle) power of the GPU kind")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="also sweep gamma (calibrated, 1.5, 2, 3) x static power (x0.5, 1, 1.5) "
+                        "for max-clock vs Festina")
     p.add_argument("--bench", nargs="+", default=None, metavar="DATASET",
                    help="bench datasets to build profiles from (default: all bench_runs)")
     p.add_argument("--profile", default=None, metavar="CSV",
@@ -576,12 +583,18 @@ def _cmd_serve_energy(args, settings) -> dict:
         n_models=args.models, n_gpus=args.gpus, gpu=args.gpu_kind,
         ttft_slo_ms=args.ttft_slo_ms, tbt_slo_ms=args.tbt_slo_ms,
         safety_margin=args.safety_margin, zipf_s=args.zipf, gamma=args.gamma,
-        window_s=args.window_s, seed=args.seed)
+        window_s=args.window_s, seed=args.seed, static_scale=args.static_scale)
     trace = serving.trace_arrays(requests, args.window_s)
     policies = names if args.policy == "all" else (args.policy,)
     print(f"serve-energy: {len(trace):,} requests, {len(policies)} policies ...", file=sys.stderr)
     comp = serving.simulate(trace, profiles, params, policies)
-    return serving.to_json(comp)
+    out = serving.to_json(comp)
+    if args.sensitivity:
+        print("serve-energy: sensitivity sweep (12 x 2 runs) ...", file=sys.stderr)
+        sens = serving.sensitivity(trace, profiles, params)
+        out["sensitivity"] = [{k: (round(v, 6) if isinstance(v, float) else v)
+                               for k, v in r.items()} for r in sens.to_dict("records")]
+    return out
 
 
 COMMANDS["serve-energy"] = _cmd_serve_energy

@@ -64,10 +64,13 @@ import pandas as pd
 
 from analytics import hardware
 from analytics.serving_profiles import (
+    DECODE_SAVING_TARGET,
     GPU_DVFS,
     DvfsParams,
     GpuDvfs,
     Profile,
+    build_lookup,
+    calibrate_gamma,
     decode_itl_s,
     dynamic_power_w,
     energy_curve,
@@ -102,7 +105,10 @@ class ServingParams:
         parameter) and a GPU left without models is powered off
     consolidation_s : period of EWR consolidation, s (parameter)
     ewr_threshold : EWR above which a GPU is a consolidation candidate (parameter)
-    gamma : dynamic-power exponent of the DVFS model (parameter, see serving_profiles)
+    gamma : dynamic-power exponent of the DVFS model; None (default) calibrates it to the
+        measured decode saving of clock locking (:func:`serving_profiles.calibrate_gamma`)
+    static_scale : multiplies the cited static floor ``GpuDvfs.idle_w`` (sensitivity studies;
+        1 = as measured)
     n_clocks : clock grid points between f_min and f_max
     window_s : simulate only the first ``window_s`` seconds of the trace (None: all)
     seed : seed of the model assignment
@@ -120,7 +126,8 @@ class ServingParams:
     keep_alive_s: float = 60.0
     consolidation_s: float = 60.0
     ewr_threshold: float = 0.5
-    gamma: float = 3.0
+    gamma: float | None = None
+    static_scale: float = 1.0
     n_clocks: int = 24
     window_s: float | None = None
     seed: int = 0
@@ -262,7 +269,7 @@ class _Sim:
                  gpu: GpuDvfs, params: ServingParams, mode: _Mode,
                  static_clocks: dict[int, float] | None = None):
         self.p, self.mode, self.gk, self.slots = params, mode, gpu, slots
-        self.dv = DvfsParams(gamma=params.gamma)
+        self.dv = DvfsParams(gamma=params.gamma if params.gamma is not None else 3.0)
         self.arr = trace["arrival_s"].to_numpy(float)
         self.prompt = trace["prompt"].to_numpy(float)
         self.out = trace["output"].to_numpy(np.int64)
@@ -298,6 +305,7 @@ class _Sim:
                 row.append(float(self.xs[np.argmin(ed)]))
             self.xopt_d.append(np.array(row))
         self.arrivals_by_model = np.zeros(len(slots))
+        self.lut = build_lookup(slots, gpu, self.clocks, self.dv)  # offline profile table
 
     # ------------------------------------------------------------------ helpers
     def _push(self, t: float, kind: int, a: int, b: int = 0):
@@ -542,35 +550,90 @@ class _Sim:
         return max(ties, key=lambda c: (self.capacity_gb - self.gpus[c[1]].mem,
                                         self._free_sm(self.gpus[c[1]], t), -c[1]))
 
-    def _predict(self, ten: _Tenant, rid: int, t: float) -> tuple[float, float]:
-        """Lookup prediction of (TTFT s, TBT s) for ``rid`` on ``ten`` at the top clock with an
-        equal SM share among the busy tenants plus this one."""
-        G = self.gpus[ten.g]
-        prof = self.slots[ten.j]
-        n_act = sum(1 for o in G.tenants.values() if o is not ten and o.busy()) + 1
-        s = 1.0 / n_act
-        work = (ten.pf_left if ten.pf_rid >= 0 else 0.0) + ten.queued_tokens + self.prompt[rid]
-        ttft = max(ten.ready_at - t, 0.0) + float(prefill_time_s(prof, self.gk, work,
-                                                                 self.gk.f_max_mhz, s))
-        tbt = float(decode_itl_s(prof, self.gk, len(ten.heap) + 1, self.gk.f_max_mhz, s))
-        return ttft, tbt
+    # ------------------------------------------------------------------ global scheduler lookups
+    def _tenant_dyn_w(self, ten: _Tenant, ci: int, share: float | None = None) -> float:
+        """Lookup dynamic power (W) of a busy tenant at clock index ``ci`` (its current phase,
+        batch and SM share unless ``share`` is given); 0 for an idle tenant."""
+        L = self.lut
+        si = L.s(ten.share if share is None else share)
+        if ten.pf_rid >= 0:
+            return float(L.prefill_dyn_w[ten.j, si, ci])
+        if ten.heap:
+            return float(L.decode_dyn_w[ten.j, L.b(len(ten.heap)), si, ci])
+        return 0.0
 
-    def _energy(self, ten: _Tenant, rid: int) -> float:
-        """Lookup energy (J) of serving ``rid`` on ``ten`` at its GPU's current clock."""
-        G = self.gpus[ten.g]
-        prof = self.slots[ten.j]
-        f = max(G.clock, self.gk.f_min_mhz)
-        b = len(ten.heap) + 1
-        e_p = (self.gk.idle_w + float(dynamic_power_w(prof, self.gk, "prefill", 1, f, 1.0,
-                                                      self.dv))) \
-            * float(prefill_time_s(prof, self.gk, self.prompt[rid], f))
-        e_d = (self.gk.idle_w + float(dynamic_power_w(prof, self.gk, "decode", b, f, 1.0,
-                                                      self.dv))) \
-            * float(decode_itl_s(prof, self.gk, b, f)) / b * (self.out[rid] - 1)
-        return e_p + e_d
+    def _offer(self, g: int, j: int, rid: int, t: float, ten: _Tenant | None = None
+               ) -> tuple[float, float, float]:
+        """Festina's global-scheduler lookup (Sec. 3.3): predicted ``(energy_j, ttft_s, tbt_s)``
+        of serving request ``rid`` of model ``j`` on GPU ``g``, read from the offline profile
+        table (:class:`analytics.serving_profiles.LookupTable`) and the GPU's state summary.
 
-    def _place(self, j: int, t: float) -> _Tenant | None:
-        """Load a new replica of model ``j`` (scale-out / serverless placement) or None."""
+        * SM share: equal among the busy tenants plus this one (stages 1-2), or what the busy
+          co-residents leave free at the top clock (stage 3+: shares follow SLO need).
+        * TTFT / TBT: at the top clock with that share; TTFT includes the replica's prefill
+          backlog and, for ``ten=None`` (a new replica), the cold start (weights / PCIe).
+        * Energy (J): the request's marginal dynamic energy at the clock the GPU would run --
+          the running clock raised to the lowest grid clock meeting both SLOs, never below the
+          model's energy-optimal decode clock -- plus the extra power that raise costs the busy
+          co-residents over the request's service time, plus the static floor over cold start
+          and service time when the GPU is powered off (scale-out pays static power).
+        Infeasible shares give ``(inf, inf, inf)``.
+        """
+        G, L = self.gpus[g], self.lut
+        others = [o for o in G.tenants.values() if o is not ten and o.busy()]
+        if self.mode.adaptive_share:
+            share = 1.0 - sum(min(max(self._need(t, o)), 1.0) for o in others)
+        else:
+            share = 1.0 / (len(others) + 1)
+        if share < L.shares[0] - 1e-12:
+            return np.inf, np.inf, np.inf
+        si, top = L.s(share), len(L.clocks_mhz) - 1
+        if ten is None:
+            wait = self.slots[j].weights_gb / self.gk.pcie_gbs
+            backlog, batch = 0.0, 0
+        else:
+            wait = max(ten.ready_at - t, 0.0)
+            backlog = (ten.pf_left if ten.pf_rid >= 0 else 0.0) + ten.queued_tokens
+            batch = len(ten.heap)
+        work = backlog + self.prompt[rid]
+        bi = L.b(batch + 1)
+        pf = L.prefill_s_per_tok[j, si]
+        itl = L.decode_itl_s[j, bi, si]
+        ttft, tbt = wait + work * pf[top], float(itl[top])
+        ok = np.flatnonzero((wait + work * pf <= self.ttft_s) & (itl <= self.tbt_s))
+        busy = bool(others) or (ten is not None and ten.busy())
+        c_cur = L.c(G.clock) if (G.on and busy) else 0
+        c_opt = L.c(self._xopt_d(j, batch + 1) * self.gk.f_max_mhz)
+        c = max(c_cur, int(ok[0]) if ok.size else top, c_opt)
+        n_dec = float(self.out[rid] - 1)
+        t_p = self.prompt[rid] * pf[c]
+        e = float(L.prefill_dyn_w[j, si, c]) * t_p
+        e_dec = float(L.decode_dyn_w[j, bi, si, c] * itl[c])
+        if batch:  # marginal: a sequence joining a batch costs the batch's extra energy
+            b0 = L.b(batch)
+            e_dec -= float(L.decode_dyn_w[j, b0, si, c] * L.decode_itl_s[j, b0, si, c])
+        e += max(e_dec, 0.0) * n_dec
+        dur = t_p + float(itl[c]) * n_dec
+        if c > c_cur and others:
+            e += sum(self._tenant_dyn_w(o, c) - self._tenant_dyn_w(o, c_cur)
+                     for o in others) * dur
+        if not G.on:
+            e += self.gk.idle_w * (wait + dur)
+        return e, ttft, tbt
+
+    def _safe(self, offer: tuple[float, float, float]) -> bool:
+        return offer[1] <= self.ttft_s and offer[2] <= self.tbt_s
+
+    def _place(self, j: int, rid: int, t: float) -> _Tenant | None:
+        """Load a new replica of model ``j`` for request ``rid`` (scale-out / serverless
+        placement) or return None when no GPU has memory for it.
+
+        Serverless stages (4-5, Festina Sec. 3.3 phases two and three): the powered-on GPUs
+        with memory are looked up (:meth:`_offer`); SLO-safe ones are ranked by energy with the
+        2 % tie-break. With none, a powered-off GPU is switched on (its static power is in its
+        lookup energy); with none of those either, the on-GPU with the lowest predicted TTFT.
+        Other policies: the GPU with the most free memory.
+        """
         need = self.need_gb[j]
         on, off = [], []
         for g, G in enumerate(self.gpus):
@@ -578,10 +641,14 @@ class _Sim:
                 continue
             (on if G.on else off).append(g)
         if self.mode.serverless:
-            # energy rank: an on-GPU adds only dynamic power; an off-GPU adds its static floor
-            cands = [(self._place_energy(g), g) for g in on]
+            offers = {g: self._offer(g, j, rid, t) for g in on}
+            cands = [(o[0], g) for g, o in offers.items() if self._safe(o)]
             if not cands and off:
-                cands = [(self.gk.idle_w, g) for g in off]
+                offs = {g: self._offer(g, j, rid, t) for g in off}
+                cands = [(o[0], g) for g, o in offs.items() if self._safe(o)] or \
+                    [(o[1], g) for g, o in offs.items()]
+            if not cands and offers:
+                cands = [(o[1], g) for g, o in offers.items()]
             if not cands:
                 return None
             return self._load(self._rank(cands, t)[1], j, t)
@@ -590,34 +657,28 @@ class _Sim:
         g = max(on, key=lambda g: (self.capacity_gb - self.gpus[g].mem, -g))
         return self._load(g, j, t)
 
-    def _place_energy(self, g: int) -> float:
-        G = self.gpus[g]
-        x = max(G.clock, self.gk.f_min_mhz) / self.gk.f_max_mhz
-        return 1.0 + x  # lower-clocked GPUs first; equal clocks tie and fall to the tie-break
-
     def _dispatch(self, rid: int, t: float):
         j = int(self.model[rid])
         self.arrivals_by_model[j] += 1
         reps = [G.tenants[j] for G in self.gpus if G.on and not G.draining and j in G.tenants
                 and not G.tenants[j].draining]
-        preds = [(ten, *self._predict(ten, rid, t)) for ten in reps]
-        safe = [(ten, a, b) for ten, a, b in preds if a <= self.ttft_s and b <= self.tbt_s]
+        offers = [(ten, *self._offer(ten.g, j, rid, t, ten)) for ten in reps]
+        safe = [o for o in offers if o[2] <= self.ttft_s and o[3] <= self.tbt_s]
         chosen = None
         if safe:
             if self.mode.dispatch == "slo":
-                chosen = min(safe, key=lambda r: (r[1], r[0].g))[0]
+                chosen = min(safe, key=lambda r: (r[2], r[0].g))[0]
             else:
-                cands = [(self._energy(ten, rid), ten.g) for ten, _, _ in safe]
-                g = self._rank(cands, t)[1]
+                g = self._rank([(e, ten.g) for ten, e, _, _ in safe], t)[1]
                 chosen = self.gpus[g].tenants[j]
         if chosen is None:
-            chosen = self._place(j, t)
+            chosen = self._place(j, rid, t)
             if chosen is not None:
                 self._advance(chosen.g, t)
-        if chosen is None and preds:
-            chosen = min(preds, key=lambda r: (r[1], r[0].g))[0]
+        if chosen is None and offers:
+            chosen = min(offers, key=lambda r: (r[2], r[0].g))[0]
         if chosen is None and self._evict_for(j, t):
-            chosen = self._place(j, t)
+            chosen = self._place(j, rid, t)
         if chosen is None:
             # no replica and no memory: wait for memory (retry), never a silent drop
             self._push(t + RETRY_S, 3, rid)
@@ -671,20 +732,26 @@ class _Sim:
             plan, extra = {}, {}
             for j, ten in G.tenants.items():
                 v_src = max(self._need(t, ten))
-                dest = None
+                cands = []
                 for d, D in enumerate(self.gpus):
                     if d == g or d in draining or not D.on or D.draining:
                         continue
-                    load = sum(max(self._need(t, o)) for o in D.tenants.values()
-                               if o.busy()) + extra.get(d, 0.0)
+                    busy = [o for o in D.tenants.values() if o.busy()]
+                    load = sum(max(self._need(t, o)) for o in busy) + extra.get(d, 0.0)
                     fits_mem = j in D.tenants or D.mem + extra.get(("m", d), 0.0) \
                         + self.need_gb[j] <= self.capacity_gb + 1e-9
                     if fits_mem and load + v_src <= 1.0 - self.p.safety_margin:
-                        dest = d
-                        break
-                if dest is None:
+                        # lookup cost: dynamic power the move adds at the clock it needs
+                        c0 = self.lut.c(D.clock) if busy else 0
+                        c1 = max(c0, self.lut.c(self._grid_up(load + v_src)
+                                                * self.gk.f_max_mhz))
+                        cost = self._tenant_dyn_w(ten, c1, min(max(v_src, 1e-3), 1.0)) + sum(
+                            self._tenant_dyn_w(o, c1) - self._tenant_dyn_w(o, c0) for o in busy)
+                        cands.append((max(cost, 0.0) + 1e-9, d))
+                if not cands:
                     plan = None
                     break
+                dest = self._rank(cands, t)[1]
                 plan[j] = dest
                 extra[dest] = extra.get(dest, 0.0) + v_src
                 if j not in self.gpus[dest].tenants:
@@ -830,6 +897,24 @@ class Comparison:
         return df
 
 
+def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
+                  ) -> tuple[ServingParams, list[str]]:
+    """``params`` with ``gamma`` set (calibrated when None) and a note saying where it came
+    from. Profiles with nothing to calibrate on (all measured) fall back to 3 and say so."""
+    if params.gamma is not None:
+        return params, [f"DVFS exponent gamma = {params.gamma:g} (given)"]
+    try:
+        gamma = calibrate_gamma(profiles, gpu)
+        note = (f"DVFS exponent gamma = {gamma:.2f}, calibrated so the largest decode-energy "
+                f"saving the model predicts for the dense profiles equals the "
+                f"{DECODE_SAVING_TARGET:.0%} measured with SM clock locking (Ma et al., arXiv "
+                "2605.11999)")
+    except ValueError as exc:
+        gamma = DvfsParams().gamma
+        note = f"DVFS exponent gamma = {gamma:g} (CMOS textbook value): {exc}"
+    return replace(params, gamma=gamma), [note]
+
+
 def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
              policies: tuple[str, ...] = POLICIES + STAGES[:-1],
              rng: np.random.Generator | None = None) -> Comparison:
@@ -859,6 +944,10 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     if trace.empty:
         raise ValueError("no requests in the chosen window of the trace")
     gpu = GPU_DVFS[params.gpu]
+    if params.static_scale != 1.0:
+        if params.static_scale <= 0:
+            raise ValueError(f"static_scale must be > 0, got {params.static_scale}")
+        gpu = replace(gpu, idle_w=gpu.idle_w * params.static_scale)
     rng = rng if rng is not None else np.random.default_rng(params.seed)
     cap = hardware.SPECS[gpu.key].memory_gb * params.mem_util
     fits = [p for p in profiles if p.weights_gb * (1 + params.kv_factor) <= cap]
@@ -866,6 +955,7 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         raise ValueError(f"no benchmarked model fits one {params.gpu} with its KV budget "
                          f"({cap:.0f} GB usable); lower kv_factor")
     slots = model_slots(fits, params.n_models)
+    params, notes = resolve_gamma(params, profiles, gpu)
     models, pop = assign_models(len(trace), params.n_models, params.zipf_s, rng)
     results: dict[str, SimResult] = {}
     base_sim = None
@@ -883,12 +973,41 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         results[pol] = _result(pol, sim, params)
     results = {k: results[k] for k in dict.fromkeys(tuple(policies)) if k in results} | \
         {k: v for k, v in results.items() if k not in policies}
-    notes = [f"{len(profiles) - len(fits)} benchmarked models do not fit one GPU with their KV "
-             "budget and are not co-hosted"] if len(fits) < len(profiles) else []
+    notes += [f"{len(profiles) - len(fits)} benchmarked models do not fit one GPU with their "
+              "KV budget and are not co-hosted"] if len(fits) < len(profiles) else []
     notes += [f"{len(trace):,} requests over {trace['arrival_s'].max() / 60:.1f} min; "
              f"{params.n_models} models on {params.n_gpus} x {params.gpu}; Zipf s="
              f"{params.zipf_s} popularity (seed {params.seed})"]
     return Comparison(results, trace, slots, pop, params, notes)
+
+
+def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
+                gammas: tuple[float | None, ...] = (None, 1.5, 2.0, 3.0),
+                static_scales: tuple[float, ...] = (0.5, 1.0, 1.5)) -> pd.DataFrame:
+    """How Festina's saving over max-clock moves with the two DVFS-model inputs no staged file
+    measures directly: the dynamic-power exponent ``gamma`` (None = calibrated) and the static
+    floor (x ``static_scale`` of the cited idle power).
+
+    Returns one row per (static_scale, gamma): ``static_scale``, ``idle_w``, ``gamma``,
+    ``calibrated``, ``max_clock_kwh``, ``festina_kwh``, ``saving`` (fraction),
+    ``ttft_pp`` / ``tbt_pp`` (Festina minus max-clock attainment, percentage points),
+    ``festina_gpus_on``, ``festina_clock_mhz``.
+    """
+    rows = []
+    for sc in static_scales:
+        for g in gammas:
+            comp = simulate(trace, profiles, replace(params, gamma=g, static_scale=sc),
+                            ("max_clock", "festina"))
+            f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
+            rows.append({
+                "static_scale": sc, "idle_w": GPU_DVFS[params.gpu].idle_w * sc,
+                "gamma": comp.params.gamma, "calibrated": g is None,
+                "max_clock_kwh": m["energy_kwh"], "festina_kwh": f["energy_kwh"],
+                "saving": 1 - f["energy_kwh"] / m["energy_kwh"],
+                "ttft_pp": 100 * (f["ttft_attainment"] - m["ttft_attainment"]),
+                "tbt_pp": 100 * (f["tbt_attainment"] - m["tbt_attainment"]),
+                "festina_gpus_on": f["mean_gpus_on"], "festina_clock_mhz": f["mean_clock_mhz"]})
+    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- views
@@ -931,9 +1050,12 @@ def latency_cdf(result: SimResult, metric: str = "ttft_ms", points: int = 50) ->
 
 
 def profile_curves(profiles: list[Profile], gpu: str, batch: int = 32, n_clocks: int = 40,
-                   gamma: float = 3.0) -> pd.DataFrame:
-    """Energy per token vs clock for each profile and phase (``model`` column added)."""
-    g = GPU_DVFS[gpu]
+                   gamma: float | None = None, static_scale: float = 1.0) -> pd.DataFrame:
+    """Energy per token vs clock for each profile and phase (``model`` column added); ``gamma``
+    None calibrates it (:func:`resolve_gamma`); ``static_scale`` multiplies the static floor."""
+    g = replace(GPU_DVFS[gpu], idle_w=GPU_DVFS[gpu].idle_w * static_scale)
+    if gamma is None:
+        gamma = resolve_gamma(ServingParams(gpu=gpu), profiles, g)[0].gamma
     f = np.linspace(g.f_min_mhz, g.f_max_mhz, n_clocks)
     return pd.concat([energy_curve(p, g, f, batch, DvfsParams(gamma)).assign(model=p.model)
                       for p in profiles], ignore_index=True)
@@ -966,6 +1088,7 @@ def to_json(comp: Comparison) -> dict:
                      "ttft_slo_ms": p.ttft_slo_ms, "tbt_slo_ms": p.tbt_slo_ms,
                      "safety_margin": p.safety_margin, "zipf_s": p.zipf_s, "seed": p.seed,
                      "window_s": p.window_s, "gamma": p.gamma, "kv_factor": p.kv_factor,
-                     "requests": int(len(comp.trace))}
+                     "static_scale": p.static_scale, "requests": int(len(comp.trace))}
+    out["notes"] = list(comp.notes)
     out["models"] = sorted({s.model for s in comp.slots})
     return out
