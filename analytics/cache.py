@@ -567,19 +567,37 @@ def serving_run(trace: str, params, measured: bytes | None = None) -> dict:
     return _serving_run(str(settings().db_path), data_version(), trace, params, measured)
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def _serving_sensitivity(db_path: str, version: int, trace: str, params,
+                         measured: bytes | None) -> pd.DataFrame:
+    from analytics import serving
+
+    profs = _serving_profiles(db_path, version, params.gpu, measured)
+    tr = serving.trace_arrays(store.dataset_rows(connection(), trace), params.window_s)
+    return serving.sensitivity(tr, profs, params)
+
+
+def serving_sensitivity(trace: str, params, measured: bytes | None = None) -> pd.DataFrame:
+    """Festina vs max-clock over gamma x static power (:func:`analytics.serving.sensitivity`),
+    cached on the data version, parameters and uploaded profile bytes."""
+    return _serving_sensitivity(str(settings().db_path), data_version(), trace, params, measured)
+
+
 @st.cache_data(show_spinner=False)
-def _serving_curves(db_path: str, version: int, gpu: str, gamma: float, batch: int,
-                    measured: bytes | None) -> pd.DataFrame:
+def _serving_curves(db_path: str, version: int, gpu: str, gamma: float | None, batch: int,
+                    measured: bytes | None, static_scale: float) -> pd.DataFrame:
     from analytics import serving
 
     return serving.profile_curves(_serving_profiles(db_path, version, gpu, measured), gpu,
-                                  batch=batch, gamma=gamma)
+                                  batch=batch, gamma=gamma, static_scale=static_scale)
 
 
-def serving_curves(gpu: str, gamma: float = 3.0, batch: int = 32,
-                   measured: bytes | None = None) -> pd.DataFrame:
-    """Energy per token vs clock per profile and phase (the profile viewer)."""
-    return _serving_curves(str(settings().db_path), data_version(), gpu, gamma, batch, measured)
+def serving_curves(gpu: str, gamma: float | None = None, batch: int = 32,
+                   measured: bytes | None = None, static_scale: float = 1.0) -> pd.DataFrame:
+    """Energy per token vs clock per profile and phase (the profile viewer); ``gamma`` None
+    uses the calibrated exponent."""
+    return _serving_curves(str(settings().db_path), data_version(), gpu, gamma, batch, measured,
+                           static_scale)
 
 
 def serving_dvfs_sources(gpu: str) -> list[tuple[str, str]]:

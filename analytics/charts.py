@@ -519,6 +519,33 @@ def serving_profile_chart(curves: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def serving_sensitivity_chart(sens: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Festina's energy saving vs max-clock (%) against the SM power exponent gamma, one line per
+    static floor; the calibrated gamma of each floor is a star, SLO deltas are in the hover.
+
+    Parameters
+    ----------
+    sens : frame from :func:`analytics.serving.sensitivity`
+    synthetic : label the figure as synthetic
+    """
+    fig = go.Figure()
+    for (sc, idle), g in sens.groupby(["static_scale", "idle_w"]):
+        g = g.sort_values("gamma")
+        fig.add_trace(go.Scatter(
+            x=g["gamma"], y=100 * g["saving"], mode="lines+markers",
+            name=f"static {idle:.0f} W (x{sc:g})",
+            marker={"symbol": ["star" if c else "circle" for c in g["calibrated"]],
+                    "size": [14 if c else 7 for c in g["calibrated"]]},
+            customdata=np.column_stack([g["ttft_pp"], g["tbt_pp"]]),
+            hovertemplate="gamma %{x:.2f}: saving %{y:.1f} %<br>TTFT %{customdata[0]:+.2f} pp, "
+                          "TBT %{customdata[1]:+.2f} pp<extra></extra>"))
+    title = "Festina saving vs max-clock by SM power exponent (star = calibrated)"
+    fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=380,
+                      xaxis_title="gamma (SM dynamic power ~ f^gamma)",
+                      yaxis_title="energy saving vs max-clock (%)")
+    return _label_synthetic(fig, synthetic)
+
+
 # --- Power: hybrid batch + inference co-simulation (analytics.powersim) --------------------------
 
 _POWER_COLORS = {"total": "#222222", "batch": "#1f77b4", "inference": "#d62728"}

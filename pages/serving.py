@@ -37,24 +37,32 @@ margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
 window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
                              key="serving_window",
                              help="a shorter window keeps the page fast; the CLI runs all")
-with st.expander("Model parameters (documented, not sourced)"):
-    d1, d2, d3 = st.columns(3)
-    gamma = d1.number_input("dynamic power exponent gamma", 1.0, 4.0, 3.0, 0.1,
-                            key="serving_gamma",
-                            help="P_dyn ~ f^gamma; no staged source measures it")
-    zipf = d2.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
+with st.expander("Model parameters"):
+    d1, d2, d3, d4, d5 = st.columns(5)
+    calibrate = d1.checkbox("calibrate gamma", value=True, key="serving_calibrate",
+                            help="solve the SM-power exponent so the largest predicted decode "
+                                 "saving from clock locking equals the 32 % measured on Hopper "
+                                 "(Ma et al., arXiv 2605.11999)")
+    gamma_in = d2.number_input("SM power exponent gamma", 0.5, 6.0, 3.0, 0.1,
+                               key="serving_gamma", disabled=calibrate,
+                               help="SM dynamic power ~ f^gamma (CMOS textbook: 3)")
+    static_scale = d3.number_input("static power x", 0.25, 3.0, 1.0, 0.25,
+                                   key="serving_static",
+                                   help="multiplies the cited static floor of the GPU kind")
+    zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
                            key="serving_zipf")
-    seed = d3.number_input("seed", 0, 10_000, 0, key="serving_seed")
+    seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
     upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
                               "latency_ms, power_w) - replaces the DVFS model",
                               type=["csv"], key="serving_profile")
+gamma = None if calibrate else float(gamma_in)
 measured = upload.getvalue() if upload is not None else None
 synthetic = inputs["synthetic"].get(trace, False)
 
 params = cache.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gpu,
                               ttft_slo_ms=float(ttft), tbt_slo_ms=float(tbt),
                               safety_margin=float(margin), zipf_s=float(zipf),
-                              gamma=float(gamma), seed=int(seed),
+                              gamma=gamma, static_scale=float(static_scale), seed=int(seed),
                               window_s=float(window_min) * 60 if window_min else None)
 try:
     with st.spinner("Simulating max-clock, static DVFS, Festina and the ablation ..."):
@@ -95,21 +103,48 @@ st.plotly_chart(charts.serving_cdf_chart(run["cdf"] if metric == "TTFT" else run
                                          float(ttft if metric == "TTFT" else tbt), metric,
                                          synthetic), key="serving_cdf_chart")
 
+st.subheader("Sensitivity: SM power exponent and static power")
+st.caption("No staged file measures GPU power against the SM clock, so the saving rests on the "
+           "exponent gamma (calibrated by default) and on the static floor. The sweep reruns "
+           "max-clock and Festina with the settings above for gamma = calibrated, 1.5, 2, 3 "
+           "and the static floor x 0.5, 1, 1.5.")
+sens_key = (trace, params, measured)
+if st.button("Run the sensitivity sweep (12 x 2 simulations)", key="serving_sens_run"):
+    st.session_state["serving_sens_for"] = sens_key
+if st.session_state.get("serving_sens_for") == sens_key:
+    with st.spinner("Sweeping gamma x static power ..."):
+        sens = cache.serving_sensitivity(trace, params, measured)
+    st.plotly_chart(charts.serving_sensitivity_chart(sens, synthetic), key="serving_sens")
+    st.dataframe(sens, hide_index=True, key="serving_sens_table")
+
 st.subheader("Profile viewer")
 batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch")
-st.plotly_chart(charts.serving_profile_chart(cache.serving_curves(gpu, float(gamma), int(batch),
-                                                                  measured)),
+st.plotly_chart(charts.serving_profile_chart(cache.serving_curves(gpu, gamma, int(batch),
+                                                                  measured,
+                                                                  float(static_scale))),
                 key="serving_profiles")
 with st.expander("Where the numbers come from"):
     for field, cite in cache.serving_dvfs_sources(gpu):
         st.markdown(f"- **{field}**: {cite}")
     st.markdown("- **DVFS model**: prefill time ~ 1/(f x SM share); decode iteration = "
                 "T_nom(b) (m + (1-m)/(f x share)) with m = weights / memory bandwidth / T_nom(b) "
-                "(roofline); power = static floor + share x (P_nom - floor) x (f/f_max)^gamma. "
-                "gamma, the Zipf exponent, the KV budget (50 % of weights), keep-alive (60 s), "
-                "the EWR threshold (0.5) and the SLO values are parameters, not sourced; prefill "
+                "(roofline); power = static floor + share x (P_nom - floor) x "
+                "(m + (1-m) (f/f_max)^gamma): the memory-bound share of decode power (HBM) "
+                "does not follow the SM clock (m = 0 for prefill).")
+    st.markdown("- **gamma**: calibrated so the largest decode-energy saving the model predicts "
+                "for the dense profiles equals the 32 % that SM clock locking recovers on "
+                "Hopper (Ma, Afzal, Eitzinger & Wellein, arXiv 2605.11999, H200). "
+                "Mixture-of-experts profiles are left out of the calibration (their roofline "
+                "floor counts every expert's weights).")
+    st.markdown("- **Not sourced (parameters)**: the Zipf exponent, the KV budget (50 % of "
+                "weights), keep-alive (60 s), the EWR threshold (0.5), the SLO values. Prefill "
                 "power is the highest measured power of the model on that GPU (no staged source "
                 "measures prefill power alone).")
+    st.markdown("- **Global scheduler**: requests and new replicas go to the SLO-safe GPU with "
+                "the lowest lookup energy in an offline table of every profile on a (batch, "
+                "SM share, clock) grid; candidates within 2 % energy go to the most free "
+                "memory, then the most free SMs; with no safe candidate a GPU is powered on "
+                "(scale-out).")
     for model, rows in run["profiles"]:
         st.markdown(f"- `{model}`: {rows}")
 for n in run["notes"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import REPO, shared
 from streamlit.testing.v1 import AppTest
 
@@ -41,3 +42,17 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     after = {m.label: m.value for m in at.metric}
     assert after["Festina energy"] != before["Festina energy"]
     assert after["Festina TBT attainment"] != before["Festina TBT attainment"]
+    # the sensitivity sweep runs on demand and shows the calibrated exponent
+    at.button(key="serving_sens_run").click().run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 6
+    sens = next(d.value for d in at.dataframe if "static_scale" in d.value.columns)
+    assert len(sens) == 12 and sens["calibrated"].sum() == 3
+    one = sens[(sens["static_scale"] == 1.0) & sens["calibrated"]].iloc[0]
+    assert one["gamma"] == pytest.approx(2.98, abs=0.02)
+    assert (sens["max_clock_kwh"] > 0).all()
+    # switching calibration off uses the typed exponent
+    at.checkbox(key="serving_calibrate").uncheck().run()
+    at.number_input(key="serving_gamma").set_value(1.5).run()
+    assert not at.exception
+    assert any("gamma = 1.5 (given)" in c.value for c in at.caption)
