@@ -323,7 +323,13 @@ class _Sim:
 
     def _need(self, t: float, ten: _Tenant) -> tuple[float, float]:
         """Required effective speed ``x*share`` for prefill (TTFT) and decode (TBT) of a tenant
-        now (0 when the phase has no work, > 1 when unreachable)."""
+        now (0 when the phase has no work, > 1 when unreachable).
+
+        TBT is a per-request mean, so the decode need follows each in-flight sequence's budget
+        left, ``tbt * (out - 1) - (t - first_token)``, over its tokens left (never looser than
+        the SLO itself). A running prefill stalls the batch (no chunked prefill), so it must
+        also end within the smallest stall the in-flight sequences can absorb if decode then
+        runs at the top clock."""
         prof = self.slots[ten.j]
         v_p = 0.0
         if ten.pf_rid >= 0 or ten.queue:
@@ -342,8 +348,17 @@ class _Sim:
             b = len(ten.heap)
             nom = float(prof.itl_nom_ms(b)) / 1000.0
             m = float(prof.mem_fraction(b))
-            ratio = self.tbt_s / nom
+            h = np.array(ten.heap)
+            rids = h[:, 1].astype(np.int64)
+            left_tok = np.maximum(h[:, 0] - ten.counter, 1e-9)
+            budget = self.tbt_s * (self.out[rids] - 1) - (t - self.t_first[rids])
+            target = min(self.tbt_s, float(np.min(budget / left_tok)))
+            ratio = target / nom
             v_d = (1 - m) / (ratio - m) if ratio > m + 1e-9 else np.inf
+            if ten.pf_rid >= 0:
+                stall = float(np.min(budget - left_tok * nom))
+                need = ten.pf_left / prof.prefill_tok_s
+                v_p = max(v_p, need / stall if stall > 1e-9 else np.inf)
         return min(v_p, 1e3), min(v_d, 1e3)  # unreachable needs: capped, shares stay finite
 
     # ------------------------------------------------------------------ power / progress
