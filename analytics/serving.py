@@ -74,6 +74,7 @@ from analytics.serving_profiles import (
     decode_itl_s,
     dynamic_power_w,
     energy_curve,
+    measured_clock_floor,
     prefill_time_s,
 )
 
@@ -281,7 +282,9 @@ class _Sim:
         self.gpus = [_Gpu() for _ in range(params.n_gpus)]
         self.capacity_gb = hardware.SPECS[gpu.key].memory_gb * params.mem_util
         self.need_gb = [s.weights_gb * (1 + params.kv_factor) for s in slots]
-        self.clocks = np.linspace(gpu.f_min_mhz, gpu.f_max_mhz, params.n_clocks)
+        # measured profiles are not extrapolated below their lowest measured clock
+        f_lo = max(gpu.f_min_mhz, measured_clock_floor(slots) or gpu.f_min_mhz)
+        self.clocks = np.linspace(f_lo, gpu.f_max_mhz, params.n_clocks)
         self.xs = self.clocks / gpu.f_max_mhz
         self.ttft_s = params.ttft_slo_ms / 1000.0 * (1 - params.safety_margin)
         self.tbt_s = params.tbt_slo_ms / 1000.0 * (1 - params.safety_margin)
@@ -427,7 +430,7 @@ class _Sim:
         mode = self.mode.clock
         if not act:
             G.clock = (self.gk.f_max_mhz if mode == "max" else G.static_clock if mode == "static"
-                       else self.gk.f_min_mhz)
+                       else float(self.clocks[0]))
             return act
         n = len(act)
         if mode in ("max", "static"):
@@ -535,7 +538,7 @@ class _Sim:
         G = self.gpus[g]
         G.on, G.last, G.draining = True, t, False
         G.clock = self.gk.f_max_mhz if self.mode.clock == "max" else (
-            G.static_clock if self.mode.clock == "static" else self.gk.f_min_mhz)
+            G.static_clock if self.mode.clock == "static" else float(self.clocks[0]))
         G.e_win = [G.e[2] + G.e[3], sum(G.e)]
 
     def _power_off(self, g: int):
@@ -918,6 +921,9 @@ def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
     from. Profiles with nothing to calibrate on (all measured) fall back to 3 and say so."""
     if params.gamma is not None:
         return params, [f"DVFS exponent gamma = {params.gamma:g} (given)"]
+    if profiles and all({"prefill", "decode"} <= set(p.measured) for p in profiles):
+        return replace(params, gamma=DvfsParams().gamma), [
+            "DVFS exponent gamma not used: measured profiles replace the DVFS model"]
     try:
         gamma = calibrate_gamma(profiles, gpu)
         note = (f"DVFS exponent gamma = {gamma:.2f}, calibrated so the largest decode-energy "

@@ -182,23 +182,45 @@ DECODE_SAVING_CITE = ("Ma, Afzal, Eitzinger & Wellein, The Illusion of Power Cap
 
 
 # --------------------------------------------------------------------------- DVFS model
+def _interpolator(pts: np.ndarray, vals: np.ndarray):
+    """A callable ``q (N, 2) -> (N,)`` over (sm_share, clock) points: linear inside the convex
+    hull, nearest outside (scipy's triangulation is built once, not per query); 1-D linear when
+    the table varies along one axis only."""
+    from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+
+    if len(np.unique(pts[:, 0])) > 1 and len(np.unique(pts[:, 1])) > 1:
+        lin, near = LinearNDInterpolator(pts, vals), NearestNDInterpolator(pts, vals)
+
+        def f(q):
+            out = lin(q)
+            bad = np.isnan(out)
+            if bad.any():
+                out[bad] = near(q[bad])
+            return out
+        return f
+    axis = 1 if len(np.unique(pts[:, 1])) > 1 else 0
+    order = np.argsort(pts[:, axis])
+    xs, ys = pts[order, axis], vals[order]
+    return lambda q: np.interp(q[:, axis], xs, ys)
+
+
 def _measured_ratio(prof: Profile, phase: str, f_mhz, share, what: str):
     tab = prof.measured.get(phase)
     if tab is None:
         return None
-    pts, vals = tab[what]
-    from scipy.interpolate import griddata
+    fn = tab.get(what + "_fn")
+    if fn is None:
+        fn = tab[what + "_fn"] = _interpolator(*tab[what])
+    q = np.column_stack([a.ravel() for a in np.broadcast_arrays(np.asarray(share, float),
+                                                                np.asarray(f_mhz, float))])
+    return fn(q).reshape(np.broadcast(np.asarray(share), np.asarray(f_mhz)).shape)
 
-    q = np.column_stack(np.broadcast_arrays(np.asarray(share, float), np.asarray(f_mhz, float)))
-    if len(np.unique(pts[:, 0])) > 1 and len(np.unique(pts[:, 1])) > 1:
-        out = griddata(pts, vals, q, method="linear")
-        near = griddata(pts, vals, q, method="nearest")
-        out = np.where(np.isnan(out), near, out)
-    else:  # one share or one clock only: 1-D interpolation along the other axis
-        axis = 1 if len(np.unique(pts[:, 1])) > 1 else 0
-        order = np.argsort(pts[:, axis])
-        out = np.interp(q[:, axis], pts[order, axis], vals[order])
-    return out.reshape(np.broadcast(np.asarray(share), np.asarray(f_mhz)).shape)
+
+def measured_clock_floor(profiles: list[Profile]) -> float | None:
+    """Lowest clock (MHz) every measured table covers (the largest of the tables' lowest
+    clocks), or None without measured tables. Below it a table could only be extrapolated."""
+    lows = [float(tab["lat"][0][:, 1].min()) for p in profiles for tab in p.measured.values()]
+    return max(lows) if lows else None
 
 
 def prefill_time_s(prof: Profile, gpu: GpuDvfs, tokens, f_mhz, share=1.0):
@@ -291,7 +313,7 @@ def calibration_profiles(profiles: list[Profile]) -> list[Profile]:
     per iteration) stays below the 0.95 cap at every measured batch. Mixture-of-experts models
     (e.g. Qwen3-30B-A3B) read only their active experts per token, so the floor from all weights
     hits the cap and would let decode look clock-insensitive; they are left out."""
-    return [p for p in profiles if not p.measured
+    return [p for p in profiles if "decode" not in p.measured
             and float(np.max(p.mem_fraction(np.asarray(p.dec_batches)))) < 0.95]
 
 

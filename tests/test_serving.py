@@ -123,6 +123,12 @@ def test_measured_profile_replaces_the_dvfs_model(real):
     ratio = sp.decode_itl_s(p, gpu, 8, 990) / sp.decode_itl_s(p, gpu, 8, 1980)
     assert ratio == pytest.approx(1.2)
     assert sp.dynamic_power_w(p, gpu, "prefill", 1, 990, 1.0) == pytest.approx(320 - gpu.idle_w)
+    # the simulation never extrapolates a measured table below its lowest measured clock
+    comp = serving.simulate(_window(real, 60), profs, serving.ServingParams(window_s=60),
+                            ("stage3",))
+    seg = comp.results["stage3"].segments
+    assert seg["clock_mhz"].min() == pytest.approx(990.0)
+    assert any("gamma not used" in n for n in comp.notes)
     with pytest.raises(sp.ProfileError, match="line 2, column sm_share"):
         sp.parse_measured_profiles(b"model,gpu,phase,sm_share,clock_mhz,latency_ms,power_w\n"
                                    b"*,H100,decode,1.5,1980,10,600\n")
