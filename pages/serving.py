@@ -12,16 +12,21 @@ st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina,
 inputs = cache.serving_inputs()
 if not inputs["traces"]:
     st.info("No request trace with prompt and completion token counts in the store. Add one on "
-            "the Data page (upload e.g. `AzureLLMInferenceTrace_conv.csv`) or run "
-            "`headroom ingest AzureLLMInferenceTrace_conv.csv`.")
+            "the Data page (pull or upload e.g. `AzureLLMInferenceTrace_conv.csv`), or run "
+            "`headroom pull azure2023_conv` then `headroom ingest AzureLLMInferenceTrace_conv.csv`"
+            " (Mooncake: `headroom pull mooncake_conversation`). The synthetic demo has token "
+            "counts too, but this page also needs measured benchmark profiles, which are never "
+            "synthesised.")
     st.stop()
 if not inputs["gpus"]:
     st.info("No benchmark profiles for a GPU kind with a cited clock range. "
             + (inputs["why"] + " " if inputs["why"] else "")
-            + "Ingest ML.ENERGY (`ml_energy/leaderboard_v3/all_task_configurations_flat.csv` "
-              "for H100, `ml_energy/leaderboard_v2/llm_text_generation_runs.csv` for A100) and "
-              "the Argonne TTFT table (`Fig_21__all_results_TTFT.csv`) on the Data page or "
-              "with `headroom ingest`.")
+            + "Get ML.ENERGY decode rows and an Argonne TTFT table: `headroom pull "
+              "mlenergy_v3_lm_arena_chat` and `headroom pull argonne_ttft_itl`, then `headroom "
+              "ingest` the two files (or pull / upload them on the Data page). Staged copies "
+              "work too: `ml_energy/leaderboard_v3/all_task_configurations_flat.csv` (H100), "
+              "`ml_energy/leaderboard_v2/llm_text_generation_runs.csv` (A100), "
+              "`Fig_21__all_results_TTFT.csv`.")
     st.stop()
 
 c1, c2, c3, c4 = st.columns(4)

@@ -311,3 +311,19 @@ def test_prefill_need_rises_when_a_stalled_sequence_has_little_budget(real):
     sim.t_first[5] = -(sim.tbt_s * (sim.out[5] - 1)) + 0.05
     tight = sim._need(0.0, ten)[0]
     assert tight > loose
+
+
+def test_the_pullable_pair_gives_h100_profiles(tmp_path):
+    """What the Serving page tells an empty store to pull (`mlenergy_v3_lm_arena_chat`,
+    `argonne_ttft_itl`) is enough for H100 profiles (staged copies of the same files)."""
+    con = store.connect(tmp_path / "p.duckdb")
+    for rel in ("ml_energy/leaderboard_v3/tasks/lm-arena-chat.json",
+                "llm_inference_bench_argonne/Fig_22__all_results_TTFT_ITL.csv"):
+        path = shared(rel)
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    bench = store.bench_runs(con)
+    con.close()
+    assert sp.available_gpus(bench) == ["H100-80GB"]
+    profs = sp.profiles_from_bench(bench, "H100-80GB")
+    assert len(profs) >= 5
+    assert all("Fig_22__all_results_TTFT_ITL" in p.rows for p in profs)
