@@ -226,6 +226,9 @@ def _serve_energy_args(sub) -> None:
     p.add_argument("--gamma", type=_positive, default=None,
                    help="dynamic power exponent (default: calibrated to the measured decode "
                         "saving of SM clock locking)")
+    p.add_argument("--chunked-prefill", type=int, default=0, metavar="TOKENS",
+                   help="chunked prefill with this token budget per iteration (vLLM "
+                        "max_num_batched_tokens); 0 = off, a prefill pauses decode")
     p.add_argument("--static-scale", type=_positive, default=1.0,
                    help="multiply the cited static (idle) power of the GPU kind")
     p.add_argument("--sensitivity", action="store_true",
@@ -557,6 +560,8 @@ def _cmd_serve_energy(args, settings) -> dict:
         raise BadInput(f"--policy {args.policy!r}: choose all or one of {', '.join(names)}")
     if args.models < 1 or args.gpus < 1:
         raise BadInput("--models and --gpus must be >= 1")
+    if args.chunked_prefill < 0:
+        raise BadInput("--chunked-prefill must be >= 0 tokens (0 = off)")
     con = store.connect(settings.db_path)
     try:
         info = store.dataset(con, args.trace)
@@ -583,7 +588,8 @@ def _cmd_serve_energy(args, settings) -> dict:
         n_models=args.models, n_gpus=args.gpus, gpu=args.gpu_kind,
         ttft_slo_ms=args.ttft_slo_ms, tbt_slo_ms=args.tbt_slo_ms,
         safety_margin=args.safety_margin, zipf_s=args.zipf, gamma=args.gamma,
-        window_s=args.window_s, seed=args.seed, static_scale=args.static_scale)
+        window_s=args.window_s, seed=args.seed, static_scale=args.static_scale,
+        chunk_tokens=args.chunked_prefill)
     trace = serving.trace_arrays(requests, args.window_s)
     policies = names if args.policy == "all" else (args.policy,)
     print(f"serve-energy: {len(trace):,} requests, {len(policies)} policies ...", file=sys.stderr)

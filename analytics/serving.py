@@ -10,9 +10,12 @@ Requests -> models
     generator (which model is popular is random, the skew is not); each request draws its model
     from ``p`` (``zipf_s`` is a parameter, default 1.0: no staged trace names the models).
 Serving fidelity (per model replica = "tenant" on a GPU, vLLM-like continuous batching)
-    A tenant runs one prefill at a time (FIFO, whole prompt) and, between prefills, one decode
-    batch in which every running sequence gets one token per iteration. A prefill pauses that
-    tenant's decode batch (no chunked prefill), so TBT includes prefill stalls. New sequences join
+    A tenant runs one prefill at a time (FIFO) and one decode batch in which every running
+    sequence gets one token per iteration. Without chunked prefill (default) a prefill pauses
+    that tenant's decode batch, so TBT includes prefill stalls. With ``chunk_tokens = C`` (vLLM
+    ``--enable-chunked-prefill`` with ``max_num_batched_tokens = C``) each iteration carries the
+    ``b`` decode tokens plus a prefill chunk of ``C - b`` prompt tokens: iteration time = decode
+    ITL(b) + prefill time of the chunk, power the time-weighted mix of the two phases. New sequences join
     the batch when their prefill ends, up to the largest benchmarked batch. Iteration time and
     power follow the profile at the GPU's clock and the tenant's MPS SM share; between events
     they are constant, so the simulator jumps from event to event (arrival, prefill end,
@@ -102,6 +105,8 @@ class ServingParams:
     kv_factor : KV-cache budget reserved per resident model, as a fraction of its weights
         (parameter: the bench rows carry no KV size)
     mem_util : usable fraction of GPU memory (vLLM ``gpu_memory_utilization`` default 0.9)
+    chunk_tokens : chunked-prefill token budget per iteration (0 = off: a prefill pauses
+        decode); vLLM's ``max_num_batched_tokens``
     keep_alive_s : serverless keep-alive: an idle replica is unloaded after this long (stages 4-5;
         parameter) and a GPU left without models is powered off
     consolidation_s : period of EWR consolidation, s (parameter)
@@ -124,6 +129,7 @@ class ServingParams:
     zipf_s: float = 1.0
     kv_factor: float = 0.5
     mem_util: float = 0.9
+    chunk_tokens: int = 0
     keep_alive_s: float = 60.0
     consolidation_s: float = 60.0
     ewr_threshold: float = 0.5
@@ -226,7 +232,7 @@ def model_slots(profiles: list[Profile], n_models: int) -> list[Profile]:
 class _Tenant:
     __slots__ = ("g", "j", "share", "queue", "pf_rid", "pf_left", "heap", "counter", "ready_at",
                  "draining", "rate", "itl", "dyn", "phase", "queued_tokens", "last_arrival",
-                 "idle_since")
+                 "idle_since", "frac_p")
 
     def __init__(self, g: int, j: int, ready_at: float):
         self.g, self.j, self.ready_at = g, j, ready_at
@@ -236,8 +242,8 @@ class _Tenant:
         self.heap: list = []
         self.counter = 0.0
         self.draining = False
-        self.rate = self.itl = self.dyn = 0.0
-        self.phase = ""  # "prefill" | "decode" | "" (idle or loading)
+        self.rate = self.itl = self.dyn = self.frac_p = 0.0
+        self.phase = ""  # "prefill" | "decode" | "mixed" (chunked) | "" (idle or loading)
         self.queued_tokens = 0.0
         self.last_arrival = ready_at
         self.idle_since = -1.0
@@ -324,6 +330,10 @@ class _Sim:
         k = int(np.searchsorted(self.xs, min(x, 1.0) - 1e-12))
         return float(self.xs[min(k, len(self.xs) - 1)])
 
+    def _chunk(self, ten: _Tenant) -> float:
+        """Prompt tokens per iteration of a chunked prefill beside ``len(heap)`` decode tokens."""
+        return max(min(self.p.chunk_tokens - len(ten.heap), ten.pf_left), 1.0)
+
     def _need(self, t: float, ten: _Tenant) -> tuple[float, float]:
         """Required effective speed ``x*share`` for prefill (TTFT) and decode (TBT) of a tenant
         now (0 when the phase has no work, > 1 when unreachable).
@@ -334,6 +344,13 @@ class _Sim:
         also end within the smallest stall the in-flight sequences can absorb if decode then
         runs at the top clock."""
         prof = self.slots[ten.j]
+        mixed = self.p.chunk_tokens > 0 and bool(ten.heap)
+        if mixed:  # iteration = nom*m + (nom*(1-m) + chunk/prefill_tok_s) / v
+            b = len(ten.heap)
+            nom_b = float(prof.itl_nom_ms(b)) / 1000.0
+            m_b = float(prof.mem_fraction(b))
+            ch = self._chunk(ten) if ten.pf_rid >= 0 else max(self.p.chunk_tokens - b, 1.0)
+            a_mix = nom_b * (1 - m_b) + ch / prof.prefill_tok_s
         v_p = 0.0
         if ten.pf_rid >= 0 or ten.queue:
             work = ten.pf_left if ten.pf_rid >= 0 else 0.0
@@ -343,7 +360,11 @@ class _Sim:
                     work += self.prompt[rid]
                 left = self.arr[rid] + self.ttft_s - max(t, ten.ready_at)
                 rate = work / left if left > 1e-9 else np.inf
-                v_p = max(v_p, rate / prof.prefill_tok_s)
+                if mixed:  # prompt tokens flow at chunk / iteration time
+                    room = ch / rate - nom_b * m_b if np.isfinite(rate) else -1.0
+                    v_p = max(v_p, a_mix / room if room > 1e-12 else np.inf)
+                else:
+                    v_p = max(v_p, rate / prof.prefill_tok_s)
                 if k >= 8:  # later requests have later deadlines; 8 bound the search
                     break
         v_d = 0.0
@@ -357,8 +378,12 @@ class _Sim:
             budget = self.tbt_s * (self.out[rids] - 1) - (t - self.t_first[rids])
             target = min(self.tbt_s, float(np.min(budget / left_tok)))
             ratio = target / nom
-            v_d = (1 - m) / (ratio - m) if ratio > m + 1e-9 else np.inf
-            if ten.pf_rid >= 0:
+            if mixed and ten.pf_rid >= 0:  # a chunk rides in every iteration: no stall
+                room = target - nom * m
+                v_d = a_mix / room if room > 1e-12 else np.inf
+            else:
+                v_d = (1 - m) / (ratio - m) if ratio > m + 1e-9 else np.inf
+            if ten.pf_rid >= 0 and not mixed:
                 stall = float(np.min(budget - left_tok * nom))
                 need = ten.pf_left / prof.prefill_tok_s
                 v_p = max(v_p, need / stall if stall > 1e-9 else np.inf)
@@ -380,6 +405,11 @@ class _Sim:
                 elif ten.phase == "decode":
                     ten.counter += dt / ten.itl
                     G.e[1] += ten.dyn * dt
+                elif ten.phase == "mixed":
+                    ten.pf_left -= dt * ten.rate
+                    ten.counter += dt / ten.itl
+                    G.e[0] += ten.dyn * dt * ten.frac_p
+                    G.e[1] += ten.dyn * dt * (1.0 - ten.frac_p)
                 else:
                     continue
                 power += ten.dyn
@@ -516,7 +546,22 @@ class _Sim:
                     nxt = min(nxt, ten.ready_at)
                 continue
             prof = self.slots[ten.j]
-            if ten.pf_rid >= 0:
+            if ten.pf_rid >= 0 and ten.heap and self.p.chunk_tokens > 0:
+                b = len(ten.heap)
+                ch = self._chunk(ten)
+                t_d = float(decode_itl_s(prof, self.gk, b, G.clock, ten.share))
+                t_c = float(prefill_time_s(prof, self.gk, ch, G.clock, ten.share))
+                ten.phase = "mixed"
+                ten.itl = t_d + t_c
+                ten.rate = ch / ten.itl
+                ten.frac_p = t_c / ten.itl
+                ten.dyn = (t_d * float(dynamic_power_w(prof, self.gk, "decode", b, G.clock,
+                                                       ten.share, self.dv))
+                           + t_c * float(dynamic_power_w(prof, self.gk, "prefill", 1, G.clock,
+                                                         ten.share, self.dv))) / ten.itl
+                nxt = min(nxt, t + max(ten.pf_left, 0.0) / ten.rate,
+                          t + max(ten.heap[0][0] - ten.counter, 0.0) * ten.itl)
+            elif ten.pf_rid >= 0:
                 ten.phase = "prefill"
                 ten.rate = 1.0 / float(prefill_time_s(prof, self.gk, 1.0, G.clock, ten.share))
                 ten.dyn = float(dynamic_power_w(prof, self.gk, "prefill", 1, G.clock, ten.share,
@@ -617,8 +662,14 @@ class _Sim:
         bi = L.b(batch + 1)
         pf = L.prefill_s_per_tok[j, si]
         itl = L.decode_itl_s[j, bi, si]
-        ttft, tbt = wait + work * pf[top], float(itl[top])
-        ok = np.flatnonzero((wait + work * pf <= self.ttft_s) & (itl <= self.tbt_s))
+        if self.p.chunk_tokens > 0 and batch:  # chunks of C - b tokens ride with the batch
+            ch = max(self.p.chunk_tokens - batch, 1.0)
+            pf_eff = pf + L.decode_itl_s[j, L.b(batch), si] / ch
+            itl_eff = itl + (ch * pf if backlog > 0 else 0.0)
+        else:
+            pf_eff, itl_eff = pf, itl
+        ttft, tbt = wait + work * pf_eff[top], float(itl_eff[top])
+        ok = np.flatnonzero((wait + work * pf_eff <= self.ttft_s) & (itl_eff <= self.tbt_s))
         busy = bool(others) or (ten is not None and ten.busy())
         c_cur = L.c(G.clock) if (G.on and busy) else 0
         c_opt = L.c(self._xopt_d(j, batch + 1) * self.gk.f_max_mhz)
@@ -1109,7 +1160,8 @@ def to_json(comp: Comparison) -> dict:
                      "ttft_slo_ms": p.ttft_slo_ms, "tbt_slo_ms": p.tbt_slo_ms,
                      "safety_margin": p.safety_margin, "zipf_s": p.zipf_s, "seed": p.seed,
                      "window_s": p.window_s, "gamma": p.gamma, "kv_factor": p.kv_factor,
-                     "static_scale": p.static_scale, "requests": int(len(comp.trace))}
+                     "static_scale": p.static_scale, "chunk_tokens": p.chunk_tokens,
+                     "requests": int(len(comp.trace))}
     out["notes"] = list(comp.notes)
     out["models"] = sorted({s.model for s in comp.slots})
     return out

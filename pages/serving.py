@@ -57,6 +57,9 @@ with st.expander("Model parameters"):
     zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
                            key="serving_zipf")
     seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
+    chunk = st.number_input("chunked prefill: tokens per iteration (0 = off, a prefill "
+                            "pauses decode)", 0, 65_536, 0, 512, key="serving_chunk",
+                            help="vLLM --enable-chunked-prefill with max_num_batched_tokens")
     upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
                               "latency_ms, power_w) - replaces the DVFS model",
                               type=["csv"], key="serving_profile")
@@ -68,6 +71,7 @@ params = cache.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gp
                               ttft_slo_ms=float(ttft), tbt_slo_ms=float(tbt),
                               safety_margin=float(margin), zipf_s=float(zipf),
                               gamma=gamma, static_scale=float(static_scale), seed=int(seed),
+                              chunk_tokens=int(chunk),
                               window_s=float(window_min) * 60 if window_min else None)
 try:
     with st.spinner("Simulating max-clock, static DVFS, Festina and the ablation ..."):
