@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,15 +34,22 @@ def _hours(text: str) -> tuple[int, ...]:
 
 def _positive(text: str) -> float:
     v = float(text)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
     return v
 
 
 def _nonneg(text: str) -> float:
     v = float(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    if not (v >= 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return v
+
+
+def _margin(text: str) -> float:
+    v = float(text)
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1): a fraction of the SLO")
     return v
 
 
@@ -215,7 +223,7 @@ def _serve_energy_args(sub) -> None:
     p.add_argument("--models", type=int, default=16, help="co-hosted models")
     p.add_argument("--gpus", type=int, default=8, help="GPUs in the pool")
     p.add_argument("--gpu-kind", default="H100-80GB", help="H100-80GB or A100-40GB")
-    p.add_argument("--safety-margin", type=_nonneg, default=0.05,
+    p.add_argument("--safety-margin", type=_margin, default=0.05,
                    help="SLO slack kept by the controllers (Festina: 5%%)")
     p.add_argument("--ttft-slo-ms", type=_positive, default=1000.0)
     p.add_argument("--tbt-slo-ms", type=_positive, default=100.0)
@@ -580,8 +588,9 @@ def _cmd_serve_energy(args, settings) -> dict:
     profiles = serving_profiles.profiles_from_bench(bench, args.gpu_kind)
     if args.profile:
         path = Path(args.profile)
-        if not path.exists():
-            raise BadInput(f"{path}: no such file")
+        if not path.is_file():
+            raise BadInput(f"{path}: " + ("is a directory, not a CSV file" if path.is_dir()
+                                          else "no such file"))
         profiles = serving_profiles.apply_measured(
             profiles, serving_profiles.parse_measured_profiles(path.read_bytes(), path.name))
     params = serving.ServingParams(

@@ -24,7 +24,10 @@ Serving fidelity (per model replica = "tenant" on a GPU, vLLM-like continuous ba
 Energy
     GPU power = static floor (all powered-on time) + each tenant's dynamic power in its phase;
     powered-off GPUs draw nothing. Energy is integrated exactly over the piecewise-constant power
-    and split into prefill, decode, static-while-busy and idle parts.
+    and split into prefill, decode, static-while-busy and idle parts. All policies of one
+    comparison are measured over the same horizon, from the first arrival to the last completion
+    of any policy: GPUs still on when their run's work ends draw static power to that horizon,
+    and timers after it (keep-alive, consolidation) are not simulated.
 SLOs
     TTFT = first token - arrival; TBT = mean time between output tokens of a request (decode time
     / (output tokens - 1)). A request meets an SLO when its value is <= the SLO. Every request of
@@ -37,7 +40,9 @@ Policies (Festina Sec. 4: baselines and the five-stage ablation, Fig. 13)
                    Festina Fig. 1).
     ``static_dvfs`` the same placement, one fixed clock per GPU: the lowest clock that meets both
                    SLOs (with the safety margin) at the worst batch and prefill backlog that GPU
-                   saw in the max-clock run (DynamoLLM-style, worst case).
+                   saw in the max-clock run, not below its residents' energy-optimal clocks
+                   (DynamoLLM-style, worst case); then up to 3 re-provisioning rounds raise the
+                   clock of GPUs whose SLO attainment fell > 1 pp below max-clock's.
     ``stage1``     SLO-aware dispatch: identical to ``max_clock`` (the ablation's baseline).
     ``stage2``     + frequency-aware dispatch: per-GPU dynamic clock pinned by the most demanding
                    busy tenant (never below a phase's energy-optimal clock); requests go to the
@@ -46,9 +51,11 @@ Policies (Festina Sec. 4: baselines and the five-stage ablation, Fig. 13)
     ``stage3``     + fine-grained runtime: the clock is Festina Eq. 9 over busy tenants' phases,
                    SM shares proportional to each tenant's SLO need (the clock is raised until the
                    shares fit).
-    ``stage4``     + SLO-aware placement: serverless, models are loaded on demand (cold start =
-                   weights / PCIe bandwidth) on the energy-ranked GPU (2 % tie-break), GPUs start
-                   powered off and are powered on only when no on-GPU fits.
+    ``stage4``     + SLO-aware placement: serverless. The run starts warm like the baselines,
+                   but packed (most requested models first, first fit; unused GPUs off); idle
+                   replicas are unloaded after the keep-alive and empty GPUs powered off; later
+                   loads (cold start = weights / PCIe bandwidth) go to the energy-ranked SLO-safe
+                   GPU (2 % tie-break), and a GPU is powered on only when no on-GPU is safe.
     ``festina``    (= stage 5) + EWR consolidation: every ``consolidation_s`` the Energy Waste
                    Ratio (static energy / total energy in the window) of each powered-on GPU is
                    computed; GPUs above ``ewr_threshold`` whose models all fit elsewhere (memory +
@@ -87,6 +94,7 @@ STAGE_LABELS = {"stage1": "1 SLO-aware dispatch", "stage2": "2 + frequency-aware
                 "stage3": "3 + fine-grained runtime", "stage4": "4 + SLO-aware placement",
                 "festina": "5 + consolidation (Festina)"}
 RETRY_S = 0.1  # a request that finds no memory for its model retries after this long (s)
+STATIC_ROUNDS = 3  # static DVFS re-provisioning rounds (clock up where SLOs slipped)
 TIE_BREAK = 0.02  # Festina Sec. 3.3: candidates within 2 % energy are ties
 
 
@@ -285,6 +293,7 @@ class _Sim:
         self.t_first = np.full(n, np.nan)
         self.t_done = np.full(n, np.nan)
         self.gpu_of = np.full(n, -1, dtype=np.int64)
+        self.n_done = 0
         self.gpus = [_Gpu() for _ in range(params.n_gpus)]
         self.capacity_gb = hardware.SPECS[gpu.key].memory_gb * params.mem_util
         self.need_gb = [s.weights_gb * (1 + params.kv_factor) for s in slots]
@@ -433,6 +442,7 @@ class _Sim:
                     self.t_first[rid] = t
                     if self.out[rid] <= 1:
                         self.t_done[rid] = t
+                        self.n_done += 1
                     else:
                         heapq.heappush(ten.heap, (ten.counter + self.out[rid] - 1, rid))
                     ten.pf_rid = -1
@@ -440,6 +450,7 @@ class _Sim:
                 while ten.heap and ten.heap[0][0] <= ten.counter + 1e-6:
                     _, rid = heapq.heappop(ten.heap)
                     self.t_done[rid] = t
+                    self.n_done += 1
                     changed = True
                 if ten.pf_rid < 0 and ten.queue and len(ten.heap) < prof.max_batch:
                     rid = ten.queue.popleft()
@@ -471,7 +482,7 @@ class _Sim:
             needs = []
             for ten in act:
                 v_p, v_d = self._need(t, ten)
-                needs.append((v_p, v_d, max(v_p, v_d)))
+                needs.append((v_p, v_d, min(max(v_p, v_d), 1.0)))  # unreachable: whole GPU
             if not self.mode.adaptive_share:  # stage 2: equal shares, pinned by the neediest
                 x = 0.0
                 for ten, (_, _, v) in zip(act, needs, strict=True):
@@ -693,15 +704,17 @@ class _Sim:
     def _safe(self, offer: tuple[float, float, float]) -> bool:
         return offer[1] <= self.ttft_s and offer[2] <= self.tbt_s
 
-    def _place(self, j: int, rid: int, t: float) -> _Tenant | None:
+    def _place(self, j: int, rid: int, t: float, must: bool = True) -> _Tenant | None:
         """Load a new replica of model ``j`` for request ``rid`` (scale-out / serverless
-        placement) or return None when no GPU has memory for it.
+        placement) or return None.
 
         Serverless stages (4-5, Festina Sec. 3.3 phases two and three): the powered-on GPUs
         with memory are looked up (:meth:`_offer`); SLO-safe ones are ranked by energy with the
-        2 % tie-break. With none, a powered-off GPU is switched on (its static power is in its
-        lookup energy); with none of those either, the on-GPU with the lowest predicted TTFT.
-        Other policies: the GPU with the most free memory.
+        2 % tie-break. With none, an SLO-safe powered-off GPU is switched on (its static power
+        is in its lookup energy). Other policies: the SLO-safe on-GPU with the most free memory.
+        When no GPU is SLO-safe, a new replica is loaded only if the model has none (``must``):
+        the lowest predicted TTFT, on-GPUs first. Scaling out cannot rescue an SLO that no GPU
+        meets, so an existing replica then keeps the request.
         """
         need = self.need_gb[j]
         on, off = [], []
@@ -709,22 +722,26 @@ class _Sim:
             if j in G.tenants or G.draining or G.mem + need > self.capacity_gb + 1e-9:
                 continue
             (on if G.on else off).append(g)
-        if self.mode.serverless:
-            offers = {g: self._offer(g, j, rid, t) for g in on}
-            cands = [(o[0], g) for g, o in offers.items() if self._safe(o)]
-            if not cands and off:
-                offs = {g: self._offer(g, j, rid, t) for g in off}
-                cands = [(o[0], g) for g, o in offs.items() if self._safe(o)] or \
-                    [(o[1], g) for g, o in offs.items()]
-            if not cands and offers:
-                cands = [(o[1], g) for g, o in offers.items()]
-            if not cands:
-                return None
-            return self._load(self._rank(cands, t)[1], j, t)
-        if not on:
+        if not self.mode.serverless:
+            off = []
+        offers = {g: self._offer(g, j, rid, t) for g in on}
+        safe = [g for g, o in offers.items() if self._safe(o)]
+        if safe:
+            if self.mode.serverless:
+                g = self._rank([(offers[g][0], g) for g in safe], t)[1]
+            else:
+                g = max(safe, key=lambda g: (self.capacity_gb - self.gpus[g].mem, -g))
+            return self._load(g, j, t)
+        offs = {g: self._offer(g, j, rid, t) for g in off}
+        safe = [g for g, o in offs.items() if self._safe(o)]
+        if safe:
+            return self._load(self._rank([(offs[g][0], g) for g in safe], t)[1], j, t)
+        if not must:
             return None
-        g = max(on, key=lambda g: (self.capacity_gb - self.gpus[g].mem, -g))
-        return self._load(g, j, t)
+        pool = offers or offs
+        if not pool:
+            return None
+        return self._load(self._rank([(o[1], g) for g, o in pool.items()], t)[1], j, t)
 
     def _dispatch(self, rid: int, t: float):
         j = int(self.model[rid])
@@ -741,7 +758,7 @@ class _Sim:
                 g = self._rank([(e, ten.g) for ten, e, _, _ in safe], t)[1]
                 chosen = self.gpus[g].tenants[j]
         if chosen is None:
-            chosen = self._place(j, rid, t)
+            chosen = self._place(j, rid, t, must=not offers)
             if chosen is not None:
                 self._advance(chosen.g, t)
         if chosen is None and offers:
@@ -853,11 +870,23 @@ class _Sim:
                         self.gpus[g].tenants[j] = ten
                         self.gpus[g].mem += self.need_gb[j]
                         break
+        else:  # serverless starts warm too, packed: most requested models first, first fit
+            counts = np.bincount(self.model, minlength=len(self.slots))
+            for j in sorted(range(len(self.slots)), key=lambda j: (-counts[j], j)):
+                for g, G in enumerate(self.gpus):
+                    if G.mem + self.need_gb[j] <= self.capacity_gb + 1e-9:
+                        if not G.on:
+                            self._power_on(g, 0.0)
+                        G.tenants[j] = _Tenant(g, j, 0.0)
+                        G.mem += self.need_gb[j]
+                        break
         if mode.consolidate:
             self._push(self.p.consolidation_s, 2, 0)
         i, n = 0, len(self.arr)
         last_arrival = self.arr[-1] if n else 0.0
         while i < n or self.heap:
+            if i >= n and self.n_done >= n:
+                break  # all work done: timers beyond (keep-alive, consolidation) are moot
             if i < n and (not self.heap or self.arr[i] <= self.heap[0][0]):
                 self._dispatch(i, float(self.arr[i]))
                 i += 1
@@ -878,19 +907,27 @@ class _Sim:
                     self._push(t + self.p.consolidation_s, 2, 0)
         end = float(np.nanmax(self.t_done)) if np.isfinite(self.t_done).any() else last_arrival
         end = max(end, last_arrival, max(G.last for G in self.gpus))
+        self.extend_to(end)
+
+    def extend_to(self, horizon: float) -> None:
+        """Account every GPU up to ``horizon`` (powered-on GPUs draw their static floor)."""
         for g in range(len(self.gpus)):
-            self._advance(g, end)
-        self.end = end
+            self._advance(g, horizon)
+        self.end = horizon
 
 
 def _static_clocks(gpu: GpuDvfs, slots: list[Profile], sim: _Sim, params: ServingParams
                    ) -> dict[int, float]:
     """DynamoLLM-style: per GPU the lowest grid clock meeting both SLOs (with margin) at the worst
-    batch and prefill backlog of each resident model seen in the max-clock run, equal shares."""
+    batch and prefill backlog of each resident model seen in the max-clock run, equal shares,
+    and never below a resident's energy-optimal clock (prefill, or decode at its worst batch):
+    a lower clock would cost energy and SLO slack at once."""
     out = {}
     for g, G in enumerate(sim.gpus):
         n = max(len(G.tenants), 1)
         best = gpu.f_max_mhz
+        floor = max((max(sim.xopt_p[j], sim._xopt_d(j, max(G.worst_batch.get(j, 1), 1)))
+                     for j in G.tenants), default=0.0) * gpu.f_max_mhz
         for f in sim.clocks:
             ok = True
             for j in G.tenants:
@@ -904,8 +941,22 @@ def _static_clocks(gpu: GpuDvfs, slots: list[Profile], sim: _Sim, params: Servin
             if ok:
                 best = float(f)
                 break
-        out[g] = best
+        out[g] = max(best, float(sim.clocks[int(np.searchsorted(sim.clocks, floor - 1e-6))])
+                     if floor <= sim.clocks[-1] else best)
     return out
+
+
+def _lagging_gpus(sim: _Sim, base: _Sim, params: ServingParams, slack: float = 0.01
+                  ) -> list[int]:
+    """GPUs whose requests meet both SLOs less often than in the max-clock run by > ``slack``."""
+    def att(s: _Sim) -> pd.Series:
+        ttft = (s.t_first - s.arr) * 1000.0
+        tbt = np.where(s.out > 1, (s.t_done - s.t_first) / np.maximum(s.out - 1, 1) * 1000.0, 0)
+        ok = np.isfinite(s.t_done) & (ttft <= params.ttft_slo_ms) & (tbt <= params.tbt_slo_ms)
+        return pd.Series(ok).groupby(s.gpu_of).mean()
+
+    a, b = att(sim), att(base)
+    return [int(g) for g in a.index if g >= 0 and a[g] < b.get(g, 1.0) - slack]
 
 
 def _result(policy: str, sim: _Sim, params: ServingParams) -> SimResult:
@@ -966,6 +1017,28 @@ class Comparison:
         return df
 
 
+def check_params(params: ServingParams) -> None:
+    """Raise ValueError naming the first out-of-range what-if parameter."""
+    def finite(name: str, v: float, lo: float, hi: float, lo_open: bool = False) -> None:
+        if not (np.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi):
+            raise ValueError(f"{name} = {v!r} is out of range "
+                             f"{'(' if lo_open else '['}{lo:g}, {hi:g}]")
+
+    if params.n_models < 1 or params.n_gpus < 1:
+        raise ValueError("n_models and n_gpus must be >= 1")
+    finite("ttft_slo_ms", params.ttft_slo_ms, 0, 3.6e6, lo_open=True)
+    finite("tbt_slo_ms", params.tbt_slo_ms, 0, 3.6e6, lo_open=True)
+    finite("safety_margin", params.safety_margin, 0, 0.99)
+    finite("zipf_s", params.zipf_s, 0, 10)
+    finite("static_scale", params.static_scale, 0, 100, lo_open=True)
+    if params.gamma is not None:
+        finite("gamma", params.gamma, 0, 10, lo_open=True)
+    if params.window_s is not None:
+        finite("window_s", params.window_s, 0, 1e9, lo_open=True)
+    if params.chunk_tokens < 0:
+        raise ValueError(f"chunk_tokens = {params.chunk_tokens} must be >= 0 (0 = off)")
+
+
 def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
                   ) -> tuple[ServingParams, list[str]]:
     """``params`` with ``gamma`` set (calibrated when None) and a note saying where it came
@@ -1010,6 +1083,7 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     """
     if params.gpu not in GPU_DVFS:
         raise ValueError(f"unknown GPU kind {params.gpu!r}; choose one of {sorted(GPU_DVFS)}")
+    check_params(params)
     bad = [p for p in policies if p not in MODES]
     if bad:
         raise ValueError(f"unknown policy {bad[0]!r}; choose from {', '.join(MODES)}")
@@ -1017,8 +1091,6 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         raise ValueError("no requests in the chosen window of the trace")
     gpu = GPU_DVFS[params.gpu]
     if params.static_scale != 1.0:
-        if params.static_scale <= 0:
-            raise ValueError(f"static_scale must be > 0, got {params.static_scale}")
         gpu = replace(gpu, idle_w=gpu.idle_w * params.static_scale)
     rng = rng if rng is not None else np.random.default_rng(params.seed)
     cap = hardware.SPECS[gpu.key].memory_gb * params.mem_util
@@ -1033,16 +1105,33 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     base_sim = None
     order = list(dict.fromkeys(("max_clock",) + tuple(policies)
                                if "static_dvfs" in policies else policies))
+    sims: dict[str, _Sim] = {}
     for pol in order:
-        if pol == "stage1" and "max_clock" in results:
-            results["stage1"] = replace(results["max_clock"], policy="stage1")
+        if pol == "stage1" and "max_clock" in sims:
             continue
         static = _static_clocks(gpu, slots, base_sim, params) if pol == "static_dvfs" else None
         sim = _Sim(trace, models, slots, gpu, params, MODES[pol], static)
         sim.run()
+        for _ in range(STATIC_ROUNDS if pol == "static_dvfs" else 0):
+            # re-provision: GPUs that lost SLO attainment vs max-clock go 3 grid steps up
+            lag = _lagging_gpus(sim, base_sim, params)
+            if not lag:
+                break
+            for g in lag:
+                k = int(np.searchsorted(sim.clocks, static[g] - 1e-6))
+                static[g] = float(sim.clocks[min(k + 3, len(sim.clocks) - 1)])
+            sim = _Sim(trace, models, slots, gpu, params, MODES[pol], static)
+            sim.run()
         if pol in ("max_clock", "stage1") and base_sim is None:
             base_sim = sim
+        sims[pol] = sim
+    # one horizon for all policies: the last completion of any of them
+    horizon = max(sim.end for sim in sims.values())
+    for pol, sim in sims.items():
+        sim.extend_to(horizon)
         results[pol] = _result(pol, sim, params)
+    if "stage1" in order and "stage1" not in results:
+        results["stage1"] = replace(results["max_clock"], policy="stage1")
     results = {k: results[k] for k in dict.fromkeys(tuple(policies)) if k in results} | \
         {k: v for k, v in results.items() if k not in policies}
     notes += [f"{len(profiles) - len(fits)} benchmarked models do not fit one GPU with their "

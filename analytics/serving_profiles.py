@@ -597,6 +597,15 @@ def apply_measured(profiles: list[Profile], measured: pd.DataFrame | None) -> li
     """
     if measured is None or measured.empty:
         return profiles
+    hit = measured["model"].eq("*") | measured["model"].isin({p.model for p in profiles})
+    hit &= measured["gpu"].isin({p.gpu for p in profiles})
+    if not hit.any():
+        raise ProfileError(
+            "the measured profile matches no benchmarked model: its rows name "
+            f"{', '.join(sorted(set(measured['model'])))} on "
+            f"{', '.join(sorted(set(measured['gpu'])))}; the pool has "
+            f"{', '.join(sorted({p.gpu for p in profiles}))} with "
+            f"{', '.join(p.model for p in profiles)} (use model * for all)")
     out = []
     for p in profiles:
         m = measured[(measured["gpu"] == p.gpu)

@@ -140,7 +140,7 @@ def test_real_azure_conv_16_models_festina_saves_energy_within_2pp(real, capsys)
     """The issue's claim on the full real trace (19,366 requests, ~1 h): measured, not tuned.
 
     Measured (H100-80GB x 8, 16 models, TTFT 1 s / TBT 100 ms SLOs, 5 % margin, calibrated
-    gamma 2.98): max-clock 2.789 kWh vs Festina 2.441 kWh (-12.5 %); attainment 100 % / 100 %
+    gamma 2.98): max-clock 2.790 kWh vs Festina 2.328 kWh (-16.5 %); attainment 100 % / 100 %
     on both.
     """
     rc = cli.main(["--db", str(real["db"]), "serve-energy", "AzureLLMInferenceTrace_conv",
@@ -157,7 +157,7 @@ def test_real_azure_conv_16_models_festina_saves_energy_within_2pp(real, capsys)
     assert f["energy_kwh"] < m["energy_kwh"]
     assert abs(f["ttft_attainment"] - m["ttft_attainment"]) <= 0.02
     assert abs(f["tbt_attainment"] - m["tbt_attainment"]) <= 0.02
-    assert doc["festina_vs_max_clock"]["energy_saving"] == pytest.approx(0.125, abs=0.01)
+    assert doc["festina_vs_max_clock"]["energy_saving"] == pytest.approx(0.165, abs=0.01)
     assert doc["params"]["gamma"] == pytest.approx(2.98, abs=0.02)
     assert any("calibrated" in n for n in doc["notes"])
 
@@ -344,3 +344,67 @@ def test_chunked_prefill_removes_prefill_stalls_on_code_trace(real):
     f, m = res[2048]["festina"].summary, chunked
     assert f["energy_kwh"] < m["energy_kwh"]
     assert abs(f["tbt_attainment"] - m["tbt_attainment"]) <= 0.02
+
+
+def test_all_policies_share_one_horizon_so_short_windows_compare_fairly(real):
+    """Serverless keep-alive tails once made Festina pay 60 s of idle power the baselines did
+    not (a 2-minute window showed -2.6 %); now every policy is measured to one horizon."""
+    trace = _window(real, 120)
+    comp = serving.simulate(trace, real["profiles"], serving.ServingParams(window_s=120),
+                            ("max_clock", "static_dvfs", "festina"))
+    spans = {k: r.summary["duration_s"] for k, r in comp.results.items()}
+    assert len(set(spans.values())) == 1, spans
+    f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
+    assert f["energy_kwh"] < 0.9 * m["energy_kwh"]  # measured -16.5 %
+
+
+def test_unreachable_slo_does_not_scale_out_the_pool(real):
+    """A 1 ms TBT SLO is unreachable on every GPU: scaling out cannot help, so Festina keeps
+    requests on their replicas instead of powering on a GPU per request (was 46 of 64 on)."""
+    trace = _window(real, 60)
+    p = serving.ServingParams(window_s=60, tbt_slo_ms=1.0, n_gpus=64)
+    comp = serving.simulate(trace, real["profiles"], p, ("max_clock", "festina"))
+    f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
+    assert f["tbt_attainment"] == m["tbt_attainment"] == 0.0
+    assert f["mean_gpus_on"] <= 8.5
+    assert f["ttft_attainment"] >= m["ttft_attainment"] - 0.02
+
+
+def test_static_dvfs_reprovisions_where_slos_slip(real):
+    """64 models on 8 GPUs: clocks from the max-clock run's worst case let queues build (TTFT
+    attainment fell to 69 %); re-provisioning rounds raise those GPUs' clocks."""
+    trace = _window(real, 120)
+    p = serving.ServingParams(window_s=120, n_models=64)
+    comp = serving.simulate(trace, real["profiles"], p, ("max_clock", "static_dvfs"))
+    s, m = comp.results["static_dvfs"].summary, comp.results["max_clock"].summary
+    assert s["slo_attainment"] >= m["slo_attainment"] - 0.02
+    assert s["energy_kwh"] < m["energy_kwh"]
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--ttft-slo-ms", "inf"], "finite number > 0"),
+    (["--zipf", "nan"], "finite number >= 0"),
+    (["--safety-margin", "1.5"], "in [0, 1)"),
+    (["--static-scale", "1e308"], "static_scale = 1e+308 is out of range"),
+    (["--profile", "."], "is a directory"),
+])
+def test_cli_rejects_out_of_range_values(real, capsys, args, msg):
+    argv = ["--db", str(real["db"]), "serve-energy", "AzureLLMInferenceTrace_conv",
+            "--window-s", "10", *args]
+    try:
+        rc = cli.main(argv)
+    except SystemExit as exc:  # argparse type errors exit before main's handler
+        rc = exc.code
+    assert rc == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_profile_matching_no_model_is_an_error(real, tmp_path, capsys):
+    path = tmp_path / "a100.csv"
+    path.write_text("model,gpu,phase,sm_share,clock_mhz,latency_ms,power_w\n"
+                    "*,A100,decode,1,1410,10,300\n")
+    rc = cli.main(["--db", str(real["db"]), "serve-energy", "AzureLLMInferenceTrace_conv",
+                   "--window-s", "10", "--profile", str(path)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "matches no benchmarked model" in err and "A100-40GB" in err
