@@ -296,8 +296,8 @@ def test_prefill_stalls_count_against_tbt_budget_on_code_trace(real):
                             ("max_clock", "festina"))
     f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
     assert f["served"] == m["served"] == 8819
-    assert f["energy_kwh"] < 0.8 * m["energy_kwh"]  # measured 0.996 vs 1.312 kWh
-    assert abs(f["tbt_attainment"] - m["tbt_attainment"]) <= 0.02  # measured -1.5 pp
+    assert f["energy_kwh"] < 0.8 * m["energy_kwh"]  # measured 0.984 vs 1.312 kWh
+    assert abs(f["tbt_attainment"] - m["tbt_attainment"]) <= 0.02  # measured -1.3 pp
     assert abs(f["ttft_attainment"] - m["ttft_attainment"]) <= 0.02
 
 
