@@ -52,7 +52,8 @@ Policies (Festina Sec. 4: baselines and the five-stage ablation, Fig. 13)
                    SM shares proportional to each tenant's SLO need (the clock is raised until the
                    shares fit).
     ``stage4``     + SLO-aware placement: serverless. The run starts warm like the baselines,
-                   but packed (most requested models first, first fit; unused GPUs off); idle
+                   packed by SLO need (best-fit decreasing of each model's lookup need at its
+                   mean rate, :meth:`_Sim._warm_start`; unused GPUs off); idle
                    replicas are unloaded after the keep-alive and empty GPUs powered off; later
                    loads (cold start = weights / PCIe bandwidth) go to the energy-ranked SLO-safe
                    GPU (2 % tie-break), and a GPU is powered on only when no on-GPU is safe.
@@ -237,6 +238,25 @@ def model_slots(profiles: list[Profile], n_models: int) -> list[Profile]:
 
 
 # --------------------------------------------------------------------------- simulator
+def _water_fill(needs: list[float]) -> list[float]:
+    """Max-min fair split of one GPU's SMs: equal shares, tenants needing less keep only their
+    need and the rest is shared again among the others (sum 1)."""
+    out = [0.0] * len(needs)
+    left, todo = 1.0, sorted(range(len(needs)), key=lambda i: needs[i])
+    while todo:
+        eq = left / len(todo)
+        i = todo[0]
+        if needs[i] <= eq:
+            out[i] = needs[i]
+            left -= needs[i]
+            todo.pop(0)
+        else:
+            for k in todo:
+                out[k] = eq
+            break
+    return out
+
+
 class _Tenant:
     __slots__ = ("g", "j", "share", "queue", "pf_rid", "pf_left", "heap", "counter", "ready_at",
                  "draining", "rate", "itl", "dyn", "phase", "queued_tokens", "last_arrival",
@@ -515,13 +535,15 @@ class _Sim:
                 x_eq9 = num / den if den > 0 else 1.0  # Eq. 9 summed over co-resident tenants
                 total = sum(v for _, _, v in needs)
                 x = max(x_eq9, total)
-                tot = total if total > 0 else 1.0
-                for ten, (_, _, v) in zip(act, needs, strict=True):
-                    ten.share = (v / tot) if total > 0 else 1.0 / n
-                    ten.share = max(ten.share, 1e-3)
-                s = sum(ten.share for ten in act)
-                for ten in act:
-                    ten.share /= s
+                if total > 1.0:  # over-subscribed: max-min fair (water-filling) shares
+                    shares = _water_fill([v for _, _, v in needs])
+                else:  # each tenant gets its need at the clock, the spare in proportion
+                    tot = total if total > 0 else 1.0
+                    shares = [(v / tot) if total > 0 else 1.0 / n for _, _, v in needs]
+                shares = [max(sh, 1e-3) for sh in shares]
+                s = sum(shares)
+                for ten, sh in zip(act, shares, strict=True):
+                    ten.share = sh / s
             x = self._grid_up(x)
         G.clock = x * self.gk.f_max_mhz
         return act
@@ -870,16 +892,8 @@ class _Sim:
                         self.gpus[g].tenants[j] = ten
                         self.gpus[g].mem += self.need_gb[j]
                         break
-        else:  # serverless starts warm too, packed: most requested models first, first fit
-            counts = np.bincount(self.model, minlength=len(self.slots))
-            for j in sorted(range(len(self.slots)), key=lambda j: (-counts[j], j)):
-                for g, G in enumerate(self.gpus):
-                    if G.mem + self.need_gb[j] <= self.capacity_gb + 1e-9:
-                        if not G.on:
-                            self._power_on(g, 0.0)
-                        G.tenants[j] = _Tenant(g, j, 0.0)
-                        G.mem += self.need_gb[j]
-                        break
+        else:  # serverless starts warm too, on as few GPUs as memory allows, load-balanced
+            self._warm_start()
         if mode.consolidate:
             self._push(self.p.consolidation_s, 2, 0)
         i, n = 0, len(self.arr)
@@ -908,6 +922,56 @@ class _Sim:
         end = float(np.nanmax(self.t_done)) if np.isfinite(self.t_done).any() else last_arrival
         end = max(end, last_arrival, max(G.last for G in self.gpus))
         self.extend_to(end)
+
+    def _warm_start(self) -> None:
+        """Initial serverless placement (stage 4 at time 0), SLO-aware by lookup: each model's
+        steady need -- the share of a whole GPU at the top clock its mean request rate takes,
+        prefill (rate x mean prompt / prefill tokens/s) plus decode (the TBT need at its
+        Little's-law batch, times that batch's busy fraction) -- is packed best-fit decreasing
+        onto GPUs with memory, keeping each GPU's total within ``1 - safety_margin``; a GPU is
+        powered on only when no powered-on GPU can take a model. Rates are the trace's means:
+        the operator's forecast of the mix. Models that fit nowhere load on demand."""
+        cap = self.capacity_gb + 1e-9
+        n_m = len(self.slots)
+        dur = max(float(self.arr[-1] - self.arr[0]), 1.0) if len(self.arr) else 1.0
+        counts = np.bincount(self.model, minlength=n_m).astype(float)
+        p_sum = np.bincount(self.model, weights=self.prompt, minlength=n_m)
+        o_sum = np.bincount(self.model, weights=self.out.astype(float), minlength=n_m)
+        need = np.zeros(n_m)
+        for j, prof in enumerate(self.slots):
+            if not counts[j]:
+                continue
+            lam = counts[j] / dur
+            v_p = lam * p_sum[j] / counts[j] / prof.prefill_tok_s
+            tok_s = lam * max(o_sum[j] / counts[j] - 1.0, 0.0)  # decode tokens per second
+            den = 1000.0 - tok_s * prof.itl_c_ms
+            b = tok_s * prof.itl_a_ms / den if den > 0 else float(prof.max_batch)
+            bb = min(max(b, 1.0), prof.max_batch)
+            nom = float(prof.itl_nom_ms(bb)) / 1000.0
+            m = float(prof.mem_fraction(bb))
+            ratio = self.tbt_s / nom
+            v_d = (1 - m) / (ratio - m) if ratio > m + 1e-9 else 1.0
+            need[j] = v_p + min(v_d, 1.0) * min(b, 1.0)
+        limit = 1.0 - self.p.safety_margin
+        load = np.zeros(len(self.gpus))
+        for j in sorted(range(n_m), key=lambda j: (-need[j], -self.need_gb[j], j)):
+            room = [g for g, G in enumerate(self.gpus) if G.mem + self.need_gb[j] <= cap]
+            if not room:
+                continue
+            on_ok = [g for g in room if self.gpus[g].on and load[g] + need[j] <= limit]
+            off = [g for g in room if not self.gpus[g].on]
+            if on_ok:
+                g = max(on_ok, key=lambda g: (load[g], -g))  # best fit: pack
+            elif off:
+                g = off[0]
+            else:
+                g = min(room, key=lambda g: (load[g], g))
+            G = self.gpus[g]
+            if not G.on:
+                self._power_on(g, 0.0)
+            G.tenants[j] = _Tenant(g, j, 0.0)
+            G.mem += self.need_gb[j]
+            load[g] += need[j]
 
     def extend_to(self, horizon: float) -> None:
         """Account every GPU up to ``horizon`` (powered-on GPUs draw their static floor)."""
