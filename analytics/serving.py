@@ -183,6 +183,7 @@ class SimResult:
     segments : piecewise-constant GPU power: ``gpu``, ``t0_s``, ``t1_s``, ``power_w``,
         ``clock_mhz`` (powered-off time has no segment)
     energy_j : prefill_j, decode_j, static_busy_j, idle_j (sum = integral of power)
+    sim_runs : simulator passes behind this result (static DVFS: 1 + re-provisioning rounds)
     """
 
     policy: str
@@ -190,6 +191,7 @@ class SimResult:
     requests: pd.DataFrame
     segments: pd.DataFrame
     energy_j: dict
+    sim_runs: int = 1
 
 
 # --------------------------------------------------------------------------- inputs
@@ -1170,12 +1172,14 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     order = list(dict.fromkeys(("max_clock",) + tuple(policies)
                                if "static_dvfs" in policies else policies))
     sims: dict[str, _Sim] = {}
+    runs: dict[str, int] = {}
     for pol in order:
         if pol == "stage1" and "max_clock" in sims:
             continue
         static = _static_clocks(gpu, slots, base_sim, params) if pol == "static_dvfs" else None
         sim = _Sim(trace, models, slots, gpu, params, MODES[pol], static)
         sim.run()
+        runs[pol] = 1
         for _ in range(STATIC_ROUNDS if pol == "static_dvfs" else 0):
             # re-provision: GPUs that lost SLO attainment vs max-clock go 3 grid steps up
             lag = _lagging_gpus(sim, base_sim, params)
@@ -1186,6 +1190,7 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
                 static[g] = float(sim.clocks[min(k + 3, len(sim.clocks) - 1)])
             sim = _Sim(trace, models, slots, gpu, params, MODES[pol], static)
             sim.run()
+            runs[pol] += 1
         if pol in ("max_clock", "stage1") and base_sim is None:
             base_sim = sim
         sims[pol] = sim
@@ -1193,7 +1198,7 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     horizon = max(sim.end for sim in sims.values())
     for pol, sim in sims.items():
         sim.extend_to(horizon)
-        results[pol] = _result(pol, sim, params)
+        results[pol] = replace(_result(pol, sim, params), sim_runs=runs[pol])
     if "stage1" in order and "stage1" not in results:
         results["stage1"] = replace(results["max_clock"], policy="stage1")
     results = {k: results[k] for k in dict.fromkeys(tuple(policies)) if k in results} | \
