@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from analytics import cache
+from analytics.ui import cache
 
 HERE = Path(__file__).parent
 

@@ -21,7 +21,7 @@ import pandas as pd
 import polars as pl
 
 from analytics.config import Weights
-from analytics.formats._common import CANONICAL, Parsed
+from analytics.ingest.formats._common import CANONICAL, Parsed
 
 SCHEMA_VERSION = 6
 DATA_TABLES = tuple(CANONICAL)

@@ -5,7 +5,7 @@
    real series (BurstGPT week 1, 5-minute grid), same prefit HistGradientBoosting model, same
    calibration residuals. Prints both coverages, the largest bound difference and the speed
    ratio.
-2. Full pipeline (:func:`analytics.envelope.run_envelope`: six point models, six interval
+2. Full pipeline (:func:`analytics.envelope.pipeline.run_envelope`: six point models, six interval
    methods, bootstrap, shift alarm) on a 61-day 5-minute grid. The real 61-day BurstGPT grid
    needs ``headroom pull burstgpt1``; offline, the grid is *reconstructed* from staged real
    aggregates: each day takes the real week-1 5-minute shape of its weekday, scaled to that
@@ -29,7 +29,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analytics import conformal, envelope, forecast, grid, ingest, store  # noqa: E402
+from analytics import store  # noqa: E402
+from analytics.envelope import forecast, grid  # noqa: E402
+from analytics.envelope import intervals as conformal  # noqa: E402
+from analytics.envelope import pipeline as envelope  # noqa: E402
+from analytics.ingest import files as ingest  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "burstgpt" / "derived"
 

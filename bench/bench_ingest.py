@@ -47,7 +47,8 @@ def make_file(path: Path, rows: int, seed: int = 0) -> None:
 def run_side(side: str, csv: Path, db: Path) -> dict:
     t = time.perf_counter()
     if side == "headroom":
-        from analytics import ingest, store
+        from analytics import store
+        from analytics.ingest import files as ingest
 
         con = store.connect(db)
         res = ingest.ingest_files(con, [ingest.FileIn(csv, csv.name)])

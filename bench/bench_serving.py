@@ -22,8 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analytics import ingest, serving, store  # noqa: E402
-from analytics import serving_profiles as sp  # noqa: E402
+from analytics import store  # noqa: E402
+from analytics.ingest import files as ingest
+from analytics.serving import engine as serving
+from analytics.serving import profiles as sp  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 FILES = ("azure_llm/AzureLLMInferenceTrace_conv.csv",

@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
-from analytics import cache, charts
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
+from analytics.ui import cache, charts
 
 st.title("Capacity")
 

@@ -1,8 +1,8 @@
 """Coverage: do the demand envelopes cover as often as they promise?"""
 
 import streamlit as st
-from analytics import cache, charts
 from analytics.config import BIN_CHOICES_S
+from analytics.ui import cache, charts
 
 st.title("Coverage")
 

@@ -3,8 +3,8 @@
 from datetime import UTC, datetime, time
 
 import streamlit as st
-from analytics import cache
 from analytics.config import DEFAULT_T0, ParseOptions
+from analytics.ui import cache
 
 st.title("Data")
 

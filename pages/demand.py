@@ -1,8 +1,8 @@
 """Demand: the complete demand grid of the chosen dataset."""
 
 import streamlit as st
-from analytics import cache, charts
 from analytics.config import BIN_CHOICES_S, bin_choices
+from analytics.ui import cache, charts
 
 st.title("Demand")
 

@@ -1,8 +1,8 @@
 """Dispatch: split the demand envelope across sites to cut tCO2e."""
 
 import streamlit as st
-from analytics import cache, charts
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
+from analytics.ui import cache, charts
 
 st.title("Dispatch")
 

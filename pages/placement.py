@@ -2,7 +2,7 @@
 
 import pandas as pd
 import streamlit as st
-from analytics import cache, charts
+from analytics.ui import cache, charts
 
 st.title("Placement")
 st.caption("A calibrated, abstaining launch advisor: a LightGBM quantile cost model fitted on the "

@@ -1,7 +1,7 @@
 """Serving: energy-aware shared-GPU serving what-ifs (Festina)."""
 
 import streamlit as st
-from analytics import cache, charts
+from analytics.ui import cache, charts
 
 st.title("Serving")
 st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina, arXiv "

@@ -65,7 +65,9 @@ def app_env(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def week_grid():
     """The real BurstGPT week-1 per-minute aggregate as a 5-minute grid (a fresh copy per use)."""
-    from analytics import grid, ingest, store
+    from analytics import store
+    from analytics.envelope import grid
+    from analytics.ingest import files as ingest
 
     con = store.connect(":memory:")
     path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 from conftest import shared
 
-from analytics import advisor, cli, ingest, store
+from analytics import advisor, cli, store
 from analytics.advisor import decide, gate, model, priors
+from analytics.ingest import files as ingest
 
 BENCH = ["ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
          "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",

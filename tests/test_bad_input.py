@@ -9,8 +9,9 @@ import sys
 import pytest
 from conftest import REPO, shared
 
-from analytics import ingest, store
-from analytics.formats import FormatError
+from analytics import store
+from analytics.ingest import files as ingest
+from analytics.ingest.formats import FormatError
 
 AZ_HEAD = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 BG_HEAD = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
@@ -139,7 +140,7 @@ def test_cli_exits_2_with_position(tmp_path):
     bad.write_text(AZ_HEAD + "2023-11-16 18:00:00,1,2\n2023-11-16 18:00:01,1,-7\n")
     db = tmp_path / "cli.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-m", "analytics.cli", "--db", str(db), "ingest", str(bad)],
+        [sys.executable, "-m", "analytics.cli.main", "--db", str(db), "ingest", str(bad)],
         capture_output=True, text=True, cwd=REPO,
     )
     assert proc.returncode == 2
@@ -185,7 +186,7 @@ def test_duplicate_carbon_hour_rejected(tmp_path):
     path = tmp_path / "CISODUP_NG_&_avgCI.csv"
     path.write_text("\n".join([*src[:101], src[100], *src[101:]]) + "\n")
     with pytest.raises(FormatError, match="appears twice") as exc:
-        from analytics.formats import parse_file
+        from analytics.ingest.formats import parse_file
 
         parse_file(path)
     assert exc.value.line == 102
@@ -199,7 +200,7 @@ def test_non_utf8_byte_deep_in_file_is_located(tmp_path):
     bad = data[:cut] + b"2023-11-16 18:40:00.000,1\xff2,1\n" + data[cut:]
     path = tmp_path / "late.csv"
     path.write_bytes(bad)
-    from analytics.formats import parse_file
+    from analytics.ingest.formats import parse_file
 
     with pytest.raises(FormatError) as exc:
         parse_file(path)
@@ -209,7 +210,7 @@ def test_non_utf8_byte_deep_in_file_is_located(tmp_path):
 def test_bom_is_stripped(tmp_path):
     path = tmp_path / "bom.csv"
     path.write_bytes(b"\xef\xbb\xbf" + shared("burstgpt/BurstGPT_1_head400.csv").read_bytes())
-    from analytics.formats import parse_file
+    from analytics.ingest.formats import parse_file
 
     assert parse_file(path).frame.height == 400
 
@@ -219,7 +220,7 @@ def test_cli_rejects_nonsense_options(tmp_path):
                  ["grid", "x", "--w-prompt", "-1"], ["dispatch", "x", "--sites", "A",
                                                      "--method", "nope"],
                  ["coldstart", "a", "b", "--k-hours", "0"]):
-        proc = subprocess.run([sys.executable, "-m", "analytics.cli", "--db",
+        proc = subprocess.run([sys.executable, "-m", "analytics.cli.main", "--db",
                                str(tmp_path / "o.duckdb"), *args], capture_output=True,
                               text=True, cwd=REPO)
         assert proc.returncode == 2, args

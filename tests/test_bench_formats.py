@@ -7,8 +7,10 @@ import json
 import pytest
 from conftest import shared
 
-from analytics import hardware, ingest, store
-from analytics.formats import FormatError, parse_file
+from analytics import store
+from analytics.hardware import catalog as hardware
+from analytics.ingest import files as ingest
+from analytics.ingest.formats import FormatError, parse_file
 
 
 def test_mlenergy_v2_runs_314_with_derived_power():
@@ -117,7 +119,7 @@ def test_hardware_normalisation_and_specs():
 def test_pull_registry_hashes_match_the_staged_benchmark_files():
     import hashlib
 
-    from analytics import sources
+    from analytics.ingest import sources
 
     staged = {"mlenergy_v3_gpqa": "ml_energy/leaderboard_v3/tasks/gpqa.json",
               "mlenergy_v3_sourcegraph_fim": "ml_energy/leaderboard_v3/tasks/sourcegraph-fim.json",

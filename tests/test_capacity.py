@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from conftest import shared
 
-from analytics import capacity, envelope
 from analytics.config import GPU_CATALOG, GPUKind
+from analytics.decisions import capacity
+from analytics.envelope import pipeline as envelope
 
 
 def test_violation_and_shortfall_by_hand():

@@ -10,7 +10,8 @@ import pytest
 from mapie.regression import TimeSeriesRegressor
 from sklearn.linear_model import LinearRegression
 
-from analytics import conformal, forecast, grid
+from analytics.envelope import forecast, grid
+from analytics.envelope import intervals as conformal
 
 
 def test_coverage_width_and_interval_score_by_hand():

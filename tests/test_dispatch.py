@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import shared
 
-from analytics import dispatch
+from analytics.decisions import dispatch
 
 
 def test_tco2e_by_hand():

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from conftest import shared
 
-from analytics import forecast, grid, ingest
+from analytics.envelope import forecast, grid
+from analytics.ingest import files as ingest
 
 
 def test_metric_formulas_by_hand():

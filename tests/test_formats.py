@@ -9,7 +9,7 @@ import pytest
 from conftest import shared
 
 from analytics.config import ParseOptions
-from analytics.formats import FormatError, detect, parse_file
+from analytics.ingest.formats import FormatError, detect, parse_file
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,9 @@ import polars as pl
 import pytest
 from conftest import shared
 
-from analytics import grid, ingest
 from analytics.config import Weights
+from analytics.envelope import grid
+from analytics.ingest import files as ingest
 
 
 def _load(con, rel):

@@ -8,9 +8,10 @@ import duckdb
 import pytest
 from conftest import shared
 
-from analytics import ingest, store
+from analytics import store
 from analytics.config import ParseOptions
-from analytics.formats import FormatError, parse_file
+from analytics.ingest import files as ingest
+from analytics.ingest.formats import FormatError, parse_file
 
 OPENB = "alibaba_gpu_traces/v2023_openb/openb_pod_list_{}.csv"
 

@@ -83,7 +83,8 @@ def test_upload_bad_file_shows_error_and_store_is_unchanged(app_env):
 
 
 def test_demand_page_refuses_finer_bins_than_the_per_minute_aggregate(app_env):
-    from analytics import ingest, store
+    from analytics import store
+    from analytics.ingest import files as ingest
 
     con = store.connect(app_env["db"])
     path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
@@ -98,7 +99,8 @@ def test_demand_page_refuses_finer_bins_than_the_per_minute_aggregate(app_env):
 
 
 def _ingest_week(app_env):
-    from analytics import ingest, store
+    from analytics import store
+    from analytics.ingest import files as ingest
 
     con = store.connect(app_env["db"])
     path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
@@ -145,7 +147,8 @@ def test_coverage_page_shows_every_method(app_env):
 
 
 def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
-    from analytics import ingest, store
+    from analytics import store
+    from analytics.ingest import files as ingest
 
     _ingest_week(app_env)
     con = store.connect(app_env["db"])
@@ -196,7 +199,8 @@ def test_capacity_page_factor_moves_with_the_target(app_env):
 
 
 def test_dispatch_page_with_real_sites(app_env):
-    from analytics import ingest, store
+    from analytics import store
+    from analytics.ingest import files as ingest
 
     _ingest_week(app_env)
     con = store.connect(app_env["db"])
@@ -271,7 +275,8 @@ def test_telemetry_window_from_a_vllm_bench_result(app_env):
 
     from test_telemetry import DCGM
 
-    from analytics import ingest, store
+    from analytics import store
+    from analytics.ingest import files as ingest
 
     con = store.connect(app_env["db"])
     path = app_env["raw"].parent / "scrape.prom"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from conftest import REPO, shared
 from streamlit.testing.v1 import AppTest
 
-from analytics import ingest, store
+from analytics import store
+from analytics.ingest import files as ingest
 
 APP = str(REPO / "app.py")
 

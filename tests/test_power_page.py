@@ -22,7 +22,8 @@ def test_power_page_without_jobs_says_how_to_add_them(app_env):
 
 
 def test_power_page_simulates_and_share_changes_the_metrics(app_env):
-    from analytics import ingest, store
+    from analytics import store
+    from analytics.ingest import files as ingest
 
     con = store.connect(app_env["db"])
     files = [shared("mit_supercloud/slurm-log-queueing-clean.csv"),

@@ -13,8 +13,10 @@ from conftest import shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics import cli, ingest, powersim, store
-from analytics.powersim import InferenceLoad, JobArrays, SimParams, simulate
+from analytics import cli, store
+from analytics.ingest import files as ingest
+from analytics.power import sim as powersim
+from analytics.power.sim import InferenceLoad, JobArrays, SimParams, simulate
 
 
 def _jobs(submit, gpus, runtime, power=400.0):

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 from conftest import shared
 
-from analytics import cli, ingest, serving, store
-from analytics import serving_profiles as sp
+from analytics import cli, store
+from analytics.ingest import files as ingest
+from analytics.serving import engine as serving
+from analytics.serving import profiles as sp
 
 BENCH = ("ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
          "llm_inference_bench_argonne/Fig_21__all_results_TTFT.csv")

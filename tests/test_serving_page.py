@@ -21,7 +21,8 @@ def test_serving_page_empty_store_says_how_to_add_data(app_env):
 
 
 def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
-    from analytics import ingest, store
+    from analytics import store
+    from analytics.ingest import files as ingest
 
     con = store.connect(app_env["db"])
     for rel in FILES:

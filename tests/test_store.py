@@ -7,7 +7,8 @@ import threading
 import pytest
 from conftest import shared
 
-from analytics import ingest, store
+from analytics import store
+from analytics.ingest import files as ingest
 
 
 def _ingest(con, rel, name=None):

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics import ingest, store, telemetry
-from analytics.formats import FormatError, parse_file
+from analytics import store, telemetry
+from analytics.ingest import files as ingest
+from analytics.ingest.formats import FormatError, parse_file
 
 
 class FakeNVML:

@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analytics import hardware
 from analytics.advisor import model as cm
 from analytics.advisor import priors as pr
 from analytics.config import GPU_CATALOG
+from analytics.hardware import catalog as hardware
 
 
 def default_prices() -> dict[str, float]:

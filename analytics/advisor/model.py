@@ -5,7 +5,7 @@ Method: OmniPilot paper, Sec. 3.2 (cost model) and Appendix C.3 (recalibration):
 * per target, LightGBM quantile regressors for q0.1 / q0.5 / q0.9 **in log space** (targets span
   orders of magnitude; errors are multiplicative); a target is fit only with >= 15 rows;
 * features: log parameters, log active parameters (MoE), TP, GPU count, precision one-hot +
-  effective bits, hardware one-hot + datasheet numbers (:mod:`analytics.hardware`), framework and
+  effective bits, hardware one-hot + datasheet numbers (:mod:`analytics.hardware.catalog`), framework and
   task one-hot, log input / output length, log concurrency (lengths the source does not measure
   stay missing; LightGBM routes missing values);
 * calibration: ``GroupKFold`` by **workload cell** (model x task x input x output length x
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold, KFold
 
-from analytics import hardware
+from analytics.hardware import catalog as hardware
 
 TARGETS = ("throughput_tok_s", "ttft_ms", "itl_ms", "power_w", "energy_per_token_j")
 QUANTILES = (0.1, 0.5, 0.9)

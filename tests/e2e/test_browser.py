@@ -63,7 +63,8 @@ def app_url(tmp_path, request):
     raw = tmp_path / "raw"
     raw.mkdir()
     for rel in getattr(request, "param", ()):  # files the store holds before the app starts
-        from analytics import ingest, store
+        from analytics import store
+        from analytics.ingest import files as ingest
 
         con = store.connect(tmp_path / "e2e.duckdb")
         path = shared(rel)

@@ -1,0 +1,5 @@
+"""``python -m analytics.cli``: the same as the ``headroom`` console script."""
+
+from analytics.cli import main
+
+raise SystemExit(main())

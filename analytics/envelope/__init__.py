@@ -1,0 +1,3 @@
+"""Demand envelopes: complete time grids, point forecasts, conformal intervals and the
+pipeline that joins them (conformal demand envelopes paper).
+"""

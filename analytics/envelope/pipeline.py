@@ -1,0 +1,307 @@
+"""The demand envelope: point forecasts + conformal intervals + measured coverage, end to end.
+
+One code path for the CLI (``headroom envelope``) and the Demand / Coverage pages: both call
+:func:`run_envelope` on a grid and read the same :class:`EnvelopeResult`.
+
+Source: "Conformal GPU Demand Envelopes and Power-Aware Scheduling for Heterogeneous AI Clusters
+under Cold Start and Cross-Cloud Shift" (abstract): chronological fit / calibration / test split
+(42/9/10 days), point models compared by WAPE and MAE with a block-bootstrap interval of the MAE
+gain over daily seasonality, and interval methods compared by coverage and mean width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analytics.envelope import forecast
+from analytics.envelope import intervals as conformal
+from analytics.envelope.grid import chronological_split
+
+
+@dataclass(frozen=True)
+class EnvelopeParams:
+    """Knobs of an envelope run.
+
+    Attributes
+    ----------
+    alpha : miscoverage; intervals aim at ``1 - alpha`` coverage
+    horizon : bins ahead
+    split_days : (fit, calibration, test) days; default the paper's 42/9/10 when the series is
+        long enough, else ``split_frac``
+    split_frac : (fit, calibration, test) fractions, default 0.69/0.15/0.16
+    base_model : point model the residual-based intervals wrap (split, rolling, aci, regime)
+    aci_gamma : ACI step size (Gibbs & Candes 2021 use 0.005)
+    baseline : model the MAE gain is measured against (the paper: daily seasonality)
+    seed : random seed of the learned models and of the bootstrap
+    n_boot : bootstrap resamples of the MAE gain interval
+    """
+
+    alpha: float = 0.1
+    horizon: int = 1
+    split_days: tuple[int, int, int] | None = None
+    split_frac: tuple[float, float, float] | None = None
+    base_model: str = "hgb"
+    aci_gamma: float = 0.005
+    baseline: str = "seasonal_daily"
+    seed: int = 0
+    n_boot: int = 2000
+
+    def __post_init__(self):
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.base_model not in forecast.LEARNED:
+            raise ValueError(f"base_model must be one of {forecast.LEARNED}")
+
+
+@dataclass
+class EnvelopeResult:
+    """Everything the pages and the CLI show.
+
+    Attributes
+    ----------
+    series : DataFrame (n_bins rows): ``ts``, ``y``, ``part`` (fit / calibration / test) and one
+        column per point model (NaN where it cannot forecast)
+    test : DataFrame (n_test rows): ``ts``, ``y``, ``hour``, ``regime``, and ``<method>_lo`` /
+        ``<method>_hi`` per interval method, ``aci_alpha`` (the alpha_t path)
+    point_metrics : DataFrame, one row per model: wape, mae, rmse on the test window
+    interval_metrics : DataFrame, one row per method: coverage, mean_width (of finite
+        intervals), infinite_bins, winkler (interval score; inf if any interval is infinite)
+    mae_gain : dict, MAE(baseline) - MAE(base_model) with its block-bootstrap interval
+    split : dict, start / end / bins of each part, and the mode (days / fractions)
+    hourly : DataFrame: method, hour, coverage, bins
+    by_regime : DataFrame: method, group (regime), coverage, bins
+    rolling : DataFrame: ts, method, coverage (trailing day, or a quarter of a shorter test
+        window)
+    alarm : dict from :func:`analytics.envelope.intervals.shift_alarm` plus its ``ts``
+    """
+
+    series: pd.DataFrame
+    test: pd.DataFrame
+    point_metrics: pd.DataFrame
+    interval_metrics: pd.DataFrame
+    mae_gain: dict
+    split: dict
+    hourly: pd.DataFrame
+    by_regime: pd.DataFrame
+    rolling: pd.DataFrame
+    alarm: dict
+    params: EnvelopeParams = field(default_factory=EnvelopeParams)
+
+
+def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None = None
+                 ) -> EnvelopeResult:
+    """Fit point models, build every interval method, and measure them on the test window.
+
+    Parameters
+    ----------
+    grid : complete grid with ``ts`` and ``target`` (from :func:`analytics.envelope.grid.demand_grid`)
+    bin_s : bin width in seconds
+    params : see :class:`EnvelopeParams`
+
+    Raises
+    ------
+    ValueError : too few bins for a split, or a calibration window without usable rows
+    """
+    params = params or EnvelopeParams()
+    y = grid["target"].to_numpy(dtype=float)
+    ts = pd.to_datetime(grid["ts"]).reset_index(drop=True)
+    n = len(y)
+    split = chronological_split(n, bin_s, params.split_days, params.split_frac)
+    feats = forecast.make_features(y, ts, bin_s, params.horizon)
+    fit_rows = np.arange(split.fit.start, split.fit.stop)
+    preds, fitted = forecast.point_forecasts(y, feats, fit_rows, params.seed)
+
+    part = np.empty(n, dtype=object)
+    part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
+    series = pd.DataFrame({"ts": ts, "y": y, "part": part, **preds})
+
+    cal = np.arange(split.calibration.start, split.calibration.stop)
+    cal = cal[feats.valid[cal]]
+    test = np.arange(split.test.start, split.test.stop)
+    if not feats.valid[test].all():
+        raise ValueError("the test window starts before the features have enough history; "
+                         "use a longer series or a larger fit fraction")
+    need = int(np.ceil(max(1 / params.alpha, 1 / (1 - params.alpha)))) + 1
+    if len(cal) < need:
+        raise ValueError(f"only {len(cal)} calibration bins with full features; alpha = "
+                         f"{params.alpha} needs at least {need}: use a longer series, finer bins "
+                         "or a larger alpha")
+    fit_ok = fit_rows[feats.valid[fit_rows]]
+    if len(fit_ok) < 20:
+        raise ValueError(f"only {len(fit_ok)} fit bins with full features; need at least 20")
+
+    # ---- point metrics on the test window
+    rows = []
+    for name, p in preds.items():
+        if np.isfinite(p[test]).all():
+            rows.append({"model": name, "wape": forecast.wape(y[test], p[test]),
+                         "mae": forecast.mae(y[test], p[test]),
+                         "rmse": forecast.rmse(y[test], p[test])})
+    point_metrics = pd.DataFrame(rows)
+    rng = np.random.default_rng(params.seed)
+    finite = {m for m, p in preds.items() if np.isfinite(p[test]).all()}
+    baseline = params.baseline if params.baseline in finite else "persistence"
+    gain = forecast.block_bootstrap_mae_diff(
+        y[test] - preds[baseline][test], y[test] - preds[params.base_model][test],
+        feats.per_day, rng, params.n_boot,
+    )
+    gain.update({"baseline": baseline, "model": params.base_model})
+
+    # ---- intervals on the test window
+    a = params.alpha
+    X, base = feats.X, fitted[params.base_model]
+    yhat = preds[params.base_model]
+    out = pd.DataFrame({"ts": ts[test].to_numpy(), "y": y[test],
+                        "hour": ts[test].dt.hour.to_numpy(), "yhat": yhat[test]})
+    try:
+        bands = {
+            "direct_quantile": conformal.direct_quantile(X[fit_ok], y[fit_ok], X[test], a,
+                                                         params.seed),
+            "split": conformal.split_conformal(base, X[cal], y[cal], X[test], a),
+            "cqr": conformal.cqr(X[fit_ok], y[fit_ok], X[cal], y[cal], X[test], a, params.seed),
+        }
+    except ValueError as exc:  # MAPIE / scikit-learn refusing a tiny or degenerate grid
+        raise ValueError(f"the intervals cannot be fitted on this grid: {exc}") from exc
+    init = y[cal] - yhat[cal]
+    lo, hi, _ = conformal.online_conformal(y[test], yhat[test], init, a, 0.0)
+    bands["rolling"] = (lo, hi)
+    lo, hi, path = conformal.online_conformal(y[test], yhat[test], init, a, params.aci_gamma)
+    bands["aci"] = (lo, hi)
+    lo, hi, labels, _ = conformal.mondrian(y[cal], yhat[cal], ts[cal], yhat[test], ts[test], a)
+    bands["regime"] = (lo, hi)
+    out["regime"] = labels
+    out["aci_alpha"] = path
+
+    metric_rows, hourly, by_regime, rolling = [], [], [], []
+    day = feats.per_day
+    for m, (lo, hi) in bands.items():
+        lo = np.maximum(lo, 0.0)  # demand is never negative: coverage unchanged, width honest
+        out[f"{m}_lo"], out[f"{m}_hi"] = lo, hi
+        hit = conformal.covered(y[test], lo, hi)
+        metric_rows.append({"method": m, "coverage": float(hit.mean()),
+                            "mean_width": conformal.mean_width(lo, hi),
+                            "infinite_bins": conformal.infinite_bins(lo, hi),
+                            "winkler": conformal.winkler_score(y[test], lo, hi, a)})
+        hourly.append(conformal.coverage_by(out["hour"].to_numpy(), hit).assign(method=m))
+        by_regime.append(conformal.coverage_by(labels, hit).assign(method=m))
+        rc = conformal.rolling_coverage(out["ts"], hit, min(day, max(12, len(test) // 4)))
+        rolling.append(rc.assign(method=m))
+
+    stream = np.concatenate([cal, test])
+    alarm = conformal.shift_alarm(base, X[stream], y[stream], seed=params.seed)
+    alarm["ts"] = ts[stream].to_numpy()
+    alarm["test_start"] = int(len(cal))
+
+    return EnvelopeResult(
+        series=series, test=out, point_metrics=point_metrics,
+        interval_metrics=pd.DataFrame(metric_rows), mae_gain=gain,
+        split={"mode": split.mode, **split.bounds(ts)},
+        hourly=pd.concat(hourly, ignore_index=True).rename(columns={"group": "hour"}),
+        by_regime=pd.concat(by_regime, ignore_index=True).rename(columns={"group": "regime"}),
+        rolling=pd.concat(rolling, ignore_index=True), alarm=alarm, params=params,
+    )
+
+
+def to_json(result: EnvelopeResult) -> dict:
+    """The CLI document: split, point metrics, MAE gain interval, interval metrics, alarm."""
+    alarm = result.alarm
+    first = alarm["first_alarm"]
+    return {
+        "split": result.split,
+        "alpha": result.params.alpha,
+        "horizon_bins": result.params.horizon,
+        "point": {r.model: {"wape": r.wape, "mae": r.mae, "rmse": r.rmse}
+                  for r in result.point_metrics.itertuples()},
+        "mae_gain_ci": result.mae_gain,
+        "intervals": {r.method: {"coverage": r.coverage, "mean_width": r.mean_width,
+                                 "infinite_bins": r.infinite_bins, "winkler": r.winkler}
+                      for r in result.interval_metrics.itertuples()},
+        "shift_alarm": {
+            "threshold": alarm["threshold"],
+            "max_martingale": float(np.max(alarm["martingale"])),
+            "first_alarm_ts": None if first is None else pd.Timestamp(alarm["ts"][first]).isoformat(),
+        },
+    }
+
+
+def cold_start(source: pd.DataFrame, target: pd.DataFrame, bin_s: int,
+               k_hours: tuple[int, ...] = (6, 12, 24, 48), params: EnvelopeParams | None = None
+               ) -> pd.DataFrame:
+    """Cold start under cross-trace shift: fit on one trace, calibrate on the first k hours of
+    another, measure coverage on the rest of it.
+
+    The envelopes paper's cold-start setting (title: "under Cold Start and Cross-Cloud Shift").
+    Traces differ in unit and scale (tokens vs GPU-seconds), so each is divided by its own
+    scale known at forecast time - the source by its mean, the target by the mean of its first
+    ``k`` hours - and intervals are mapped back to the target's unit. Features are restricted to
+    what ``k`` hours of target history allow (no same-bin-yesterday below one day).
+
+    Methods compared on the target's bins after hour ``k``:
+
+    - ``source_calibrated``: split conformal calibrated on the source's last 15 % (no target data)
+    - ``split``: split conformal calibrated on the target's first ``k`` hours
+    - ``aci``: ACI started from those ``k`` hours of residuals (adapts as target data arrive)
+
+    Parameters
+    ----------
+    source, target : grids with ``ts`` and ``target``
+    k_hours : calibration lengths to try
+
+    Returns
+    -------
+    DataFrame with k_hours, method, coverage, mean_width (target unit), n_calibration, n_eval
+
+    Raises
+    ------
+    ValueError : the target is shorter than the largest ``k`` plus one day
+    """
+    params = params or EnvelopeParams()
+    if not k_hours or min(k_hours) < 1:
+        raise ValueError("calibration lengths must be at least 1 hour")
+    per_hour = max(1, int(round(3600 / bin_s)))
+    y_s = source["target"].to_numpy(float)
+    y_t = target["target"].to_numpy(float)
+    if len(y_t) < (max(k_hours) + 24) * per_hour:
+        raise ValueError(f"the target has {len(y_t) / per_hour:.0f} h of bins; need at least "
+                         f"{max(k_hours) + 24} h for k up to {max(k_hours)} h")
+    s_scale = y_s.mean() or 1.0
+    rows = []
+    for k in k_hours:
+        n_cal = k * per_hour
+        t_scale = y_t[:n_cal].mean() or 1.0
+        fs = forecast.make_features(y_s / s_scale, source["ts"], bin_s, params.horizon, n_cal)
+        ft = forecast.make_features(y_t / t_scale, target["ts"], bin_s, params.horizon, n_cal)
+        n_fit = int(len(y_s) * 0.85)
+        fit_rows = np.flatnonzero(fs.valid[:n_fit])
+        if len(fit_rows) < 50:
+            raise ValueError(f"the source trace has {len(fit_rows)} usable bins at this bin "
+                             "width; fit on a longer trace")
+        model = forecast.make_model(params.base_model, params.seed)
+        model.fit(fs.X[fit_rows], y_s[fit_rows] / s_scale)
+        src_cal = np.arange(n_fit, len(y_s))[fs.valid[n_fit:]]
+        cal = np.flatnonzero(ft.valid[:n_cal])
+        if len(cal) < 11 or len(np.arange(n_fit, len(y_s))[fs.valid[n_fit:]]) < 11:
+            raise ValueError(f"{k} h gives {len(cal)} usable calibration bins; need at least "
+                             "11 (use finer bins or a larger k)")
+        ev = np.arange(n_cal, len(y_t))
+        yt_n = y_t / t_scale
+        yhat_ev = model.predict(ft.X[ev])
+        bands = {
+            "source_calibrated": conformal.split_conformal(
+                model, fs.X[src_cal], y_s[src_cal] / s_scale, ft.X[ev], params.alpha),
+            "split": conformal.split_conformal(model, ft.X[cal], yt_n[cal], ft.X[ev],
+                                               params.alpha),
+        }
+        init = yt_n[cal] - model.predict(ft.X[cal])
+        lo, hi, _ = conformal.online_conformal(yt_n[ev], yhat_ev, init, params.alpha,
+                                               params.aci_gamma)
+        bands["aci"] = (lo, hi)
+        for method, (lo, hi) in bands.items():
+            rows.append({"k_hours": k, "method": method,
+                         "coverage": conformal.coverage(yt_n[ev], lo, hi),
+                         "mean_width": conformal.mean_width(lo, hi) * t_scale,
+                         "n_calibration": int(len(cal)), "n_eval": int(len(ev))})
+    return pd.DataFrame(rows)

@@ -1,0 +1,2 @@
+"""Hardware: one catalog of GPU kinds with a cited source per value.
+"""

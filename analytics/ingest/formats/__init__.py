@@ -1,0 +1,155 @@
+"""Input formats: detect a file's family and parse it into a canonical table.
+
+Each format module exposes ``NAME``, ``TABLE`` (the canonical table it fills), ``detect(name, head)``
+and ``parse(path, display, opts) -> Parsed``. ``parse_file`` picks the format, and every rejection
+is a :class:`FormatError` naming file, line and column.
+
+Formats, in detection order (first match wins):
+
+=================  ==================  =====================================================
+name               table               file family
+=================  ==================  =====================================================
+burstgpt           requests            BurstGPT v1 / v3 request logs
+burstgpt_minute    demand_series       BurstGPT per-minute aggregate ``t,tps,norm``
+burstgpt_daily     demand_series       BurstGPT daily aggregate ``d,req,tok``
+azure_llm          requests            Azure LLM inference 2023 / 2024 ``TIMESTAMP,...``
+mooncake           requests            Mooncake JSONL ``timestamp,input_length,...``
+alibaba_lora       requests            Alibaba GenAI LoRA trace (GPU-seconds, no tokens)
+mit_supercloud_slurm jobs              MIT SuperCloud Slurm accounting export
+slurm_sacct        jobs                ``sacct --parsable2`` output
+alibaba_openb      jobs                Alibaba openb pod list (GPU-sharing pods, gpu_milli)
+sustaindc_carbon   carbon_intensity    SustainDC / EIA ``<BA>_NG_&_avgCI.csv``
+greendcc_carbon    carbon_intensity    Green-DCC / Electricity Maps hourly carbon
+greendcc_prices    prices              Green-DCC hourly electricity prices
+epw_weather        weather             EnergyPlus ``.epw`` typical-year weather
+openmeteo_weather  weather             Green-DCC Open-Meteo ``.json.gz`` weather
+nvidia_smi         telemetry           ``nvidia-smi --query-gpu=... --format=csv`` output
+dcgm_prometheus    telemetry           DCGM exporter Prometheus text exposition
+acmetrace_cdf      reference_cdf       AcmeTrace power / utilisation CDFs (overlays)
+mlenergy_v2        bench_runs          ML.ENERGY leaderboard v2 flattened LLM runs CSV
+mlenergy_v3        bench_runs          ML.ENERGY leaderboard v3 ``tasks/*.json`` / flat CSV
+argonne_bench      bench_runs          Argonne LLM-Inference-Bench result CSVs
+vllm_bench         bench_runs          ``vllm bench serve --save-result`` JSON
+canonical          any                 CSV / Parquet already in a canonical schema
+=================  ==================  =====================================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analytics.config import ParseOptions
+from analytics.ingest.formats import (
+    alibaba,
+    azure,
+    bench,
+    burstgpt,
+    canonical,
+    carbon,
+    jobs,
+    mooncake,
+    openb,
+    prices,
+    telemetry,
+    weather,
+)
+from analytics.ingest.formats._common import FormatError, Parsed, read_head
+
+__all__ = ["FORMATS", "FormatError", "Parsed", "detect", "parse_file", "format_names"]
+
+FORMATS = {
+    m.NAME: m
+    for m in (
+        burstgpt.Requests,
+        burstgpt.Minute,
+        burstgpt.Daily,
+        azure,
+        mooncake,
+        alibaba,
+        jobs,
+        jobs.Sacct,
+        openb,
+        carbon.SustainDC,
+        carbon.GreenDCC,
+        prices,
+        weather.EPW,
+        weather.OpenMeteo,
+        telemetry.NvidiaSmi,
+        telemetry.Dcgm,
+        telemetry.AcmeCdf,
+        bench.MLEnergyV2,
+        bench.MLEnergyV3,
+        bench.Argonne,
+        bench.VllmBench,
+        canonical,
+    )
+}
+
+
+def format_names() -> list[str]:
+    """Names accepted by ``--format``."""
+    return list(FORMATS)
+
+
+def detect(path: str | Path, display: str | None = None):
+    """Return the format module that recognises the file.
+
+    Raises
+    ------
+    FormatError
+        Empty file, binary data that is not Parquet, or no format recognises the header.
+    """
+    path = Path(path)
+    display = display or path.name
+    head = read_head(path, display)
+    for fmt in FORMATS.values():
+        if fmt.detect(display, head):
+            return fmt
+    first = head.splitlines()[0][:200] if head else ""
+    raise FormatError(
+        display, 1, 1,
+        f"no known format recognises this file (first line: {first!r}); "
+        f"known formats: {', '.join(FORMATS)}",
+    )
+
+
+def parse_file(
+    path: str | Path,
+    display: str | None = None,
+    fmt: str | None = None,
+    opts: ParseOptions | None = None,
+) -> Parsed:
+    """Parse one file into canonical rows.
+
+    Parameters
+    ----------
+    path : path of the file on disk (plain or gzip-compressed).
+    display : name used in messages and as the default dataset name (default: the file name).
+    fmt : force a format by name instead of detecting it.
+    opts : parse options (start instant for relative timestamps, site, year).
+
+    Raises
+    ------
+    FormatError
+        With file, line and column, for anything that is not a valid file of the format.
+    """
+    path = Path(path)
+    display = display or path.name
+    opts = opts or ParseOptions()
+    if fmt is None:
+        module = detect(path, display)
+    else:
+        if fmt not in FORMATS:
+            raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+        read_head(path, display)  # empty / binary checks still apply
+        module = FORMATS[fmt]
+    try:
+        parsed = module.parse(path, display, opts)
+    except FormatError:
+        raise
+    except Exception as exc:  # a value no check above anticipated: never a traceback
+        raise FormatError(display, 1, 1, f"could not read the file as {module.NAME}: "
+                                         f"{type(exc).__name__}: {exc}") from exc
+    if parsed.frame.height == 0:
+        raise FormatError(display, 2, 1, "no data rows (header only)")
+    return parsed

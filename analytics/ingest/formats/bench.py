@@ -1,0 +1,442 @@
+"""Serving benchmarks -> ``bench_runs`` (one row per measured configuration).
+
+Canonical meaning of the columns (all formats):
+
+* ``hardware``: canonical accelerator key (:func:`analytics.hardware.catalog.normalise`), ``gpu_mem_gb``
+  its datasheet memory; ``n_gpus`` devices in the run, ``tp`` / ``pp`` tensor / pipeline degrees.
+* ``precision``: weight precision (``bf16``, ``fp16``, ``fp8``, ``mxfp4`` ...).
+* ``in_len`` / ``out_len``: tokens per request (means where the source gives means);
+  ``concurrency``: the configured batch size / maximum number of concurrent sequences.
+* ``throughput_tok_s``: **output** (generated) tokens per second of the whole run;
+  ``power_w``: mean power of **all** devices of the run together; ``energy_per_token_j``: joules
+  per output token; ``ttft_ms`` / ``itl_ms``: time to first token / inter-token latency;
+  ``latency_s``: end-to-end latency of a request (or of the batch, for offline batch runs).
+* ``task``: the workload the run served (ML.ENERGY task, ``argonne-offline``, ``vllm-serve``),
+  kept because ML.ENERGY does not report input lengths: the task names the prompt distribution.
+
+A field a source does not measure stays empty, never filled in. Formats:
+
+ML.ENERGY leaderboard v2 (``llm_text_generation_runs.csv``, flattened from ``ml-energy/
+leaderboard-v2``; Apache-2.0; Chung et al., NeurIPS'25 D&B): no power or input lengths measured;
+``energy_per_token_j = Energy/req / Avg Output Tokens``, ``power_w = energy_per_token_j x Token
+tput`` (J/token x token/s), ``itl_ms = Avg TPOT x 1000``, ``concurrency = Max BS``; ``params_b``
+from the sibling ``llm_text_generation__<task>__models.json`` when present, else from a
+``<n>b`` in the model name, else empty.
+
+ML.ENERGY leaderboard v3 (``tasks/<task>.json`` or ``all_task_configurations_flat.csv``):
+``avg_power_watts`` (all GPUs), ``energy_per_token_joules``, ``output_throughput_tokens_per_sec``,
+``median_itl_ms``, ``max_num_seqs``, ``avg_output_len``, total/activated parameters. Diffusion
+rows (no tokens) are skipped.
+
+Argonne LLM-Inference-Bench (``argonne-lcf/LLM-Inference-Bench`` ``Plots/**.csv``; BSD-3;
+Chitty-Venkata et al., 2024): files with ``Hardware, Num of Hardware, Framework, Model, Input
+Output Length, Batch Size, ..., Latency, Throughput``. ``Input Output Length`` is used for both
+lengths (the benchmark sets them equal); its ``Throughput`` counts input + output tokens
+(``batch x 2L / Latency`` on every row checked), so ``throughput_tok_s = Throughput / 2``;
+``tp = Num of Hardware`` except where ``Parallelism Type`` says pipeline; precision ``fp16``
+unless a ``kv_cache_dtype`` cell says ``Weight = fp8`` or the model is an ``-FP8`` checkpoint.
+``avg_power`` is not labelled with a unit: values above 10,000 are milliwatts (a single A100
+reading 222,122 cannot be watts) and are divided by 1,000. The quantisation tables whose
+``kv_cache_dtype`` holds an unquoted comma are read with a fixed split from the right. TTFT
+tables (``Input Length, Output Length, ..., TTFT Latency``) give ``ttft_ms``.
+
+``vllm bench serve --save-result`` JSON (the format users produce themselves): needs the
+hardware in the result's metadata (``vllm bench serve ... --metadata hardware=H100 tp=1
+precision=bf16``); throughput is ``output_throughput``, TTFT/ITL the medians, ``concurrency`` is
+``max_concurrency`` (else ``request_rate``), lengths are ``total_*_tokens / completed``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+
+import polars as pl
+
+from analytics.hardware import catalog as hardware
+from analytics.ingest.formats._common import FormatError, Parsed, _open_text, header_fields
+
+TABLE = "bench_runs"
+
+
+def _finish(recs: list[dict], display: str) -> pl.DataFrame:
+    from analytics.ingest.formats.telemetry import _finish_table
+
+    if not recs:
+        raise FormatError(display, 2, 1, "no benchmark rows")
+    return _finish_table(pl.DataFrame(recs, infer_schema_length=None), TABLE)
+
+
+def _num(raw, display: str, line: int, col: str, *, positive: bool = False,
+         required: bool = True) -> float | None:
+    """A finite number from a cell, or FormatError naming the cell."""
+    if raw is None or (isinstance(raw, str) and raw.strip() in ("", "None", "nan", "NaN")):
+        if required:
+            raise FormatError(display, line, col, "empty value")
+        return None
+    try:
+        val = float(raw)
+    except (TypeError, ValueError) as exc:
+        raise FormatError(display, line, col, f"{raw!r} is not a number") from exc
+    if not math.isfinite(val):
+        raise FormatError(display, line, col, f"{raw!r} is not a finite number")
+    if val < 0 or (positive and val == 0):
+        raise FormatError(display, line, col, f"{raw!r} must be {'> 0' if positive else '>= 0'}")
+    return val
+
+
+def _params_from_name(model: str) -> float | None:
+    """Parameter count (billions) written in a model name: ``Llama-2-7b`` -> 7; MoE ``8x7B`` and
+    names without a size -> None."""
+    if re.search(r"\d+x\d+(\.\d+)?b", model.lower()):
+        return None
+    m = re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)b(?![a-z])", model.lower().replace("-", " "))
+    return float(m[-1]) if m else None
+
+
+def _rows(path: Path, display: str):
+    """(line number, cells) of a CSV, skipping blank lines; tolerant of CR/LF mixes."""
+    with _open_text(path) as fh:
+        text = fh.read().replace("\r\n", "\n").replace("\r", "\n")
+    lineno = 0
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            try:
+                yield lineno, next(csv.reader([line]))
+            except csv.Error as exc:
+                raise FormatError(display, lineno, 1, f"malformed CSV: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- ML.ENERGY v2
+class MLEnergyV2:
+    NAME = "mlenergy_v2"
+    TABLE = TABLE
+    _COLS = ("Model", "GPU", "TP", "PP", "Energy/req (J)", "Avg TPOT (s)", "Token tput (tok/s)",
+             "Avg Output Tokens", "Max BS (reqs)")
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return set(MLEnergyV2._COLS) <= set(header_fields(head))
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        path = Path(path)
+        rows = _rows(path, display)
+        _, header = next(rows)
+        missing = [c for c in MLEnergyV2._COLS if c not in header]
+        if missing:
+            raise FormatError(display, 1, missing[0], f"missing column {missing[0]!r}")
+        params = {}
+        for side in path.parent.glob("llm_text_generation__*__models.json"):
+            try:
+                params.update({k: v.get("params") for k, v in json.loads(side.read_text()).items()})
+            except (OSError, ValueError, AttributeError):
+                continue
+        recs, from_name = [], 0
+        for line, cells in rows:
+            if len(cells) != len(header):
+                raise FormatError(display, line, min(len(cells), len(header)) + 1,
+                                  f"row has {len(cells)} fields, header has {len(header)}")
+            r = dict(zip(header, cells, strict=True))
+            e_req = _num(r["Energy/req (J)"], display, line, "Energy/req (J)", positive=True)
+            out = _num(r["Avg Output Tokens"], display, line, "Avg Output Tokens", positive=True)
+            tput = _num(r["Token tput (tok/s)"], display, line, "Token tput (tok/s)",
+                        positive=True)
+            tpot = _num(r["Avg TPOT (s)"], display, line, "Avg TPOT (s)", positive=True)
+            tp = int(_num(r["TP"], display, line, "TP", positive=True))
+            pp = int(_num(r["PP"], display, line, "PP", positive=True))
+            p_b = params.get(r["Model"])
+            if p_b is None:
+                p_b = _params_from_name(r["Model"])
+                from_name += p_b is not None
+            hw = hardware.normalise(r["GPU"])
+            ept = e_req / out
+            recs.append({
+                "source": "ML.ENERGY v2", "task": r.get("task") or None, "hardware": hw,
+                "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": tp * pp, "tp": tp, "pp": pp,
+                "precision": "bf16", "framework": "vLLM", "model": r["Model"],
+                "params_b": p_b, "active_params_b": p_b,
+                "out_len": out, "concurrency": _num(r["Max BS (reqs)"], display, line,
+                                                    "Max BS (reqs)", positive=True),
+                "throughput_tok_s": tput, "itl_ms": tpot * 1000.0,
+                "power_w": ept * tput, "energy_per_token_j": ept, "failed": False,
+            })
+        frame = _finish(recs, display)
+        # MoE models (Mixtral 8x7B/8x22B): active parameters are not in the source files
+        frame = frame.with_columns(
+            pl.when(pl.col("model").str.to_lowercase().str.contains(r"\d+x\d+b"))
+            .then(None).otherwise(pl.col("params_b")).alias("active_params_b"))
+        warns = ["ML.ENERGY v2 measures no power and no input lengths: power_w = energy per "
+                 "token x token throughput; in_len empty",
+                 "precision not recorded by v2; its runs are BF16 (leaderboard v2 methodology)"]
+        if from_name:
+            warns.append(f"{from_name} rows: parameter count read from the model name")
+        return Parsed(TABLE, MLEnergyV2.NAME, frame, display, 0.0, tuple(warns))
+
+
+# --------------------------------------------------------------------------- ML.ENERGY v3
+_V3_NUM = ("num_gpus", "tensor_parallel", "avg_power_watts", "energy_per_token_joules",
+           "output_throughput_tokens_per_sec", "median_itl_ms", "max_num_seqs",
+           "avg_output_len", "total_params_billions", "activated_params_billions")
+
+
+def _v3_record(c: dict, display: str, line: int, task: str | None) -> dict | None:
+    if c.get("energy_per_token_joules") in (None, ""):
+        return None  # diffusion configuration (images / videos, no tokens)
+    v = {k: _num(c.get(k), display, line, k, required=k in (
+        "num_gpus", "tensor_parallel", "energy_per_token_joules",
+        "output_throughput_tokens_per_sec")) for k in _V3_NUM}
+    hw = hardware.normalise(str(c.get("gpu_model")))
+    return {
+        "source": "ML.ENERGY v3", "task": task or c.get("task"), "hardware": hw,
+        "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": int(v["num_gpus"]),
+        "tp": int(v["tensor_parallel"]), "pp": 1,
+        "precision": hardware.precision(c.get("weight_precision")), "framework": "vLLM",
+        "model": c.get("model_id"), "params_b": v["total_params_billions"],
+        "active_params_b": v["activated_params_billions"], "out_len": v["avg_output_len"],
+        "concurrency": v["max_num_seqs"], "throughput_tok_s": v["output_throughput_tokens_per_sec"],
+        "itl_ms": v["median_itl_ms"], "power_w": v["avg_power_watts"],
+        "energy_per_token_j": v["energy_per_token_joules"], "failed": False,
+    }
+
+
+class MLEnergyV3:
+    NAME = "mlenergy_v3"
+    TABLE = TABLE
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        if head.lstrip().startswith("{"):
+            return '"configurations"' in head and ('"gpu_model"' in head or '"task"' in head)
+        fields = set(header_fields(head))
+        return {"gpu_model", "energy_per_token_joules", "tensor_parallel", "model_id"} <= fields
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        path = Path(path)
+        recs, skipped = [], 0
+        with _open_text(path) as fh:
+            first = fh.read(1)
+        if first == "{":
+            with _open_text(path) as fh:
+                try:
+                    doc = json.load(fh)
+                except json.JSONDecodeError as exc:
+                    raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") \
+                        from exc
+            confs = doc.get("configurations")
+            if not isinstance(confs, list):
+                raise FormatError(display, 1, "configurations", "no 'configurations' list")
+            for i, c in enumerate(confs):
+                rec = _v3_record(c, display, i + 1, doc.get("task"))
+                if rec is None:
+                    skipped += 1
+                else:
+                    recs.append(rec)
+        else:
+            rows = _rows(path, display)
+            _, header = next(rows)
+            for line, cells in rows:
+                if len(cells) != len(header):
+                    raise FormatError(display, line, min(len(cells), len(header)) + 1,
+                                      f"row has {len(cells)} fields, header has {len(header)}")
+                rec = _v3_record(dict(zip(header, cells, strict=True)), display, line, None)
+                if rec is None:
+                    skipped += 1
+                else:
+                    recs.append(rec)
+        if not recs and skipped:
+            raise FormatError(display, 1, "energy_per_token_joules",
+                              f"all {skipped} configurations are diffusion runs (images / "
+                              "videos, no tokens): nothing for bench_runs")
+        warns = ["ML.ENERGY v3 reports no input lengths or TTFT; power_w is all GPUs together"]
+        if skipped:
+            warns.append(f"{skipped} diffusion configurations skipped (no tokens)")
+        return Parsed(TABLE, MLEnergyV3.NAME, _finish(recs, display), display, 0.0, tuple(warns))
+
+
+# --------------------------------------------------------------------------- Argonne
+_ARGONNE_BASE = ("Hardware", "Num of Hardware", "Framework", "Model", "Batch Size")
+
+
+class Argonne:
+    NAME = "argonne_bench"
+    TABLE = TABLE
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        fields = [f.strip() for f in header_fields(head)]
+        return set(_ARGONNE_BASE) <= set(fields) and (
+            "Input Output Length" in fields or "Input Length" in fields)
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        rows = _rows(Path(path), display)
+        _, header = next(rows)
+        header = [h.strip() for h in header]
+        idx = {h: i for i, h in enumerate(header)}
+        lat_col = next((h for h in header if h.lower() == "latency"), None)
+        tput_col = next((h for h in header if h.lower() == "throughput"), None)
+        ttft_col = "TTFT Latency" if "TTFT Latency" in idx else None
+        recs, mw, dropped = [], 0, 0
+        for line, cells in rows:
+            if len(cells) > len(header) and "kv_cache_dtype" in idx:
+                # unquoted comma inside kv_cache_dtype: rejoin the middle from a fixed split
+                k = idx["kv_cache_dtype"]
+                tail = len(header) - k - 1
+                cells = cells[:k] + [",".join(cells[k:len(cells) - tail])] + cells[len(cells) - tail:]
+            if len(cells) < len(header):
+                # a ragged row: only a trailing measurement may be missing
+                missing = header[len(cells)]
+                if missing in (lat_col, tput_col, "end_latency", "avg_power"):
+                    dropped += 1
+                    continue
+                raise FormatError(display, line, len(cells) + 1,
+                                  f"row has {len(cells)} fields, header has {len(header)}")
+            if len(cells) > len(header):
+                raise FormatError(display, line, len(header) + 1,
+                                  f"row has {len(cells)} fields, header has {len(header)}")
+            r = dict(zip(header, (c.strip() for c in cells), strict=True))
+            n = int(_num(r["Num of Hardware"], display, line, "Num of Hardware", positive=True))
+            batch = _num(r["Batch Size"], display, line, "Batch Size", positive=True)
+            if "Input Output Length" in r:
+                in_len = out_len = _num(r["Input Output Length"], display, line,
+                                        "Input Output Length", positive=True)
+            else:
+                in_len = _num(r["Input Length"], display, line, "Input Length", positive=True)
+                out_len = _num(r["Output Length"], display, line, "Output Length", positive=True)
+            latency = _num(r[lat_col], display, line, lat_col, positive=True) if lat_col else None
+            tput = None
+            if tput_col:
+                total = _num(r[tput_col], display, line, tput_col, positive=True)
+                tput = total * out_len / (in_len + out_len)
+            ttft_ms = None
+            if ttft_col:
+                ttft_ms = 1000 * _num(r[ttft_col], display, line, ttft_col, positive=True)
+            elif lat_col and not tput_col and out_len == 1:
+                ttft_ms = 1000 * latency  # one generated token: the latency is the TTFT
+            if "end_latency" in r:
+                latency = _num(r["end_latency"], display, line, "end_latency", positive=True)
+            power = None
+            if "avg_power" in r:
+                power = _num(r["avg_power"], display, line, "avg_power", positive=True)
+                if power > 10_000:
+                    power, mw = power / 1000.0, mw + 1
+            kv = r.get("kv_cache_dtype", "")
+            m = re.search(r"weight\s*=\s*(\w+)", kv, re.I)
+            prec = hardware.precision(m.group(1)) if m else (
+                "fp8" if "fp8" in r["Model"].lower() else "fp16")
+            pipeline = "pipeline" in r.get("Parallelism Type", "").lower()
+            hw = hardware.normalise(r["Hardware"])
+            task = "argonne-offline"  # ablation variants are other workloads, not arms
+            if r.get("KV Cache", "").lower().startswith("without"):
+                task += "-no-kv-cache"
+            if r.get("speculative_decoding", "").lower().startswith("with speculative"):
+                task += "-speculative"
+            recs.append({
+                "source": "Argonne LLM-Inference-Bench", "task": task,
+                "hardware": hw, "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n,
+                "tp": 1 if pipeline else n, "pp": n if pipeline else 1, "precision": prec,
+                "framework": r["Framework"], "model": r["Model"],
+                "params_b": _params_from_name(r["Model"]), "in_len": in_len, "out_len": out_len,
+                "concurrency": batch, "throughput_tok_s": tput, "ttft_ms": ttft_ms,
+                "latency_s": latency, "power_w": power,
+                "energy_per_token_j": power / tput if power and tput else None,
+                "failed": False,
+            })
+        frame = _finish(recs, display)
+        frame = frame.with_columns(pl.col("params_b").alias("active_params_b"))
+        frame = frame.with_columns(
+            pl.when(pl.col("model").str.to_lowercase().str.contains(r"\d+x\d+b"))
+            .then(None).otherwise(pl.col("active_params_b")).alias("active_params_b"))
+        warns = []
+        if "Input Output Length" in idx:
+            warns.append("Argonne: Input Output Length used for both lengths")
+        if tput_col:
+            warns.append("throughput_tok_s = Throughput x out/(in+out) (output tokens only)")
+        over = frame.filter(pl.col("power_w") > 1.1 * pl.col("n_gpus") * pl.col("hardware")
+                            .replace_strict({k: s.tdp_w for k, s in hardware.SPECS.items()},
+                                            default=None, return_dtype=pl.Float64)).height
+        if over:
+            warns.append(f"{over} rows report power above 110% of the datasheet TDP "
+                         "(kept as measured)")
+        if mw:
+            warns.append(f"{mw} avg_power values above 10,000 read as milliwatts (/1000)")
+        if dropped:
+            warns.append(f"{dropped} ragged rows without their measurement skipped")
+        return Parsed(TABLE, Argonne.NAME, frame, display, 0.0, tuple(warns))
+
+
+# --------------------------------------------------------------------------- vllm bench serve
+class VllmBench:
+    NAME = "vllm_bench"
+    TABLE = TABLE
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        s = head.lstrip()
+        return s.startswith("{") and '"output_throughput"' in head and (
+            '"median_ttft_ms"' in head or '"mean_ttft_ms"' in head)
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        with _open_text(Path(path)) as fh:
+            try:
+                doc = json.load(fh)
+            except json.JSONDecodeError as exc:
+                raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") \
+                    from exc
+        if not isinstance(doc, dict):
+            raise FormatError(display, 1, 1, "a vllm bench result is one JSON object")
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        look = {**doc, **meta}
+        hw_raw = look.get("hardware") or look.get("gpu")
+        if not hw_raw:
+            raise FormatError(display, 1, "hardware",
+                              "the result does not say which GPU ran it: rerun with "
+                              "`vllm bench serve ... --save-result --metadata hardware=H100 tp=1 "
+                              "precision=bf16` (or add \"hardware\" to the JSON)")
+        completed = _num(doc.get("completed"), display, 1, "completed", positive=True)
+        tp = int(_num(look.get("tp", look.get("tensor_parallel_size", 1)), display, 1, "tp",
+                      positive=True))
+        n_gpus = int(_num(look.get("n_gpus", tp), display, 1, "n_gpus", positive=True))
+        conc = look.get("max_concurrency")
+        if conc is None:
+            rate = look.get("request_rate")
+            conc = None if rate in (None, "inf", float("inf")) else rate
+        tput = _num(doc.get("output_throughput"), display, 1, "output_throughput", positive=True)
+        power = _num(look.get("power_w"), display, 1, "power_w", required=False)
+        hw = hardware.normalise(str(hw_raw))
+        failed = doc.get("failed", 0) or 0
+        rec = {
+            "source": "vllm bench serve", "task": "vllm-serve", "hardware": hw,
+            "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n_gpus, "tp": tp,
+            "pp": int(_num(look.get("pp", 1), display, 1, "pp", positive=True)),
+            "precision": hardware.precision(look.get("precision") or look.get("dtype")),
+            "framework": "vLLM", "model": doc.get("model_id") or look.get("model"),
+            "params_b": _num(look.get("params_b"), display, 1, "params_b", required=False)
+            or _params_from_name(str(doc.get("model_id") or "")),
+            "active_params_b": _num(look.get("active_params_b"), display, 1, "active_params_b",
+                                    required=False),
+            "in_len": _num(doc.get("total_input_tokens"), display, 1, "total_input_tokens")
+            / completed,
+            "out_len": _num(doc.get("total_output_tokens"), display, 1, "total_output_tokens")
+            / completed,
+            "concurrency": None if conc is None else _num(conc, display, 1, "max_concurrency"),
+            "throughput_tok_s": tput,
+            "ttft_ms": _num(doc.get("median_ttft_ms", doc.get("mean_ttft_ms")), display, 1,
+                            "median_ttft_ms"),
+            "itl_ms": _num(doc.get("median_itl_ms", doc.get("median_tpot_ms")), display, 1,
+                           "median_itl_ms", required=False),
+            "latency_s": None if doc.get("median_e2el_ms") is None else
+            _num(doc["median_e2el_ms"], display, 1, "median_e2el_ms") / 1000.0,
+            "power_w": power, "energy_per_token_j": power / tput if power else None,
+            "failed": bool(failed),
+        }
+        if rec["active_params_b"] is None:
+            rec["active_params_b"] = rec["params_b"]
+        return Parsed(TABLE, VllmBench.NAME, _finish([rec], display), display, 0.0,
+                      ("one configuration per result file; power_w only if given in metadata",))

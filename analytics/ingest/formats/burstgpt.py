@@ -1,0 +1,175 @@
+"""BurstGPT request logs and the published BurstGPT aggregates.
+
+Source: BurstGPT (Wang et al., KDD'25), https://github.com/HPMLL/BurstGPT, CC BY 4.0.
+
+* v1 columns ``Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type``;
+  v3 adds ``Session ID, Elapsed time`` (end-to-end latency, s) after ``Timestamp``.
+  ``Timestamp`` is seconds from 0:00 of the trace's first day (local time of the collector);
+  the calendar dates are not published, so ``ts = t0 + Timestamp`` with ``t0`` from
+  :class:`analytics.config.ParseOptions` (default: a Monday) - weekdays are *relative*.
+  ``Response tokens == 0`` marks a failed request (``failed = true``).
+* Per-minute aggregate ``t,tps,norm`` of BurstGPT_1 week 1: ``t`` minute index, ``tps`` = total
+  tokens in that minute / 60 (rounded to 0.1). Rows go to ``demand_series`` with ``bin_s = 60``,
+  ``tokens = tps * 60`` and no request count (the aggregate has none). Minutes absent from the
+  file had no requests; the grid fills them with zero.
+* Daily aggregate ``d,req,tok``: ``d`` day index, ``req`` requests, ``tok`` total tokens ->
+  ``demand_series`` with ``bin_s = 86400``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+
+from analytics.ingest.formats._common import (
+    ROW,
+    FormatError,
+    Parsed,
+    check_monotone,
+    check_nonnegative,
+    header_fields,
+    read_csv_checked,
+)
+
+_V1 = ["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"]
+
+
+def _t0_us(opts) -> int:
+    return int(opts.t0.timestamp() * 1_000_000)
+
+
+def _relative_ts(seconds: pl.Expr, opts) -> pl.Expr:
+    return pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64) + _t0_us(opts), "us")
+
+
+def _check_range(frame, col, limit, display, reason) -> None:
+    big = frame[col] > limit
+    if big.any():
+        idx = int(big.arg_true()[0])
+        raise FormatError(display, 2 + int(frame[ROW][idx]), col, f"{frame[col][idx]} {reason}")
+
+
+_TEN_YEARS = "is beyond ten years from the trace start"
+
+
+class Requests:
+    NAME = "burstgpt"
+    TABLE = "requests"
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        fields = header_fields(head)
+        # loose on purpose: a BurstGPT file missing a column gets a "missing column" error
+        return "Timestamp" in fields and sum(c in fields for c in _V1) >= 3
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(
+            path, display,
+            {"Timestamp": pl.Float64, "Model": pl.String, "Request tokens": pl.Int64,
+             "Response tokens": pl.Int64, "Total tokens": pl.Int64},
+            optional={"Session ID": pl.String, "Elapsed time": pl.Float64},
+        )
+        head_fields = set(frame.columns)
+        check_nonnegative(frame, ["Timestamp", "Request tokens", "Response tokens",
+                                  "Total tokens"], display)
+        _check_range(frame, "Timestamp", 10 * 365 * 86400, display, f"s {_TEN_YEARS}")
+        mismatch = frame["Total tokens"] != frame["Request tokens"] + frame["Response tokens"]
+        warnings = []
+        if mismatch.any():
+            idx = int(mismatch.arg_true()[0])
+            raise FormatError(
+                display, 2 + int(frame[ROW][idx]), "Total tokens",
+                "Total tokens is not Request tokens + Response tokens",
+            )
+        frame = frame.with_columns(_relative_ts(pl.col("Timestamp"), opts).alias("ts"))
+        back = check_monotone(frame, display, opts.max_backstep_s, "Timestamp")
+        if back:
+            warnings.append(f"{back} rows step back in time within the tolerance")
+        out = frame.select(
+            pl.col("ts"),
+            pl.col("Model").alias("model"),
+            pl.col("Request tokens").alias("prompt_tokens"),
+            pl.col("Response tokens").alias("completion_tokens"),
+            (pl.col("Response tokens") == 0).alias("failed"),
+            (pl.col("Session ID") if "Session ID" in head_fields else pl.lit(None, pl.String))
+            .alias("session_id"),
+            (pl.col("Elapsed time") if "Elapsed time" in head_fields else pl.lit(None, pl.Float64))
+            .cast(pl.Float64).alias("latency_s"),
+        )
+        n_failed = int(out["failed"].sum())
+        warnings.append(
+            f"{n_failed} failed requests (Response tokens = 0) flagged; "
+            f"timestamps are relative to t0 = {opts.t0.isoformat()}: weekdays are relative"
+        )
+        if "Elapsed time" not in head_fields:
+            warnings.append("BurstGPT v1 has no latency or session columns (v3 has them)")
+        return Parsed("requests", Requests.NAME, out, display, 1.0, tuple(warnings))
+
+
+class Minute:
+    NAME = "burstgpt_minute"
+    TABLE = "demand_series"
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return header_fields(head) == ["t", "tps", "norm"]
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(path, display, {"t": pl.Int64, "tps": pl.Float64})
+        check_nonnegative(frame, ["t", "tps"], display)
+        _check_range(frame, "t", 10 * 365 * 1440, display, f"minutes {_TEN_YEARS}")
+        _check_range(frame, "tps", 1e12, display, "tokens/s is not a plausible rate")
+        frame = frame.with_columns(
+            pl.from_epoch(pl.col("t") * 60_000_000 + _t0_us(opts), "us").alias("ts")
+        )
+        dup = frame["t"].is_duplicated()
+        if dup.any():
+            idx = int(dup.arg_true()[1] if dup.sum() > 1 else dup.arg_true()[0])
+            raise FormatError(display, 2 + int(frame[ROW][idx]), "t", "minute index repeated")
+        check_monotone(frame, display, 0.0, "t")
+        out = frame.select(
+            "ts",
+            pl.lit(60, pl.Int32).alias("bin_s"),
+            (pl.col("tps") * 60.0).alias("tokens"),
+            pl.lit(None, pl.Int64).alias("requests"),
+        )
+        warnings = (
+            "per-minute aggregate: tokens = tps x 60 (tps rounded to 0.1 at source); "
+            "no request counts in this file; absent minutes had no requests",
+            f"minute 0 = t0 = {opts.t0.isoformat()}: weekdays are relative",
+        )
+        return Parsed("demand_series", Minute.NAME, out, display, 60.0, warnings)
+
+
+class Daily:
+    NAME = "burstgpt_daily"
+    TABLE = "demand_series"
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return header_fields(head) == ["d", "req", "tok"]
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(path, display, {"d": pl.Int64, "req": pl.Int64, "tok": pl.Float64})
+        check_nonnegative(frame, ["d", "req", "tok"], display)
+        _check_range(frame, "d", 10 * 365, display, f"days {_TEN_YEARS}")
+        frame = frame.with_columns(
+            pl.from_epoch(
+                pl.col("d") * int(timedelta(days=1).total_seconds() * 1e6) + _t0_us(opts), "us"
+            ).alias("ts")
+        )
+        check_monotone(frame, display, 0.0, "d")
+        out = frame.select(
+            "ts",
+            pl.lit(86400, pl.Int32).alias("bin_s"),
+            pl.col("tok").alias("tokens"),
+            pl.col("req").alias("requests"),
+        )
+        return Parsed(
+            "demand_series", Daily.NAME, out, display, 86400.0,
+            (f"day 0 = t0 = {opts.t0.isoformat()}: weekdays are relative",),
+        )

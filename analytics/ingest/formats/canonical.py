@@ -1,0 +1,128 @@
+"""Users' own files already in a canonical schema (CSV, CSV.gz or Parquet).
+
+Name the columns as in the store (``analytics.ingest.formats._common.CANONICAL``); the table is chosen
+by which required set is present:
+
+================  =========================================  ===================================
+table             required columns                           optional columns
+================  =========================================  ===================================
+requests          ts, prompt_tokens, completion_tokens       model, failed, session_id, latency_s
+demand_series     ts, bin_s, tokens                          requests
+carbon_intensity  site, ts, gco2_per_kwh                     basis (avg / LCA / direct)
+weather           site, ts, temp_c                           rh_pct
+prices            site, ts, usd_per_mwh
+================  =========================================  ===================================
+
+``ts`` is ISO 8601 text (``2024-05-10 12:00:00``, optional fraction and ``+hh:mm`` / ``Z``
+offset; without an offset it is read as UTC) or, in Parquet, a timestamp column.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analytics.ingest.formats._common import (
+    CANONICAL,
+    REQUIRED,
+    ROW,
+    FormatError,
+    Parsed,
+    check_monotone,
+    check_nonnegative,
+    header_fields,
+    is_parquet,
+    parse_timestamps,
+    read_csv_checked,
+    read_head,
+)
+
+NAME = "canonical"
+TABLE = "any"
+
+
+def _table_for(fields: list[str]) -> str | None:
+    for table, req in REQUIRED.items():
+        if all(c in fields for c in req):
+            return table
+    return None
+
+
+def detect(name: str, head: str) -> bool:
+    return head == "PAR1" or _table_for(header_fields(head)) is not None
+
+
+def _ts_text(frame: pl.DataFrame, display: str) -> pl.DataFrame:
+    col = frame["ts"]
+    if col.dtype == pl.String:
+        norm = col.str.strip_chars().str.replace("T", " ", literal=True)
+        norm = norm.str.replace(r"Z$", "+00:00")
+        with_offset = norm.str.contains(r"[+-]\d\d:?\d\d$")
+        if with_offset.any():  # values without an offset are UTC
+            norm = pl.when(with_offset).then(norm).otherwise(norm + "+00:00")
+            norm = frame.select(norm.alias("ts"))["ts"]
+            fmt = "%Y-%m-%d %H:%M:%S%.f%z"
+        else:
+            fmt = "%Y-%m-%d %H:%M:%S%.f"
+        return parse_timestamps(frame.with_columns(norm.alias("ts")), "ts", display, fmt)
+    if isinstance(col.dtype, pl.Datetime):
+        if col.dtype.time_zone is not None:
+            col = col.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+        return frame.with_columns(col.cast(pl.Datetime("us")).alias("ts"))
+    raise FormatError(display, 1, "ts", f"ts column has type {col.dtype}, expected timestamps")
+
+
+def parse(path, display, opts) -> Parsed:
+    if is_parquet(path):
+        try:
+            frame = pl.read_parquet(path).with_row_index(ROW)
+        except Exception as exc:  # noqa: BLE001
+            raise FormatError(display, 1, 1, f"unreadable Parquet: {exc}") from exc
+        table = _table_for(frame.columns)
+        if table is None:
+            raise FormatError(display, 1, 1, f"no canonical column set in {frame.columns}")
+        header_line = 0  # Parquet has no text lines: 'line' is the 1-based row number
+    else:
+        table = _table_for(header_fields(read_head(path, display)))
+        if table is None:
+            raise FormatError(display, 1, 1, "header has no canonical column set")
+        spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]}
+        opt = {c: (pl.String if t == pl.Boolean else t) for c, t in CANONICAL[table].items()
+               if c not in spec}
+        frame = read_csv_checked(path, display, spec, optional=opt)
+        if "failed" in frame.columns:
+            low = frame["failed"].str.to_lowercase()
+            ok = low.is_in(["true", "false", "1", "0"]) | low.is_null()
+            if not ok.all():
+                idx = int((~ok).arg_true()[0])
+                raise FormatError(display, 2 + int(frame[ROW][idx]), "failed",
+                                  f"{frame['failed'][idx]!r} is not true/false/1/0")
+            frame = frame.with_columns(low.is_in(["true", "1"]).alias("failed"))
+        header_line = 1
+    for c in REQUIRED[table]:
+        nulls = frame[c].is_null()
+        if nulls.any():
+            raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
+                              c, "empty value")
+    frame = _ts_text(frame, display)
+    numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
+                           "gco2_per_kwh", "latency_s") if c in frame.columns]
+    check_nonnegative(frame, numeric, display, header_line=header_line)
+    if table == "requests":
+        check_monotone(frame, display, opts.max_backstep_s, "ts", header_line=header_line)
+    cols = []
+    for c, dtype in CANONICAL[table].items():
+        if c in frame.columns:
+            cols.append(pl.col(c).cast(dtype))
+        elif c == "failed":
+            cols.append(pl.lit(False).alias(c))
+        elif c == "basis":
+            cols.append(pl.lit("avg").alias(c))
+        else:
+            cols.append(pl.lit(None, dtype).alias(c))
+    out = frame.select(cols)
+    resolution = float(out["bin_s"].min()) if table == "demand_series" else (
+        1e-6 if table == "requests" else 3600.0)
+    missing = [c for c in CANONICAL[table] if c not in frame.columns]
+    warnings = (f"canonical {table} file; absent optional columns left empty: {missing}",) \
+        if missing else ()
+    return Parsed(table, NAME, out, display, resolution, warnings)

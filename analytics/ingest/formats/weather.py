@@ -1,0 +1,153 @@
+"""Hourly outside weather -> ``weather`` (temperature °C, relative humidity %).
+
+* EnergyPlus ``.epw(.gz)`` typical-meteorological-year files (SustainDC / dc-rl ``Weather/``;
+  climate.onebuilding.org). 8 header lines, then 8,760 hourly records; field 7 dry-bulb °C,
+  field 9 relative humidity %. Hour ``h`` (1-24) covers local standard time ``h-1 .. h``; the row
+  is stamped at the hour's start and moved to UTC with the time-zone offset of the ``LOCATION``
+  line. A TMY's year field mixes years month by month, so every record is given the year of
+  :class:`analytics.config.ParseOptions` (default 2022, the SustainDC carbon year). EPW missing
+  markers (99.9 °C, 999 %) become empty values. ``site`` = the file name's station part.
+* Green-DCC Open-Meteo ``<zone>_<year>.json(.gz)``: ``hourly.time`` in local time with the file's
+  ``utc_offset_seconds`` (one fixed offset: daylight-saving shifts are not in the file and are
+  not modelled, at most one hour off for part of the year), ``temperature_2m`` °C and
+  ``relative_humidity_2m`` %. ``site`` = the zone from the file name.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from analytics.ingest.formats._common import FormatError, Parsed, file_stem, is_gzip
+
+
+def _text(path):
+    if is_gzip(path):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+class EPW:
+    NAME = "epw_weather"
+    TABLE = "weather"
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return head.startswith("LOCATION,") and "DATA PERIODS" in head
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        ts, temp, rh = [], [], []
+        tz_h = 0.0
+        lineno = 0
+        try:
+            with _text(path) as fh:
+                reader = csv.reader(fh)
+                for row in reader:
+                    lineno = reader.line_num
+                    if lineno == 1:
+                        try:
+                            tz_h = float(row[8])
+                        except (IndexError, ValueError) as exc:
+                            raise FormatError(display, 1, 9, "LOCATION line has no time zone") \
+                                from exc
+                        continue
+                    if lineno <= 8 or not row:
+                        continue
+                    if len(row) < 9:
+                        raise FormatError(display, lineno, len(row) + 1,
+                                          f"record has {len(row)} fields, EPW needs 35")
+                    try:
+                        month, day, hour = int(row[1]), int(row[2]), int(row[3])
+                    except ValueError as exc:
+                        raise FormatError(display, lineno, 2, "month/day/hour not integers") \
+                            from exc
+                    try:
+                        stamp = datetime(opts.year, month, day) + timedelta(hours=hour - 1 - tz_h)
+                    except ValueError as exc:
+                        raise FormatError(display, lineno, 2, f"bad date: {exc}") from exc
+                    vals = []
+                    for idx, missing in ((6, 99.9), (8, 999.0)):
+                        try:
+                            v = float(row[idx])
+                        except ValueError as exc:
+                            raise FormatError(display, lineno, idx + 1,
+                                              f"{row[idx]!r} is not a number") from exc
+                        vals.append(None if v >= missing else v)
+                    ts.append(stamp)
+                    temp.append(vals[0])
+                    rh.append(vals[1])
+        except (OSError, EOFError) as exc:
+            raise FormatError(display, lineno + 1, 1, f"gzip stream is truncated ({exc})") from exc
+        if not ts:
+            raise FormatError(display, 9, 1, "no hourly records after the 8 header lines")
+        site = opts.site or file_stem(display)
+        out = pl.DataFrame(
+            {"site": [site] * len(ts), "ts": ts, "temp_c": temp, "rh_pct": rh},
+            schema={"site": pl.String, "ts": pl.Datetime("us"), "temp_c": pl.Float64,
+                    "rh_pct": pl.Float64},
+        ).sort("ts")
+        return Parsed(
+            "weather", EPW.NAME, out, display, 3600.0,
+            (f"site {site!r}; typical-year records stamped in {opts.year} (UTC offset {tz_h} h)",),
+        )
+
+
+class OpenMeteo:
+    NAME = "openmeteo_weather"
+    TABLE = "weather"
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return head.lstrip().startswith("{") and '"hourly"' in head and '"latitude"' in head
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        try:
+            with _text(path) as fh:
+                doc = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from exc
+        except (OSError, EOFError) as exc:
+            raise FormatError(display, 1, 1, f"gzip stream is truncated ({exc})") from exc
+        hourly = doc.get("hourly") if isinstance(doc, dict) else None
+        if not isinstance(hourly, dict):
+            raise FormatError(display, 1, "hourly", "no 'hourly' object")
+        for key in ("time", "temperature_2m"):
+            if key not in hourly:
+                raise FormatError(display, 1, f"hourly.{key}", f"missing 'hourly.{key}'")
+        n = len(hourly["time"])
+        rh = hourly.get("relative_humidity_2m", [None] * n)
+        for key, arr in (("temperature_2m", hourly["temperature_2m"]),
+                         ("relative_humidity_2m", rh)):
+            if len(arr) != n:
+                raise FormatError(display, 1, f"hourly.{key}",
+                                  f"has {len(arr)} values, hourly.time has {n}")
+        offset_s = int(doc.get("utc_offset_seconds", 0))
+        frame = pl.DataFrame(
+            {"time": hourly["time"], "temp_c": hourly["temperature_2m"], "rh_pct": rh},
+            schema={"time": pl.String, "temp_c": pl.Float64, "rh_pct": pl.Float64},
+            strict=False,
+        )
+        local = frame["time"].str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M", strict=False)
+        if local.is_null().any():
+            idx = int(local.is_null().arg_true()[0])
+            raise FormatError(display, 1, f"hourly.time[{idx}]",
+                              f"{frame['time'][idx]!r} is not YYYY-MM-DDTHH:MM")
+        site = opts.site or file_stem(display).rsplit("_", 1)[0]
+        out = frame.select(
+            pl.lit(site).alias("site"),
+            (local - timedelta(seconds=offset_s)).alias("ts"),
+            "temp_c",
+            "rh_pct",
+        )
+        return Parsed(
+            "weather", OpenMeteo.NAME, out, display, 3600.0,
+            (f"site {site!r}; local times moved to UTC with the file's fixed offset "
+             f"{offset_s / 3600:+.1f} h (daylight saving not modelled)",),
+        )

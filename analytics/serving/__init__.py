@@ -1,0 +1,2 @@
+"""Energy-aware serving what-ifs on shared GPUs (Festina paper).
+"""

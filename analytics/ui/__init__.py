@@ -1,0 +1,2 @@
+"""Streamlit glue: caches over the services, widgets, and charts (DataFrame -> Plotly).
+"""
