@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -96,10 +97,40 @@ class Weights:
     def __post_init__(self):
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {self.target!r}")
+        object.__setattr__(self, "target", DemandTarget(self.target))
 
 
-#: Demand targets a request grid can be built on.
-TARGETS = ("weighted_tokens", "gpu_seconds")
+class DemandTarget(StrEnum):
+    """What one bin of a demand grid counts (the *demand target*; not to be confused with the
+    overbooking ``violation_target`` or a cold-start ``target_trace``).
+
+    ``WEIGHTED_TOKENS``: ``w_prompt * prompt_tokens + w_completion * completion_tokens`` per bin
+    (conformal demand envelopes paper, Sec. 3); ``GPU_SECONDS``: GPU busy seconds per bin, for
+    traces that report execution time and no tokens (Alibaba GenAI LoRA ``exec_time_seconds``).
+    The values are the strings the CLI and the store use.
+
+    >>> DemandTarget("gpu_seconds").label, DemandTarget.WEIGHTED_TOKENS == "weighted_tokens"
+    ('GPU-seconds', True)
+    """
+
+    WEIGHTED_TOKENS = "weighted_tokens"
+    GPU_SECONDS = "gpu_seconds"
+
+    @property
+    def label(self) -> str:
+        """Unit label of one bin, for charts and tables."""
+        return {"weighted_tokens": "weighted tokens", "gpu_seconds": "GPU-seconds"}[self.value]
+
+    @property
+    def description(self) -> str:
+        """One line saying how the target is computed (CLI documents, page captions)."""
+        if self is DemandTarget.GPU_SECONDS:
+            return "GPU-seconds per bin"
+        return "weighted tokens per bin (w_prompt*prompt + w_completion*completion)"
+
+
+#: Demand targets a request grid can be built on (the values of :class:`DemandTarget`).
+TARGETS = tuple(t.value for t in DemandTarget)
 
 
 #: Bin widths offered in the UI, in seconds.

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import numbers
 from typing import Any
 
 _META = "headroom_knob"
@@ -68,15 +69,17 @@ class Knob:
             return ""
         lo = "-inf" if self.lo is None else f"{self.lo:g}"
         hi = "inf" if self.hi is None else f"{self.hi:g}"
-        return f"{'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
+        left = "(" if self.lo_open or self.lo is None else "["
+        right = ")" if self.hi_open or self.hi is None else "]"
+        return f"{left}{lo}, {hi}{right}"
 
     def violates(self, value: Any) -> bool:
         """True when ``value`` (not None) lies outside the bounds or choices."""
         if self.choices is not None:
             return value not in self.choices
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return False
-        if not math.isfinite(value):
+        if not math.isfinite(float(value)):
             return True
         if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
             return True

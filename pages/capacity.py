@@ -5,14 +5,14 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
-from analytics.ui import cache, charts
+from analytics.ui import cache, charts, widgets
 
 st.title("Capacity")
 
-name, info = cache.chosen_dataset()
+name, info = widgets.chosen_dataset()
 synthetic = bool(info["synthetic"])
-bin_label = cache.intraday_bin(info, "capacity_bin", "capacity plans")
-params = cache.envelope_controls("capacity")
+bin_label = widgets.intraday_bin(info, "capacity_bin", "capacity plans")
+params = widgets.envelope_controls("capacity")
 
 c1, c2, c3, c4 = st.columns(4)
 target = c1.slider("target SLO violation rate", 0.01, 0.30, 0.05, 0.01, key="target_violation",

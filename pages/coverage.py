@@ -1,18 +1,18 @@
 """Coverage: do the demand envelopes cover as often as they promise?"""
 
 import streamlit as st
-from analytics.config import BIN_CHOICES_S
-from analytics.ui import cache, charts
+from analytics.config import BIN_CHOICES_S, DemandTarget
+from analytics.ui import cache, charts, widgets
 
 st.title("Coverage")
 
-name, info = cache.chosen_dataset()
+name, info = widgets.chosen_dataset()
 synthetic = bool(info["synthetic"])
-bin_label = cache.intraday_bin(info, "coverage_bin", "envelopes")
-params = cache.envelope_controls("coverage")
+bin_label = widgets.intraday_bin(info, "coverage_bin", "envelopes")
+params = widgets.envelope_controls("coverage")
 target = cache.targets(name)[0]
 if target != "weighted_tokens":
-    st.caption(f"Target: **{cache.TARGET_LABELS[target]}** per bin (this trace has no tokens).")
+    st.caption(f"Target: **{DemandTarget(target).label}** per bin (this trace has no tokens).")
 try:
     with st.spinner("Fitting point models and conformal intervals ..."):
         env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, target=target)
@@ -27,7 +27,7 @@ st.plotly_chart(charts.coverage_chart(env.interval_metrics, params.alpha, synthe
                 key="coverage_chart")
 table = env.interval_metrics.assign(method=lambda d: d["method"].map(
     lambda m: charts.METHOD_LABELS.get(m, m)))
-unit = cache.TARGET_LABELS[target]
+unit = DemandTarget(target).label
 st.dataframe(table.rename(columns={"mean_width": "mean width", "winkler": "interval score",
                                    "infinite_bins": "infinite intervals"}),
              hide_index=True, column_config={

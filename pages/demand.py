@@ -1,12 +1,12 @@
 """Demand: the complete demand grid of the chosen dataset."""
 
 import streamlit as st
-from analytics.config import BIN_CHOICES_S, bin_choices
-from analytics.ui import cache, charts
+from analytics.config import BIN_CHOICES_S, DemandTarget, bin_choices
+from analytics.ui import cache, charts, widgets
 
 st.title("Demand")
 
-name, info = cache.chosen_dataset()
+name, info = widgets.chosen_dataset()
 
 st.caption(f"Dataset **{name}** - {info['format']}, {int(info['rows']):,} rows, "
            f"{info['ts_min']} to {info['ts_max']} (UTC)")
@@ -19,13 +19,13 @@ res = float(info["resolution_s"] or 0)
 targets = cache.targets(name)
 if len(targets) > 1:
     target = st.radio("Demand target", targets, horizontal=True, key="target",
-                      format_func=lambda t: cache.TARGET_LABELS[t])
+                      format_func=lambda t: DemandTarget(t).label)
 else:
     target = targets[0]
     if target == "gpu_seconds":
         st.caption("This trace has no token counts: the demand target is **GPU-seconds** "
                    "(execution time summed per bin).")
-target_label = cache.TARGET_LABELS[target]
+target_label = DemandTarget(target).label
 span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
 choices = bin_choices(res, span_s, not is_requests)
 c1, c2, c3, c4 = st.columns(4)
@@ -66,7 +66,7 @@ st.plotly_chart(charts.demand_chart(grid, name, bin_label, bool(info["synthetic"
                                    target_label), key="demand_chart")
 
 st.header("Forecast and demand envelope")
-params = cache.envelope_controls("demand")
+params = widgets.envelope_controls("demand")
 try:
     with st.spinner("Fitting point models and conformal intervals ..."):
         env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, w_p, w_c,

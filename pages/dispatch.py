@@ -2,11 +2,11 @@
 
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
-from analytics.ui import cache, charts
+from analytics.ui import cache, charts, widgets
 
 st.title("Dispatch")
 
-name, info = cache.chosen_dataset()
+name, info = widgets.chosen_dataset()
 synthetic = bool(info["synthetic"])
 catalog = cache.site_catalog()
 carbon_sites = sorted(catalog.loc[catalog["tbl"] == "carbon_intensity", "site"].unique())
@@ -16,8 +16,8 @@ if not carbon_sites:
             "or pull e.g. `sustaindc_carbon_ciso`.")
     st.stop()
 
-bin_label = cache.intraday_bin(info, "dispatch_bin", "dispatch plans")
-params = cache.envelope_controls("dispatch")
+bin_label = widgets.intraday_bin(info, "dispatch_bin", "dispatch plans")
+params = widgets.envelope_controls("dispatch")
 default_sites = [s for s in ("CISO", "ERCO", "BPAT", "PJM", "NYIS") if s in carbon_sites]
 sites = st.multiselect("Sites (allowed region set)", carbon_sites,
                        default=default_sites or carbon_sites[:3], key="sites")

@@ -140,7 +140,7 @@ def test_cli_exits_2_with_position(tmp_path):
     bad.write_text(AZ_HEAD + "2023-11-16 18:00:00,1,2\n2023-11-16 18:00:01,1,-7\n")
     db = tmp_path / "cli.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-m", "analytics.cli.main", "--db", str(db), "ingest", str(bad)],
+        [sys.executable, "-m", "analytics.cli", "--db", str(db), "ingest", str(bad)],
         capture_output=True, text=True, cwd=REPO,
     )
     assert proc.returncode == 2
@@ -220,7 +220,7 @@ def test_cli_rejects_nonsense_options(tmp_path):
                  ["grid", "x", "--w-prompt", "-1"], ["dispatch", "x", "--sites", "A",
                                                      "--method", "nope"],
                  ["coldstart", "a", "b", "--k-hours", "0"]):
-        proc = subprocess.run([sys.executable, "-m", "analytics.cli.main", "--db",
+        proc = subprocess.run([sys.executable, "-m", "analytics.cli", "--db",
                                str(tmp_path / "o.duckdb"), *args], capture_output=True,
                               text=True, cwd=REPO)
         assert proc.returncode == 2, args

@@ -10,7 +10,7 @@ from conftest import REPO, shared
 
 
 def _cli(db, *args):
-    proc = subprocess.run([sys.executable, "-m", "analytics.cli.main", "--db", str(db), *args],
+    proc = subprocess.run([sys.executable, "-m", "analytics.cli", "--db", str(db), *args],
                           capture_output=True, text=True, cwd=REPO)
     return proc.returncode, proc.stdout, proc.stderr
 

@@ -82,7 +82,7 @@ def test_paper_split_on_61_days():
 def test_cli_envelope_matches_library(result, tmp_path):
     db = tmp_path / "env.duckdb"
     path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    run = [sys.executable, "-m", "analytics.cli.main", "--db", str(db)]
+    run = [sys.executable, "-m", "analytics.cli", "--db", str(db)]
     subprocess.run([*run, "ingest", str(path)], check=True, capture_output=True, cwd=REPO)
     out = subprocess.run([*run, "envelope", DATASET, "--alpha", "0.1"], capture_output=True,
                          text=True, cwd=REPO)

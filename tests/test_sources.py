@@ -115,13 +115,13 @@ def test_cli_pull_then_ingest(server, tmp_path):
     db = tmp_path / "s.duckdb"
     dest = tmp_path / "raw"
     run = functools.partial(subprocess.run, capture_output=True, text=True, cwd=REPO)
-    out = run([sys.executable, "-m", "analytics.cli.main", "--db", str(db), "pull", "azure2023_conv",
+    out = run([sys.executable, "-m", "analytics.cli", "--db", str(db), "pull", "azure2023_conv",
                "--dest", str(dest), "--url",
                f"{server}/azure_llm/AzureLLMInferenceTrace_conv.csv"])
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["bytes"] == 719188 and doc["verified"] is True
-    out = run([sys.executable, "-m", "analytics.cli.main", "--db", str(db), "ingest", doc["path"]])
+    out = run([sys.executable, "-m", "analytics.cli", "--db", str(db), "ingest", doc["path"]])
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)[0]["rows"] == 19366
 

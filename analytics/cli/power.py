@@ -19,10 +19,12 @@ import math
 import sys
 
 import numpy as np
+from tqdm import tqdm
 
-from analytics import store
-from analytics.cli.main import _unit_interval as _util  # utilisation in (0, 1]
+from analytics.cli.common import log
+from analytics.cli.common import unit_interval as _util  # utilization in (0, 1]
 from analytics.power import sim as powersim
+from analytics.services import open_store, power
 
 
 def _share(text: str) -> float:
@@ -48,7 +50,7 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def add_parser(sub) -> None:
+def add_parsers(sub) -> None:
     """Add the ``powersim`` subcommand to the ``headroom`` parser."""
     p = sub.add_parser("powersim", help="hybrid batch + inference power profiles: coefficient of "
                                         "variation and ramps vs inference share")
@@ -86,6 +88,7 @@ def add_parser(sub) -> None:
                    help="hours from UTC to the job trace's site clock (default: -5 for MIT "
                         "SuperCloud, else 0)")
     p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=run)
 
 
 def _clean(value):
@@ -100,7 +103,7 @@ def _clean(value):
     return value
 
 
-def run(args, db_path) -> dict:
+def run(args, settings) -> dict:
     """Execute ``headroom powersim``; returns the JSON document (NaN -> null).
 
     Raises
@@ -115,32 +118,15 @@ def run(args, db_path) -> dict:
         days=args.days, warmup_days=args.warmup_days, scheduler=args.scheduler,
         checkpoint_min=args.checkpoint_min if args.checkpoint_min > 0 else None,
         capped=args.capped, cap_factor=args.cap_factor, speed=args.speed)
-    rng = np.random.default_rng(args.seed)
-    con = store.connect(db_path)
-    try:
-        sys.stderr.write("fitting the batch arrival model\n")
-        inputs = powersim.load_inputs(con, args.jobs, args.inference, rng, args.clock_offset_h)
-    finally:
-        con.close()
-    result = powersim.run_scenario(inputs, scenario, np.random.default_rng(args.seed))
-    metrics = dict(result.metrics)
-    out = {"cv": metrics.pop("cv"), "ramp_p50": metrics.pop("ramp_p50"), "sweep": [],
-           "scenario": {**scenario.__dict__, "seed": args.seed}, "metrics": metrics}
-    if args.sweep:
-        from tqdm import tqdm
-
-        total = len(args.shares) * len(args.sweep_utilizations) * args.replications
-        bar = tqdm(total=total, file=sys.stderr, desc="sweep", unit="run")
-
-        def progress(done, _total):
-            bar.update(done - bar.n)
-
-        table = powersim.sweep(inputs, scenario, np.random.default_rng(args.seed), args.shares,
-                               args.sweep_utilizations, args.replications, progress)
+    with open_store(settings.db_path) as con:
+        log("fitting the batch arrival model")
+        inputs = power.load_inputs(con, args.jobs, args.inference, args.seed,
+                                   args.clock_offset_h)
+    if not args.sweep:
+        return _clean(power.document(inputs, scenario, args.seed))
+    total = len(args.shares) * len(args.sweep_utilizations) * args.replications
+    with tqdm(total=total, file=sys.stderr, desc="sweep", unit="run") as bar:
+        out = power.document(inputs, scenario, args.seed, args.sweep_utilizations, args.shares,
+                             args.replications, lambda done, _total: bar.update(done - bar.n))
         bar.update(total - bar.n)
-        bar.close()
-        out["sweep"] = table.to_dict("records")
-        out["shape"] = powersim.shape_report(table)
-    out["inputs"] = powersim.describe_inputs(inputs, scenario)
-    out["synthetic"] = inputs.synthetic
     return _clean(out)

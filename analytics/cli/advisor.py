@@ -1,0 +1,76 @@
+"""``headroom advise | advisor-backtest``: the launch advisor (OmniPilot paper)."""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.advisor import decide
+from analytics.cli.common import BadInput, log, positive
+from analytics.services import advisor, open_store
+
+
+def add_parsers(sub) -> None:
+    """Add the advisor subcommands to the ``headroom`` parser."""
+    p = sub.add_parser("advise", help="launch advisor: rank GPU kind x TP x precision arms for a "
+                                      "model (OmniPilot)")
+    p.add_argument("--model", required=True, help="model name")
+    p.add_argument("--params-b", type=positive, required=True, help="parameters, billions")
+    p.add_argument("--active-params-b", type=positive, default=None,
+                   help="active parameters per token (MoE), billions")
+    p.add_argument("--concurrency", type=positive, required=True,
+                   help="concurrent sequences")
+    p.add_argument("--in-len", type=positive, required=True, help="input tokens per request")
+    p.add_argument("--out-len", type=positive, required=True, help="output tokens per request")
+    p.add_argument("--task", default="lm-arena-chat",
+                   help="workload family of the benchmark catalog (lm-arena-chat, gpqa, "
+                        "sourcegraph-fim, argonne-offline, ...)")
+    p.add_argument("--ttft-slo-ms", type=positive, default=None)
+    p.add_argument("--itl-slo-ms", type=positive, default=None)
+    p.add_argument("--value-per-token", type=positive, default=2e-7,
+                   help="USD per served output token (paper default 2e-7)")
+    p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
+                   help="price per GPU-hour for a hardware key, e.g. B200=14.24 (repeatable)")
+    p.add_argument("--top", type=int, default=0, help="print only the best N ranked arms "
+                                                     "(plus abstaining / infeasible counts)")
+    p.set_defaults(run=advise)
+
+    p = sub.add_parser("advisor-backtest", help="leakage-free backtest of the launch advisor "
+                                                "vs five baselines, and interval coverage")
+    p.add_argument("--value-per-token", type=positive, default=2e-7)
+    p.add_argument("--no-record", action="store_true",
+                   help="do not record the fitted model in model_versions")
+    p.set_defaults(run=backtest)
+
+
+def _prices(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        key, _, val = item.partition("=")
+        try:
+            out[key.strip()] = positive(val)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise BadInput(f"--price {item!r}: expected HW=USD_PER_GPU_H, e.g. B200=14.24") \
+                from exc
+    return out
+
+
+def advise(args, settings) -> dict:
+    """Ranked arms for one launch question."""
+    u = advisor.utility(args.value_per_token, _prices(args.price))
+    req = decide.Request(model=args.model, params_b=args.params_b,
+                         active_params_b=args.active_params_b, concurrency=args.concurrency,
+                         in_len=args.in_len, out_len=args.out_len, task=args.task,
+                         ttft_slo_ms=args.ttft_slo_ms, itl_slo_ms=args.itl_slo_ms)
+    with open_store(settings.db_path) as con:
+        log("fitting the cost model on the stored benchmarks")
+        adv = advisor.fit(con)
+    return advisor.advise_document(adv, req, u, args.top)
+
+
+def backtest(args, settings) -> dict:
+    """Top-1 / regret of the advisor and five baselines; coverage; the promotion gate."""
+    with open_store(settings.db_path) as con:
+        log("fitting the cost model on the stored benchmarks")
+        adv = advisor.fit(con)
+        return advisor.backtest_document(con, adv, args.value_per_token,
+                                         record=not args.no_record)

@@ -1,0 +1,72 @@
+"""``headroom ingest | datasets | delete | pull``: the store's datasets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analytics.cli.common import BadInput, log, t0
+from analytics.config import DEFAULT_T0, ParseOptions
+from analytics.ingest.formats import format_names
+from analytics.services import data, open_store
+
+
+def add_parsers(sub) -> None:
+    """Add the data subcommands to the ``headroom`` parser."""
+    p = sub.add_parser("ingest", help="parse files and add them as datasets (one transaction)")
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--format", choices=format_names(), default=None,
+                   help="force a format instead of detecting it")
+    p.add_argument("--name", default=None, help="dataset name (one file only; default: file stem)")
+    p.add_argument("--t0", type=t0, default=DEFAULT_T0,
+                   help="UTC start of relative timestamps (BurstGPT, Mooncake); default "
+                        f"{DEFAULT_T0.isoformat()} - weekdays are then relative")
+    p.add_argument("--site", default=None, help="site for carbon/weather/price files")
+    p.add_argument("--year", type=int, default=2022, help="year given to TMY weather records")
+    p.set_defaults(run=ingest)
+
+    sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
+
+    p = sub.add_parser("delete", help="remove a dataset")
+    p.add_argument("dataset")
+    p.set_defaults(run=delete)
+
+    p = sub.add_parser("pull", help="download an official public dataset")
+    p.add_argument("name", nargs="?", help="one of: " + ", ".join(r["name"] for r in
+                                                                 data.registry()))
+    p.add_argument("--dest", type=Path, default=None, help="folder (default: the data dir)")
+    p.add_argument("--url", default=None, help="download from this address instead (mirror)")
+    p.add_argument("--list", action="store_true", help="list the registry instead")
+    p.set_defaults(run=pull)
+
+
+def ingest(args, settings) -> list[dict]:
+    """Parse every file, then write them in one transaction."""
+    if args.name and len(args.paths) > 1:
+        raise BadInput("--name names one dataset; give one file with it")
+    for path in args.paths:
+        if not path.is_file():
+            raise BadInput(f"{path}: no such file")
+    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year)
+    with open_store(settings.db_path) as con:
+        log(f"parsing {len(args.paths)} file(s)")
+        return data.ingest_paths(con, args.paths, args.format, args.name, opts)
+
+
+def datasets(args, settings) -> list[dict]:
+    """The dataset ledger."""
+    with open_store(settings.db_path) as con:
+        return data.ledger_document(con)
+
+
+def delete(args, settings) -> dict:
+    """Remove one dataset."""
+    with open_store(settings.db_path) as con:
+        return data.delete(con, args.dataset)
+
+
+def pull(args, settings):
+    """Download a registry file (or list the registry)."""
+    if args.list or not args.name:
+        return [{k: r[k] for k in ("name", "url", "licence", "citation", "sha256")}
+                for r in data.registry()]
+    return data.pull(args.name, args.dest or settings.data_dir, args.url)

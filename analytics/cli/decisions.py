@@ -1,0 +1,100 @@
+"""``headroom capacity | dispatch``: decisions on top of the demand envelope."""
+
+from __future__ import annotations
+
+import argparse
+
+from analytics.cli.common import BadInput, add_grid_args, grid_request, open_unit, positive, unit_interval
+from analytics.config import GPU_CATALOG
+from analytics.decisions import capacity
+from analytics.envelope.pipeline import EnvelopeParams
+from analytics.services import decisions, open_store
+
+METHODS = ("direct_quantile", "split", "cqr", "rolling", "aci", "regime")
+
+
+def _utilization_args(p) -> None:
+    p.add_argument("--utilization", type=unit_interval, default=0.8,
+                   help="GPU utilization for power: idle + (TDP - idle) x utilization")
+    p.add_argument("--utilisation", dest="utilization", type=unit_interval,
+                   help=argparse.SUPPRESS)  # the British spelling, kept as a hidden alias
+
+
+def add_parsers(sub) -> None:
+    """Add the decision subcommands to the ``headroom`` parser."""
+    p = sub.add_parser("capacity", help="calibrated overbooking, GPU-hours and GPU mix")
+    add_grid_args(p)
+    p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
+    p.add_argument("--target-violation", dest="violation_target", type=open_unit, default=0.05,
+                   help="tolerated share of bins whose demand exceeds capacity")
+    p.add_argument("--delta", type=open_unit, default=0.1,
+                   help="Learn-then-Test failure probability of the certificate")
+    p.add_argument("--objective", choices=list(capacity.OBJECTIVES[:2]), default="cost",
+                   help="GPU mix objective: cost or power (carbon: use the Capacity page or "
+                        "dispatch)")
+    p.add_argument("--scale", type=positive, default=1.0,
+                   help="traffic multiplier (scenario): a public trace is one tenant's sample")
+    _utilization_args(p)
+    p.add_argument("--available", default="",
+                   help="GPU availability, e.g. H100-80GB=64,A100-40GB=128")
+    p.set_defaults(run=capacity_cmd)
+
+    p = sub.add_parser("dispatch", help="carbon-aware dispatch of the envelope across sites")
+    add_grid_args(p)
+    p.add_argument("--sites", required=True, help="comma-separated carbon sites, e.g. "
+                                                  "CISO,ERCO,BPAT,PJM,NYIS")
+    p.add_argument("--home", default=None, help="baseline home site (default: the first)")
+    p.add_argument("--gpu", default="H100-80GB", help="GPU kind whose energy per unit is used")
+    p.add_argument("--scale", type=positive, default=1.0,
+                   help="traffic multiplier (scenario): a public trace is one tenant's sample")
+    _utilization_args(p)
+    p.add_argument("--max-share", type=unit_interval, default=1.0,
+                   help="most share of an hour per site")
+    p.add_argument("--offset-days", type=int, default=0,
+                   help="shift when aligning site-data years to the trace by day-of-year")
+    p.add_argument("--basis", default=None, help="carbon basis: avg, LCA or direct")
+    p.add_argument("--method", default="rolling", choices=list(METHODS),
+                   help="envelope whose upper bound is served")
+    p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
+    p.add_argument("--carbon", default=None, help=argparse.SUPPRESS)  # accepted, sites name it
+    p.set_defaults(run=dispatch_cmd)
+
+
+def _available(text: str) -> tuple[tuple[str, int], ...]:
+    known = {k.name for k in GPU_CATALOG}
+    out = []
+    for item in filter(None, text.split(",")):
+        name, _, count = item.partition("=")
+        if name.strip() not in known:
+            raise BadInput(f"--available: unknown GPU kind {name.strip()!r}; known: "
+                           f"{sorted(known)}")
+        try:
+            out.append((name.strip(), int(count)))
+        except ValueError as exc:
+            raise BadInput(f"--available {item!r}: the count must be a whole number") from exc
+    return tuple(out)
+
+
+def capacity_cmd(args, settings) -> dict:
+    """Overbooking factor, violations, shortfall, GPU-hours and GPU mix."""
+    req = decisions.CapacityRequest(
+        violation_target=args.violation_target, delta=args.delta, objective=args.objective,
+        available=_available(args.available), utilization=args.utilization, scale=args.scale)
+    with open_store(settings.db_path) as con:
+        return decisions.capacity_document(con, grid_request(args), req,
+                                           EnvelopeParams(alpha=args.alpha))
+
+
+def dispatch_cmd(args, settings) -> dict:
+    """Carbon-aware dispatch vs all-at-home and capacity-proportional baselines."""
+    kinds = {k.name for k in GPU_CATALOG}
+    if args.gpu not in kinds:
+        raise BadInput(f"--gpu {args.gpu!r}: known kinds {sorted(kinds)}")
+    sites = tuple(s.strip() for s in args.sites.split(",") if s.strip())
+    req = decisions.DispatchRequest(
+        sites=sites, gpu=args.gpu, scale=args.scale, utilization=args.utilization,
+        offset_days=args.offset_days, basis=args.basis, home=args.home,
+        max_share=args.max_share, method=args.method)
+    with open_store(settings.db_path) as con:
+        return decisions.dispatch_document(con, grid_request(args), req,
+                                           EnvelopeParams(alpha=args.alpha))

@@ -1,0 +1,73 @@
+"""``headroom grid | envelope | coldstart``: demand grids, envelopes and their coverage."""
+
+from __future__ import annotations
+
+from analytics.cli.common import add_grid_args, grid_request, hours, log, nonneg, open_unit, triple
+from analytics.config import parse_bin
+from analytics.envelope import forecast
+from analytics.envelope.pipeline import EnvelopeParams
+from analytics.services import demand, open_store
+
+
+def add_parsers(sub) -> None:
+    """Add the demand subcommands to the ``headroom`` parser."""
+    p = sub.add_parser("grid", help="complete demand grid summary of a dataset")
+    add_grid_args(p)
+    p.add_argument("--rows", action="store_true", help="include every bin in the output")
+    p.set_defaults(run=grid)
+
+    p = sub.add_parser("envelope", help="point forecasts, conformal intervals and their coverage")
+    add_grid_args(p)
+    p.add_argument("--alpha", type=open_unit, default=0.1,
+                   help="miscoverage (0.1 = 90%% intervals)")
+    p.add_argument("--horizon", type=int, default=1, help="bins ahead")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--split-days", type=triple(int), default=None,
+                   help="fit,calibration,test days (default 42,9,10 when the series is long "
+                        "enough, else --split-frac)")
+    g.add_argument("--split-frac", type=triple(float), default=None,
+                   help="fit,calibration,test fractions (default .69,.15,.16)")
+    p.add_argument("--base-model", default="hgb", choices=list(forecast.LEARNED),
+                   help="point model the residual-based intervals wrap")
+    p.add_argument("--aci-gamma", type=nonneg, default=0.005,
+                   help="ACI step size (Gibbs & Candes 2021 use 0.005)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the learned models and bootstrap")
+    p.set_defaults(run=envelope)
+
+    p = sub.add_parser("coldstart", help="fit on one trace, calibrate on the first k hours of "
+                                         "another, report coverage on the rest")
+    p.add_argument("source")
+    p.add_argument("target_trace", metavar="target")
+    p.add_argument("--bin", default="5min", help="bin width: 1min, 5min, 15min, 1h, 300s")
+    p.add_argument("--k-hours", type=hours, default=(6, 12, 24, 48),
+                   help="calibration lengths in hours, e.g. 6,12,24")
+    p.add_argument("--alpha", type=open_unit, default=0.1, help="interval miscoverage")
+    p.set_defaults(run=coldstart)
+
+
+def grid(args, settings) -> dict:
+    """Summary of the complete grid (and every bin with ``--rows``)."""
+    req = grid_request(args)
+    with open_store(settings.db_path) as con:
+        return demand.grid_document(con, req, rows=args.rows)
+
+
+def envelope(args, settings) -> dict:
+    """Forecasts, the six interval methods and their coverage."""
+    req = grid_request(args)
+    params = EnvelopeParams(alpha=args.alpha, horizon=args.horizon, split_days=args.split_days,
+                            split_frac=args.split_frac, base_model=args.base_model,
+                            aci_gamma=args.aci_gamma, seed=args.seed)
+    with open_store(settings.db_path) as con:
+        log(f"fitting {args.dataset} at {req.bin_s} s bins")
+        return demand.envelope_document(con, req, params)
+
+
+def coldstart(args, settings) -> dict:
+    """Cross-trace cold-start coverage after k hours of target calibration."""
+    bin_s = parse_bin(args.bin)  # ValueError -> exit 2
+    with open_store(settings.db_path) as con:
+        table = demand.cold_start(con, args.source, args.target_trace, bin_s, args.k_hours,
+                                  args.alpha)
+    return {"source": args.source, "target": args.target_trace, "alpha": args.alpha,
+            "rows": table.to_dict("records")}

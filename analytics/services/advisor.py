@@ -1,0 +1,136 @@
+"""Launch-advisor service (OmniPilot paper): fit once per data version, then advise, backtest
+and record provenance. Fitting takes seconds, so callers keep the fitted :class:`Advisor`
+(the page caches it as a resource) and pass it to :func:`advise` / :func:`backtest`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analytics import advisor as advisor_pkg
+from analytics import store
+from analytics.advisor import decide, gate
+from analytics.hardware import catalog as hardware
+
+Advisor = advisor_pkg.Advisor
+
+
+def fit(con) -> Advisor:
+    """Fit the quantile cost model on every ``bench_runs`` row and the launch priors on every
+    ``jobs`` row. Raises ValueError when the store holds too few benchmark rows."""
+    return advisor_pkg.load(con)
+
+
+def utility(value_per_token_usd: float = 2e-7, prices: dict[str, float] | None = None,
+            **terms) -> decide.UtilityParams:
+    """Utility terms (paper Sec. 3.3.1) with list prices overridden by ``prices`` (USD per
+    GPU-hour per hardware key); other keyword terms as :class:`decide.UtilityParams`."""
+    u = decide.UtilityParams(value_per_token_usd=value_per_token_usd, **terms)
+    return decide.with_prices(u, prices or {})
+
+
+def advise(adv: Advisor, req: decide.Request, u: decide.UtilityParams) -> pd.DataFrame:
+    """Scored arms (one row per GPU kind x TP x precision), ranked by expected utility; see
+    :func:`analytics.advisor.decide.advise`."""
+    return decide.advise(adv.cost, req, u, adv.ctx)
+
+
+def _finite(value) -> float | None:
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
+                    top: int = 0) -> dict:
+    """The ``headroom advise`` document: ranked arms first (q10/q50/q90 of throughput, ITL,
+    TTFT, power), then abstaining and infeasible ones; ``top`` > 0 keeps the best N ranked."""
+    scored = advise(adv, req, u)
+
+    def quantiles(row, target):
+        if _finite(row.get(f"{target}_q50")) is None:
+            return None
+        return {k: float(row[f"{target}_{k}"]) for k in ("q10", "q50", "q90")}
+
+    arms = []
+    for _, r in scored.iterrows():
+        rank = _finite(r["rank"])
+        if top and rank is not None and rank > top:
+            continue
+        arms.append({
+            "hardware": r["hardware"], "tp": int(r["tp"]), "precision": r["precision"],
+            "rank": None if rank is None else int(rank), "utility": _finite(r["utility"]),
+            "throughput_tok_s": quantiles(r, "throughput_tok_s"),
+            "itl_ms": quantiles(r, "itl_ms"), "ttft_ms": quantiles(r, "ttft_ms"),
+            "power_w": quantiles(r, "power_w"),
+            "abstain": bool(r["abstain"]), "abstain_axis": r["abstain_axis"] or None,
+            "feasible": bool(r["feasible"]), "why_infeasible": r["why_infeasible"] or None,
+            "priced": bool(r["priced"]), "fallback": bool(r["fallback"]),
+            "occupancy": _finite(r["occupancy"]),
+            "p_launch": float(r["p_launch"]), "p_slo": float(r["p_slo"]),
+        })
+    if top:
+        arms = [a for a in arms if a["rank"] is not None or a["fallback"]]
+    ranked = scored["rank"].notna()
+    return {"model": req.model, "params_b": req.params_b, "arms": arms,
+            "ranked": int(ranked.sum()), "abstained": int(scored["abstain"].sum()),
+            "infeasible": int((~scored["feasible"]).sum()),
+            "all_abstain": bool(scored["abstain"].all()),
+            "cost_model_rows": adv.cost.rows, "job_history_rows": adv.jobs_rows}
+
+
+def backtest(adv: Advisor, value_per_token_usd: float = 2e-7) -> dict:
+    """Leakage-free backtest (top-1, regret) of the advisor and five baselines
+    (:func:`analytics.advisor.decide.backtest`)."""
+    return decide.backtest(adv.cost, decide.UtilityParams(value_per_token_usd=value_per_token_usd),
+                           adv.ctx)
+
+
+def backtest_document(con, adv: Advisor, value_per_token_usd: float = 2e-7,
+                      record: bool = True) -> dict:
+    """The ``headroom advisor-backtest`` document; ``record`` gates and records the model in
+    ``model_versions``."""
+    bt = backtest(adv, value_per_token_usd)
+    thr = adv.cost.metrics["throughput_tok_s"]
+    out = {"cells": bt["cells"], "arms": bt.get("arms", 0), "policies": bt["policies"],
+           "coverage": {k: thr["coverage"][k] for k in ("held_out_cell", "random_fold", "raw",
+                                                         "nominal")},
+           "targets": adv.cost.metrics}
+    if record:
+        out["model_version"] = gate.record(con, adv.cost)
+    return out
+
+
+def record_model_version(con, adv: Advisor) -> dict:
+    """Gate the fitted model against the incumbent and record it (version, promoted, reason)."""
+    return gate.record(con, adv.cost)
+
+
+def model_versions(con) -> pd.DataFrame:
+    """Advisor model versions (provenance), newest first."""
+    return gate.versions(con)
+
+
+def bench_catalog(con) -> pd.DataFrame:
+    """Benchmarked models: ``model, params_b, active_params_b, tasks, rows`` (one row each)."""
+    b = store.bench_runs(con)
+    if b.empty:
+        return pd.DataFrame(columns=["model", "params_b", "active_params_b", "tasks", "rows"])
+    return (b.groupby("model", as_index=False)
+            .agg(params_b=("params_b", "first"), active_params_b=("active_params_b", "first"),
+                 tasks=("task", lambda t: ", ".join(sorted(set(t.dropna())))),
+                 rows=("source", "size")))
+
+
+def hardware_specs() -> pd.DataFrame:
+    """The accelerator spec table with its sources, one row per hardware key."""
+    return pd.DataFrame([{"hardware": s.key, "vendor": s.vendor, "memory_gb": s.memory_gb,
+                          "mem_bw_gbs": s.mem_bw_gbs, "bf16_tflops_dense": s.bf16_tflops,
+                          "fp8_tflops_dense": s.fp8_tflops, "tdp_w": s.tdp_w,
+                          "source": "; ".join(v for _, v in s.sources)}
+                         for s in hardware.SPECS.values()])
+
+
+def default_prices() -> dict[str, float]:
+    """USD per GPU-hour where a public list price is sourced."""
+    return decide.default_prices()

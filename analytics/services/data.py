@@ -1,0 +1,138 @@
+"""Data service: the dataset ledger, ingest (one path for uploads, the CLI and the first-run
+bootstrap), pull from the official sources, delete and export."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from analytics import store
+from analytics.config import ParseOptions
+from analytics.ingest import files as ingest
+from analytics.ingest import sources
+from analytics.ingest.formats import FormatError
+from analytics.ingest.formats._common import file_stem
+
+#: Dataset kinds that hold LLM demand (the sidebar's dataset picker).
+DEMAND_KINDS = ("requests", "demand_series")
+
+
+def ledger(con) -> pd.DataFrame:
+    """The ``datasets`` ledger, one row per dataset (name, kind, format, rows, ts_min, ts_max,
+    resolution_s, synthetic, ...)."""
+    return store.list_datasets(con)
+
+
+def ledger_document(con) -> list[dict]:
+    """The ``headroom datasets`` document (times ISO 8601 UTC, null when unknown)."""
+    def iso(ts) -> str | None:
+        return None if ts is None or str(ts) in ("NaT", "None") else ts.isoformat()
+
+    return [{"name": r.name, "kind": r.kind, "format": r.format, "rows": int(r.rows),
+             "ts_min": iso(r.ts_min), "ts_max": iso(r.ts_max), "synthetic": bool(r.synthetic)}
+            for r in ledger(con).itertuples()]
+
+
+def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str | None = None,
+                 opts: ParseOptions | None = None) -> list[dict]:
+    """Parse every file fully, then write all of them in one transaction.
+
+    Returns ``[{"file", "dataset", "format", "rows", "status"}]`` (status ``ingested`` or
+    ``duplicate``). Raises ValueError (a missing file; ``name`` with several files),
+    ``FormatError`` (file, line, column; nothing written), ``store.NameTaken``.
+    """
+    paths = list(paths)
+    if name and len(paths) > 1:
+        raise ValueError("--name names one dataset; give one file with it")
+    for path in paths:
+        if not Path(path).is_file():
+            raise ValueError(f"{path}: no such file")
+    files = [ingest.FileIn(Path(p), str(p), name) for p in paths]
+    results = store.ingest(con, ingest.parse_all(files, fmt, opts))
+    for r in results:
+        r["file"] = str(r["file"])
+    return results
+
+
+def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int) -> list[dict]:
+    """Ingest browser uploads (file-like objects with ``name``), one transaction per file.
+
+    Never raises for bad input: each upload is streamed to a temporary file (no second copy in
+    memory), parsed and written; returns one dict per file with ``status`` ``ingested`` /
+    ``duplicate`` / ``rejected`` and, for rejections, ``error`` (file, line, column, reason).
+    """
+    results = []
+    for up in uploads:
+        suffix = "".join(Path(up.name).suffixes[-2:])
+        with tempfile.NamedTemporaryFile(suffix=suffix) as tmp:
+            up.seek(0)
+            shutil.copyfileobj(up, tmp, 1 << 20)
+            tmp.flush()
+            try:
+                results.extend(ingest.ingest_files(
+                    con, [ingest.FileIn(Path(tmp.name), up.name)], opts=opts,
+                    max_bytes=max_bytes))
+            except FormatError as exc:
+                results.append({"file": up.name, "status": "rejected", "error": str(exc),
+                                "dataset": None, "rows": 0, "format": None})
+            except (store.NameTaken, store.StoreError) as exc:
+                results.append({"file": up.name, "status": "rejected", "error": str(exc),
+                                "dataset": file_stem(up.name), "rows": 0, "format": None})
+    return results
+
+
+def delete(con, name: str) -> dict:
+    """Remove a dataset and its rows (one transaction). Raises ``store.UnknownDataset``."""
+    store.delete_dataset(con, name)
+    return {"deleted": name}
+
+
+def export(con, name: str, fmt: str) -> bytes:
+    """All rows of a dataset as ``csv`` or ``parquet`` bytes."""
+    df = store.dataset_rows(con, name)
+    return df.to_parquet(index=False) if fmt == "parquet" else df.to_csv(index=False).encode()
+
+
+def registry() -> list[dict]:
+    """The official public datasets ``headroom pull`` knows (name, url, licence, citation,
+    sha256 or how it is checked)."""
+    return [{"name": s.name, "file": s.filename, "url": s.url, "licence": s.licence,
+             "citation": s.citation, "sha256": s.sha256,
+             "checksum": "sha256 pinned" if s.sha256 else "hashed on download"}
+            for s in sources.REGISTRY.values()]
+
+
+def pull(name: str, dest: Path, url: str | None = None, progress: bool = True,
+         on_progress: Callable[[int, int | None], None] | None = None) -> dict:
+    """Download a registry file into ``dest`` (resumable, checksum checked):
+    ``{"name", "path", "sha256", "bytes"}``. Raises ``sources.PullError``."""
+    return sources.pull(name, dest, url, progress=progress, on_progress=on_progress)
+
+
+def pull_and_ingest(con, name: str, dest: Path,
+                    on_progress: Callable[[int, int | None], None] | None = None) -> list[dict]:
+    """Pull a registry file, then ingest it. Raises ``PullError``, ``FormatError``."""
+    got = pull(name, dest, progress=False, on_progress=on_progress)
+    path = Path(got["path"])
+    return ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+
+
+def recognised_files(folder: Path) -> list[str]:
+    """Files under ``folder`` that some format recognises (the first-run bootstrap's list)."""
+    return [str(p) for p in ingest.recognised_files(folder)]
+
+
+def bootstrap(con, folder: Path, on_file: Callable[[int, int, str], None] | None = None
+              ) -> list[dict]:
+    """First run: ingest every recognised file under ``folder``, one transaction per file; a
+    bad file is reported as rejected and does not stop the others."""
+    return ingest.bootstrap(con, folder, on_file=on_file)
+
+
+def add_synthetic_demo(con) -> list[dict]:
+    """Add the labelled synthetic request trace (offline demo)."""
+    return ingest.ingest_synthetic(con)

@@ -1,0 +1,127 @@
+"""Demand service: which target a dataset supports, its complete grid, envelopes, cold start.
+
+This is the ONE place that resolves a dataset's demand target (tokens when the trace has token
+counts, GPU-seconds when it only reports execution time) for the CLI, the pages and the power
+simulation alike (conformal demand envelopes paper, Sec. 3: the 5-minute weighted-token target).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analytics import store
+from analytics.config import DemandTarget, Weights, parse_bin
+from analytics.envelope import grid as grids
+from analytics.envelope import pipeline
+
+#: One default for every front end (the CLI and the pages used to differ in the bootstrap count).
+DEFAULT_ENVELOPE = pipeline.EnvelopeParams()
+
+
+@dataclass(frozen=True)
+class GridRequest:
+    """Which grid to build.
+
+    Attributes
+    ----------
+    dataset : dataset name in the store (``requests`` or ``demand_series`` kind)
+    bin_s : bin width, seconds (> 0)
+    w_prompt, w_completion : token weights of the target (ignored for pre-binned series and for
+        the GPU-seconds target)
+    include_failed : count failed requests (BurstGPT ``Response tokens = 0``)
+    target : demand target; ``None`` picks the dataset's default (:func:`resolve_target`)
+    """
+
+    dataset: str
+    bin_s: int = 300
+    w_prompt: float = 1.0
+    w_completion: float = 1.0
+    include_failed: bool = True
+    target: DemandTarget | None = None
+
+    @classmethod
+    def of(cls, dataset: str, bin: str | int = "5min", **kwargs) -> GridRequest:
+        """Build from a bin spec such as ``"5min"`` (ValueError when not understood)."""
+        target = kwargs.pop("target", None)
+        return cls(dataset, parse_bin(bin), target=None if target is None else
+                   DemandTarget(target), **kwargs)
+
+
+def supported_targets(con, dataset: str) -> list[DemandTarget]:
+    """Demand targets a dataset supports, its default first (tokens, then GPU-seconds).
+
+    Pre-binned series carry tokens only. Raises ``store.UnknownDataset``.
+    """
+    info = store.dataset(con, dataset)
+    if info["kind"] != "requests":
+        return [DemandTarget.WEIGHTED_TOKENS]
+    has = store.request_fields(con, int(info["dataset_id"]))
+    return [t for t, ok in ((DemandTarget.WEIGHTED_TOKENS, has["tokens"]),
+                            (DemandTarget.GPU_SECONDS, has["gpu_s"])) if ok]
+
+
+def resolve_target(con, dataset: str, asked: DemandTarget | str | None = None) -> DemandTarget:
+    """The demand target to use: ``asked`` if given, else the dataset's default.
+
+    A request trace without token counts (Alibaba GenAI LoRA) defaults to GPU-seconds; every
+    other dataset to weighted tokens. An ``asked`` target the data cannot give is refused later
+    by the grid with a message saying which target to use.
+    """
+    if asked is not None:
+        return DemandTarget(asked)
+    found = supported_targets(con, dataset)
+    return found[0] if found else DemandTarget.WEIGHTED_TOKENS
+
+
+def grid(con, req: GridRequest) -> pd.DataFrame:
+    """Complete, zero-filled demand grid (see :func:`analytics.envelope.grid.demand_grid`).
+
+    Returns a frame of shape (n_bins, k) with ``ts`` (UTC bin start) and ``target`` (demand per
+    bin in the resolved target's unit). Raises ``grid.GridError``, ``store.UnknownDataset``.
+    """
+    target = resolve_target(con, req.dataset, req.target)
+    weights = Weights(req.w_prompt, req.w_completion, include_failed=req.include_failed,
+                      target=target)
+    return grids.demand_grid(con, req.dataset, req.bin_s, weights)
+
+
+def grid_document(con, req: GridRequest, rows: bool = False) -> dict:
+    """The ``headroom grid`` document: bins, start, end, mean target, zero bins, the target
+    used and (``rows``) every bin."""
+    g = grid(con, req)
+    target = resolve_target(con, req.dataset, req.target)
+    out = grids.grid_summary(g)
+    out["bin_s"] = req.bin_s
+    out["target"] = target.description
+    if rows:
+        frame = g.copy()
+        frame["ts"] = frame["ts"].map(lambda t: t.isoformat())
+        out["rows"] = json.loads(frame.to_json(orient="records"))
+    return out
+
+
+def envelope(con, req: GridRequest, params: pipeline.EnvelopeParams = DEFAULT_ENVELOPE
+             ) -> pipeline.EnvelopeResult:
+    """Point forecasts, the six interval methods and their coverage on a dataset's grid
+    (:func:`analytics.envelope.pipeline.run_envelope`). Raises ValueError (series too short
+    for the split), ``GridError``, ``store.UnknownDataset``."""
+    return pipeline.run_envelope(grid(con, req), req.bin_s, params)
+
+
+def envelope_document(con, req: GridRequest,
+                      params: pipeline.EnvelopeParams = DEFAULT_ENVELOPE) -> dict:
+    """The ``headroom envelope`` document (strict JSON values; see the CLI contract)."""
+    out = pipeline.to_json(envelope(con, req, params))
+    return {"dataset": req.dataset, "bin_s": req.bin_s, **out}
+
+
+def cold_start(con, source: str, target_trace: str, bin_s: int, k_hours: tuple[int, ...],
+               alpha: float = 0.1) -> pd.DataFrame:
+    """Fit on ``source``, calibrate on the first k hours of ``target_trace``, measure coverage
+    on the rest (:func:`analytics.envelope.pipeline.cold_start`); each trace on its own default
+    demand target. Returns one row per (method, k)."""
+    grids_ = [grid(con, GridRequest(name, bin_s)) for name in (source, target_trace)]
+    return pipeline.cold_start(*grids_, bin_s, k_hours, pipeline.EnvelopeParams(alpha=alpha))

@@ -1,0 +1,105 @@
+"""Power service (hybrid power paper): read a job trace and an inference trace from the store,
+fit the simulation inputs, run one scenario or the inference-share sweep.
+
+The inference trace's demand target is resolved by :func:`analytics.services.demand.
+resolve_target` (tokens, or GPU-seconds for traces without tokens), like every other analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from analytics import store
+from analytics.power import sim as power
+from analytics.services import demand
+
+#: Inference shares of the sweep (0, 0.1, ..., 1).
+SWEEP_SHARES = tuple(round(x / 10, 1) for x in range(11))
+
+
+def candidates(con) -> tuple[list[str], list[str]]:
+    """Job datasets (most rows first) and demand datasets at 1-minute resolution or finer
+    (inference inputs, longest span first)."""
+    return power.candidate_datasets(store.list_datasets(con))
+
+
+def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: int = 0,
+                clock_offset_h: float | None = None):
+    """Read a job trace and an inference trace and fit :class:`~analytics.power.sim.PowerInputs`.
+
+    Parameters
+    ----------
+    jobs_name : a ``jobs`` dataset (``None``: the one with the most rows)
+    inference_name : a demand dataset at 1-minute resolution or finer, ``"synthetic"`` for the
+        labelled synthetic envelope, or ``None`` for the longest one (synthetic when none)
+    seed : seed of the arrival-model fit
+    clock_offset_h : hours from UTC to the job trace's site clock (``None``: from its format)
+
+    Raises
+    ------
+    ValueError
+        No job trace (the message says how to add one), a dataset of the wrong kind, or fewer
+        than 10 GPU jobs. ``store.UnknownDataset`` for an unknown name.
+    """
+    jobs_all, demand_all = candidates(con)
+    jobs_name = jobs_name or (jobs_all[0] if jobs_all else None)
+    if jobs_name is None:
+        raise ValueError(power.NO_JOBS_HINT)
+    info = store.dataset(con, jobs_name)
+    if info["kind"] != "jobs":
+        raise ValueError(f"{jobs_name} holds {info['kind']} rows, not jobs; {power.NO_JOBS_HINT}")
+    jobs = store.gpu_jobs(con, jobs_name)
+    if len(jobs) < 10:
+        raise ValueError(f"{jobs_name}: only {len(jobs)} GPU jobs with start and end times; "
+                         "the arrival model needs at least 10")
+    if clock_offset_h is None:
+        clock_offset_h = power.clock_offset_for(info["format"])
+    if inference_name is None:
+        inference_name = demand_all[0] if demand_all else None
+    grid = None
+    if inference_name not in (None, "synthetic"):
+        grid = demand.grid(con, demand.GridRequest(inference_name, 60))
+    return power.prepare_inputs(jobs, grid, np.random.default_rng(seed), jobs_name,
+                                inference_name, clock_offset_h, store.reference_cdfs(con))
+
+
+def run(inputs, scenario, seed: int = 0) -> dict:
+    """One scenario: ``frame`` (per minute), ``metrics`` (CV, ramps), ``daily`` profile,
+    ``inputs`` (provenance) and ``synthetic``."""
+    res = power.run_scenario(inputs, scenario, np.random.default_rng(seed))
+    return {"frame": res.frame, "metrics": res.metrics, "daily": power.daily_profile(res.frame),
+            "inputs": power.describe_inputs(inputs, scenario), "synthetic": inputs.synthetic}
+
+
+def sweep(inputs, base, utilizations: tuple[float, ...], replications: int = 2, seed: int = 0,
+          shares: tuple[float, ...] = SWEEP_SHARES,
+          progress: Callable[[int, int], None] | None = None) -> tuple[pd.DataFrame, dict]:
+    """Inference-share sweep at each utilization: (table, shape report). The base scenario's
+    share and utilization are ignored (normalised to 0.5 so a cache keyed on it is reused)."""
+    base = replace(base, inference_share=0.5, utilization=0.5)
+    table = power.sweep(inputs, base, np.random.default_rng(seed), shares, utilizations,
+                        replications, progress)
+    return table, power.shape_report(table)
+
+
+def document(inputs, scenario, seed: int = 0, sweep_utilizations: tuple[float, ...] = (),
+             shares: tuple[float, ...] = SWEEP_SHARES, replications: int = 2,
+             progress: Callable[[int, int], None] | None = None) -> dict:
+    """The ``headroom powersim`` document (one scenario, plus the sweep when
+    ``sweep_utilizations`` is given)."""
+    result = power.run_scenario(inputs, scenario, np.random.default_rng(seed))
+    metrics = dict(result.metrics)
+    out = {"cv": metrics.pop("cv"), "ramp_p50": metrics.pop("ramp_p50"), "sweep": [],
+           "scenario": {**scenario.__dict__, "seed": seed}, "metrics": metrics}
+    if sweep_utilizations:
+        table = power.sweep(inputs, scenario, np.random.default_rng(seed), shares,
+                            sweep_utilizations, replications, progress)
+        out["sweep"] = table.to_dict("records")
+        out["shape"] = power.shape_report(table)
+    out["inputs"] = power.describe_inputs(inputs, scenario)
+    out["synthetic"] = inputs.synthetic
+    return out

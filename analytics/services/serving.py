@@ -1,0 +1,147 @@
+"""Serving service (Festina paper): the ONE pipeline from a stored request trace and the stored
+benchmarks to a comparison of serving policies, used by ``headroom serve-energy`` and the
+Serving page alike.
+
+trace rows (store) -> :func:`analytics.serving.engine.trace_arrays` -> profiles from
+``bench_runs`` (optionally replaced by a measured profile CSV) -> simulate every policy ->
+table / timeseries / CDFs / JSON.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analytics import store
+from analytics.serving import engine as serving
+from analytics.serving import profiles as serving_profiles
+
+#: Every policy, in the order the comparison shows them: the baselines, the ablation, Festina.
+ALL_POLICIES = ("max_clock", "static_dvfs", "stage1", "stage2", "stage3", "stage4", "festina")
+
+
+def inputs(con) -> dict:
+    """What the Serving what-if can run on: ``traces`` (request datasets with prompt and
+    completion tokens), ``gpus`` (GPU kinds with usable bench profiles), ``why`` (when none)
+    and ``synthetic`` (trace -> bool)."""
+    ledger = store.list_datasets(con)
+    traces = []
+    for _, row in ledger[ledger["kind"] == "requests"].iterrows():
+        has = store.request_fields(con, int(row["dataset_id"]))
+        if has["tokens"] and has["completion_tokens"]:
+            traces.append(row["name"])
+    bench = store.bench_runs(con)
+    gpus, why = [], ""
+    try:
+        gpus = serving_profiles.available_gpus(bench)
+        if gpus:
+            serving_profiles.prefill_reference(bench, gpus[0])
+    except ValueError as exc:
+        gpus, why = [], str(exc)
+    synthetic = dict(zip(ledger["name"], ledger["synthetic"], strict=True))
+    return {"traces": traces, "gpus": gpus, "why": why,
+            "synthetic": {t: bool(synthetic[t]) for t in traces}}
+
+
+def profiles(con, gpu: str, measured: bytes | None = None, measured_name: str = "uploaded profile",
+             bench_datasets: tuple[str, ...] | None = None) -> list:
+    """Serving profiles of every benchmarked model on ``gpu``: from ``bench_runs`` (all bench
+    datasets, or only ``bench_datasets``), with a measured profile CSV (bytes) replacing the
+    DVFS model where given. Raises ValueError (no profile, bad CSV naming line and column)."""
+    bench = store.bench_runs(con)
+    if bench_datasets:
+        missing = sorted(set(bench_datasets) - set(bench["dataset"]))
+        if missing:
+            raise ValueError(f"--bench {missing[0]!r}: no bench dataset of that name")
+        bench = bench[bench["dataset"].isin(bench_datasets)]
+    profs = serving_profiles.profiles_from_bench(bench, gpu)
+    if measured:
+        profs = serving_profiles.apply_measured(
+            profs, serving_profiles.parse_measured_profiles(measured, measured_name))
+    return profs
+
+
+def trace(con, name: str, window_s: float | None = None) -> pd.DataFrame:
+    """A stored request trace as simulator arrivals (first ``window_s`` seconds, or all).
+    Raises ValueError when the dataset is not a request trace."""
+    info = store.dataset(con, name)
+    if info["kind"] != "requests":
+        raise ValueError(f"{name!r} is a {info['kind']} dataset; serve-energy needs a request "
+                         "trace (e.g. AzureLLMInferenceTrace_conv)")
+    return serving.trace_arrays(store.dataset_rows(con, name), window_s)
+
+
+def compare(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICIES,
+            measured: bytes | None = None, measured_name: str = "uploaded profile",
+            bench_datasets: tuple[str, ...] | None = None):
+    """Simulate ``policies`` on a stored trace; returns the :class:`~analytics.serving.engine.
+    Comparison` (per-policy energy_kwh, TTFT/TBT attainment, results, notes).
+
+    Raises ValueError for an unknown policy, a bad parameter or no usable profile.
+    """
+    unknown = [p for p in policies if p not in ALL_POLICIES]
+    if unknown:
+        raise ValueError(f"policy {unknown[0]!r}: choose all or one of {', '.join(ALL_POLICIES)}")
+    serving.check_params(params)
+    profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
+    return serving.simulate(trace(con, trace_name, params.window_s), profs, params, policies)
+
+
+def run_views(con, trace_name: str, params, measured: bytes | None = None) -> dict:
+    """Every policy plus what the Serving page draws: ``table``, per-minute ``timeseries``,
+    Festina's TTFT / TBT latency CDFs per model (``cdf``, ``cdf_tbt``), ``notes``, ``json``
+    (the CLI document) and the bench ``profiles`` used."""
+    comp = compare(con, trace_name, params, ALL_POLICIES, measured)
+    tr = trace(con, trace_name, params.window_s)
+    ts = pd.concat([serving.timeseries(r, tr).assign(policy=k)
+                    for k, r in comp.results.items()], ignore_index=True)
+    cdfs = {}
+    for metric in ("ttft_ms", "tbt_ms"):
+        cdf = serving.latency_cdf(comp.results["festina"], metric)
+        cdf["model"] = [f"m{j:02d} {comp.slots[j].model.split('/')[-1]}" for j in cdf["model"]]
+        cdfs[metric] = cdf
+    return {"table": comp.table(), "timeseries": ts, "cdf": cdfs["ttft_ms"],
+            "cdf_tbt": cdfs["tbt_ms"], "notes": comp.notes, "json": serving.to_json(comp),
+            "profiles": sorted({(p.model, p.rows) for p in comp.slots})}
+
+
+def sensitivity(con, trace_name: str, params, measured: bytes | None = None,
+                measured_name: str = "uploaded profile",
+                bench_datasets: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Festina vs max-clock over the DVFS exponent x static power grid
+    (:func:`analytics.serving.engine.sensitivity`)."""
+    serving.check_params(params)
+    profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
+    return serving.sensitivity(trace(con, trace_name, params.window_s), profs, params)
+
+
+def document(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICIES,
+             measured: bytes | None = None, measured_name: str = "uploaded profile",
+             bench_datasets: tuple[str, ...] | None = None, with_sensitivity: bool = False,
+             on_stage=None) -> dict:
+    """The ``headroom serve-energy`` document; ``on_stage(text)`` reports progress."""
+    if on_stage:
+        on_stage(f"serve-energy: {len(policies)} policies ...")
+    comp = compare(con, trace_name, params, policies, measured, measured_name, bench_datasets)
+    out = serving.to_json(comp)
+    if with_sensitivity:
+        if on_stage:
+            on_stage("serve-energy: sensitivity sweep (12 x 2 runs) ...")
+        sens = sensitivity(con, trace_name, params, measured, measured_name, bench_datasets)
+        out["sensitivity"] = [{k: (round(v, 6) if isinstance(v, float) else v)
+                               for k, v in r.items()} for r in sens.to_dict("records")]
+    return out
+
+
+def curves(con, gpu: str, gamma: float | None = None, batch: int = 32,
+           measured: bytes | None = None, static_scale: float = 1.0) -> pd.DataFrame:
+    """Energy per token vs SM clock per profile and phase (the profile viewer; Festina Fig. 3);
+    ``gamma`` None uses the calibrated exponent."""
+    return serving.profile_curves(profiles(con, gpu, measured), gpu, batch=batch, gamma=gamma,
+                                  static_scale=static_scale)
+
+
+def dvfs_sources(gpu: str) -> list[tuple[str, str]]:
+    """Citations of the clock range and static power of a GPU kind."""
+    g = serving_profiles.GPU_DVFS[gpu]
+    return [("clock range", f"{g.f_min_mhz:.0f}-{g.f_max_mhz:.0f} MHz"),
+            ("static power", f"{g.idle_w:g} W"), *g.sources]

@@ -1,0 +1,69 @@
+"""Widgets shared by several pages: the chosen dataset, the bin selector, the envelope
+controls. Values shared across pages live in ``st.session_state`` so navigation keeps them."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analytics.config import BIN_CHOICES_S, bin_choices
+from analytics.envelope import forecast
+from analytics.envelope.pipeline import EnvelopeParams
+from analytics.ui import cache
+
+_SHARED = {"alpha": 0.1, "horizon": 1, "base_model": "hgb", "split": "auto"}
+SPLITS = ("auto", "42/9/10 days", "0.69/0.15/0.16", "0.6/0.2/0.2")
+
+
+def chosen_dataset() -> tuple[str, dict]:
+    """The sidebar's demand dataset and its ledger row; on none, say so and stop the page.
+
+    A synthetic dataset gets its warning here, so every page that uses this labels it.
+    """
+    name = st.session_state.get("dataset")
+    info = cache.dataset_info(name) if name else None
+    if info is None:
+        st.info("No demand dataset yet. Add one on the Data page (upload, pull, or the "
+                "synthetic demo).")
+        st.stop()
+    if info["synthetic"]:
+        st.warning("SYNTHETIC demo data: generated, not measured traffic.")
+    return name, info
+
+
+def intraday_bin(info: dict, key: str, what: str) -> str:
+    """Bin selector limited to intra-day bins the dataset supports; stops the page if none."""
+    span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
+    choices = [c for c in bin_choices(float(info["resolution_s"] or 0), span_s,
+                                      info["kind"] != "requests") if BIN_CHOICES_S[c] < 86400]
+    if not choices:
+        st.info(f"{info['name']} is binned by day; {what} need intra-day bins.")
+        st.stop()
+    return st.selectbox("Bin", choices, key=key,
+                        index=choices.index("5min") if "5min" in choices else 0)
+
+
+def envelope_controls(prefix: str) -> EnvelopeParams:
+    """Envelope parameter widgets, shared by the Demand, Coverage, Capacity and Dispatch pages.
+
+    The chosen values live in ``st.session_state["envelope_<name>"]`` so every page shows the
+    same run; ``prefix`` keeps the widget keys of each page distinct.
+    """
+    vals = {k: st.session_state.get(f"envelope_{k}", v) for k, v in _SHARED.items()}
+    c1, c2, c3, c4 = st.columns(4)
+    alpha = c1.select_slider("alpha (miscoverage)", [0.05, 0.1, 0.2, 0.3], value=vals["alpha"],
+                             key=f"{prefix}_alpha", help="intervals aim at 1 - alpha coverage")
+    horizon = c2.number_input("horizon (bins ahead)", 1, 288, int(vals["horizon"]),
+                              key=f"{prefix}_horizon")
+    models = list(forecast.LEARNED)
+    base = c3.selectbox("point model under the intervals", models,
+                        index=models.index(vals["base_model"]), key=f"{prefix}_base")
+    split = c4.selectbox("split (fit/calibration/test)", SPLITS,
+                         index=SPLITS.index(vals["split"]), key=f"{prefix}_split",
+                         help="auto = the paper's 42/9/10 days when the series has 61 days, "
+                              "else fractions 0.69/0.15/0.16")
+    for k, v in {"alpha": alpha, "horizon": horizon, "base_model": base, "split": split}.items():
+        st.session_state[f"envelope_{k}"] = v
+    days = (42, 9, 10) if split == "42/9/10 days" else None
+    frac = tuple(float(x) for x in split.split("/")) if split[0] == "0" else None
+    return EnvelopeParams(alpha=float(alpha), horizon=int(horizon), base_model=base,
+                          split_days=days, split_frac=frac)
