@@ -20,9 +20,9 @@ import sys
 
 import numpy as np
 
+from analytics import power as powersim
 from analytics import store
 from analytics.cli.main import _unit_interval as _util  # utilisation in (0, 1]
-from analytics.power import sim as powersim
 
 
 def _share(text: str) -> float:

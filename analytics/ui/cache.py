@@ -622,7 +622,7 @@ POWER_SHARES = tuple(round(x / 10, 1) for x in range(11))
 def power_datasets() -> tuple[list[str], list[str]]:
     """Job datasets (most rows first), and demand datasets at 1-minute resolution or finer
     (inference inputs, longest span first), from the cached ledger."""
-    from analytics.power import sim as powersim
+    from analytics import power as powersim
 
     return powersim.candidate_datasets(datasets())
 
@@ -634,7 +634,7 @@ def power_default_inference() -> str | None:
 
 
 def power_no_jobs_hint() -> str:
-    from analytics.power import sim as powersim
+    from analytics import power as powersim
 
     return powersim.NO_JOBS_HINT
 
@@ -643,7 +643,7 @@ def power_no_jobs_hint() -> str:
 def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: str, seed: int):
     import numpy as np
 
-    from analytics.power import sim as powersim
+    from analytics import power as powersim
 
     return powersim.load_inputs(connection(), jobs_name, inference_name,
                                 np.random.default_rng(seed))
@@ -652,7 +652,7 @@ def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: st
 def power_scenario_of(**kwargs):
     """A :class:`analytics.power.sim.Scenario` (pages may not import analytics.power.sim).
     Raises ValueError for out-of-range settings."""
-    from analytics.power import sim as powersim
+    from analytics import power as powersim
 
     return powersim.Scenario(**kwargs)
 
@@ -662,7 +662,7 @@ def _power_run(db_path: str, version: int, jobs_name: str, inference_name: str, 
                seed: int) -> dict:
     import numpy as np
 
-    from analytics.power import sim as powersim
+    from analytics import power as powersim
 
     inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed)
     res = powersim.run_scenario(inputs, scenario, np.random.default_rng(seed))
@@ -685,7 +685,7 @@ def _power_sweep(db_path: str, version: int, jobs_name: str, inference_name: str
                  utilizations: tuple, replications: int, seed: int) -> tuple:
     import numpy as np
 
-    from analytics.power import sim as powersim
+    from analytics import power as powersim
 
     inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed)
     table = powersim.sweep(inputs, base, np.random.default_rng(seed), POWER_SHARES,
