@@ -100,7 +100,7 @@ def resource_groups(gpu_milli: np.ndarray, runtime_s: np.ndarray, k: int = 3) ->
     >>> resource_groups(g, r).tolist()
     [0, 0, 0, 1, 1, 2]
     """
-    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.cluster.hierarchy import fcluster, linkage  # heavy; only the fit needs it
 
     x = np.log(np.asarray(gpu_milli, float) / 1000.0)
     y = np.log(np.asarray(gpu_milli, float) / 1000.0 * np.asarray(runtime_s, float) / 3600.0)
@@ -121,7 +121,21 @@ def resource_groups(gpu_milli: np.ndarray, runtime_s: np.ndarray, k: int = 3) ->
 
 
 def alr_inverse(z: np.ndarray, ref: int) -> np.ndarray:
-    """Inverse additive log-ratio: rows of shape (..., 23) -> compositions (..., 24)."""
+    """Inverse additive log-ratio (the logistic-normal hourly profile of the hybrid power paper,
+    Methods, "Batch job arrivals").
+
+    Parameters
+    ----------
+    z : ndarray of shape (..., 23), log-ratios of each hour to the reference hour
+    ref : the reference hour (its log-ratio is 0), 0..23
+
+    Returns
+    -------
+    ndarray of shape (..., 24): hourly shares, each row summing to 1.
+
+    >>> alr_inverse(np.zeros(23), 0).round(4).tolist() == [round(1 / 24, 4)] * 24
+    True
+    """
     full = np.insert(z, ref, 0.0, axis=-1)
     full = full - full.max(axis=-1, keepdims=True)
     e = np.exp(full)

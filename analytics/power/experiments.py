@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.params import check, knob
-from analytics.power.engine import SimParams, simulate
+from analytics.power.engine import SimParams, SimResult, simulate
 from analytics.power.inference import inference_load
 from analytics.power.inputs import PowerInputs
 from analytics.power.jobs import generate_jobs
@@ -107,48 +107,68 @@ def run_scenario(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generat
     -------
     ScenarioResult
     """
-    s = scenario
-    warm_min = int(round(s.warmup_days * 1440))
-    n_min = warm_min + int(round(s.days * 1440))
+    warm_min = int(round(scenario.warmup_days * 1440))
+    n_min = warm_min + int(round(scenario.days * 1440))
     horizon_s = n_min * 60.0
-    offered = s.utilization * s.gpus
-    idx = (np.arange(n_min) - warm_min) % inputs.demand_tokens_per_min.size
-    templates = TEMPLATES[s.speed]
-    load = inference_load(inputs.demand_tokens_per_min[idx], offered * s.inference_share,
-                          templates)
-    batch_gpus = offered * (1.0 - s.inference_share)
+    offered = scenario.utilization * scenario.gpus
+    demand_idx = (np.arange(n_min) - warm_min) % inputs.demand_tokens_per_min.size
+    load = inference_load(inputs.demand_tokens_per_min[demand_idx],
+                          offered * scenario.inference_share, TEMPLATES[scenario.speed])
+    batch_gpus = offered * (1.0 - scenario.inference_share)
     natural = inputs.arrivals.offered_gpus(horizon_s)
     scale = batch_gpus / natural if natural > 0 else 0.0
     sim_days = int(math.ceil(n_min / 1440))
-    jobs = generate_jobs(inputs.arrivals, rng, sim_days, scale, horizon_s, s.gpus * 1000,
+    jobs = generate_jobs(inputs.arrivals, rng, sim_days, scale, horizon_s, scenario.gpus * 1000,
                          inputs.power_pct, inputs.power_w, prefill=True)
     cap = None
-    if s.capped and s.inference_share > 0:
-        cap = int(math.ceil(s.cap_factor * float(load.demand_gpus.mean())))
-    params = SimParams(s.gpus, s.scheduler, True, s.checkpoint_min, cap)
-    res = simulate(jobs, params, horizon_s, load if s.inference_share > 0 else None)
+    if scenario.capped and scenario.inference_share > 0:
+        cap = int(math.ceil(scenario.cap_factor * float(load.demand_gpus.mean())))
+    params = SimParams(scenario.gpus, scenario.scheduler, True, scenario.checkpoint_min, cap)
+    res = simulate(jobs, params, horizon_s, load if scenario.inference_share > 0 else None)
     window = res.minutes.iloc[warm_min:].reset_index(drop=True)
-    start = inputs.demand_start
-    window.insert(0, "ts", start + pd.to_timedelta(window["minute"] - warm_min, unit="min"))
+    window.insert(0, "ts", inputs.demand_start
+                  + pd.to_timedelta(window["minute"] - warm_min, unit="min"))
+    return ScenarioResult(window, window_metrics(window, res, warm_min * 60.0, scenario.gpus),
+                          scenario)
+
+
+def window_metrics(window: pd.DataFrame, res: SimResult, window_start_s: float, gpus: int
+                   ) -> dict:
+    """The metrics of a scenario's measured window (see :attr:`ScenarioResult.metrics`).
+
+    Parameters
+    ----------
+    window : the measured minutes of :attr:`SimResult.minutes` (n_min rows)
+    res : the whole run (its ``jobs`` give arrivals and waits)
+    window_start_s : simulated time at which the window starts (after the warm-up), s
+    gpus : pool size
+
+    Returns
+    -------
+    dict: :func:`power_metrics` of total power (``cv``, ``ramp_p50``) plus
+    ``realized_utilization``, ``inference_shortfall``, ``batch_jobs``, ``mean_wait_h`` (h; NaN
+    when no job started in the window), ``mean_power_w`` (W), ``cv_batch``, ``cv_inference``,
+    ``events``.
+    """
     metrics = power_metrics(window["total_power_w"].to_numpy())
-    dem = window["inference_demand_gpus"].sum()
-    jw = res.jobs
-    in_win = (jw["submit_s"] >= warm_min * 60.0)
-    started = jw["first_start_s"] >= warm_min * 60.0
-    wait = (jw["first_start_s"] - jw["submit_s"])[started]
+    demand = window["inference_demand_gpus"].sum()
+    jobs = res.jobs
+    in_window = (jobs["submit_s"] >= window_start_s)
+    started = jobs["first_start_s"] >= window_start_s
+    wait = (jobs["first_start_s"] - jobs["submit_s"])[started]
     metrics.update({
         "realized_utilization": float((window["batch_gpus"] + window["inference_gpus"]).mean()
-                                      / s.gpus),
-        "inference_shortfall": max(0.0, float(1 - window["inference_gpus"].sum() / dem))
-        if dem > 0 else 0.0,
-        "batch_jobs": int(in_win.sum()),
+                                      / gpus),
+        "inference_shortfall": max(0.0, float(1 - window["inference_gpus"].sum() / demand))
+        if demand > 0 else 0.0,
+        "batch_jobs": int(in_window.sum()),
         "mean_wait_h": float(wait.mean() / 3600) if len(wait) else math.nan,
         "mean_power_w": float(window["total_power_w"].mean()),
         "cv_batch": power_metrics(window["batch_power_w"].to_numpy())["cv"],
         "cv_inference": power_metrics(window["inference_power_w"].to_numpy())["cv"],
         "events": int(res.n_events),
     })
-    return ScenarioResult(window, metrics, scenario)
+    return metrics
 
 
 DEFAULT_SHARES = tuple(round(x / 10, 1) for x in range(11))
@@ -187,18 +207,18 @@ def sweep(inputs: PowerInputs, base: Scenario, rng: np.random.Generator,
     rows = []
     total = len(shares) * len(utilizations) * replications
     done = 0
-    for u in utilizations:
-        for x in shares:
+    for utilization in utilizations:
+        for share in shares:
             for seed in seeds:
                 if progress:
                     progress(done, total)
-                res = run_scenario(inputs, replace(base, inference_share=float(x),
-                                                   utilization=float(u)),
+                res = run_scenario(inputs, replace(base, inference_share=float(share),
+                                                   utilization=float(utilization)),
                                    np.random.default_rng(seed))
-                m = dict(res.metrics)
-                ramps = m.pop("ramp_p50")
-                rows.append({"utilization": float(u), "inference_share": float(x),
-                             **{f"ramp_{k}": v for k, v in ramps.items()}, **m})
+                metrics = dict(res.metrics)
+                ramps = metrics.pop("ramp_p50")
+                rows.append({"utilization": float(utilization), "inference_share": float(share),
+                             **{f"ramp_{k}": v for k, v in ramps.items()}, **metrics})
                 done += 1
     table = pd.DataFrame(rows).groupby(["utilization", "inference_share"], as_index=False,
                                        sort=False).mean()

@@ -64,7 +64,11 @@ class PowerInputs:
 def clock_offset_for(fmt: str | None) -> float:
     """Hours from UTC to the site clock of a job-trace format: MIT SuperCloud (Boston, EST in
     January-March 2021) -5; others 0 (Slurm sacct times are already local; openb times are
-    relative)."""
+    relative).
+
+    >>> clock_offset_for("mit_supercloud_slurm"), clock_offset_for(None)
+    (-5.0, 0.0)
+    """
     return -5.0 if fmt == "mit_supercloud_slurm" else 0.0
 
 
@@ -122,7 +126,19 @@ def prepare_inputs(jobs: pd.DataFrame, demand_grid: pd.DataFrame | None, rng: np
 
 
 def describe_inputs(inputs: PowerInputs, scenario: Scenario) -> dict:
-    """The provenance block of a result: datasets, groups, templates, power sources, notes."""
+    """The provenance block of a result: datasets, groups, templates, power sources, notes.
+
+    Parameters
+    ----------
+    inputs : the fitted inputs
+    scenario : the scenario (its ``speed`` picks the LLM templates)
+
+    Returns
+    -------
+    JSON-ready dict: ``jobs``, ``inference`` (dataset names), ``synthetic``, ``groups``
+    (:meth:`ArrivalModel.summary`), ``fit_window``, ``clock_offset_h`` (h), ``templates`` (ML.ENERGY
+    v3 rows), ``templates_source``, ``batch_power``, ``hw_factor`` and its source, ``notes``.
+    """
     return {
         "jobs": inputs.jobs_label,
         "inference": inputs.inference_label,

@@ -44,7 +44,11 @@ class JobArrays:
 
     @classmethod
     def build(cls, submit_s, gpu_milli, runtime_s, power_per_gpu_w, group=None) -> JobArrays:
-        """Arrays sorted by submit time (ties keep their order)."""
+        """Arrays sorted by submit time (ties keep their order).
+
+        Parameters are array-likes of shape (n,) in the units of the attributes; ``group``
+        defaults to -1 (not from the generator).
+        """
         submit_s = np.asarray(submit_s, float)
         order = np.argsort(submit_s, kind="stable")
         group = np.full(submit_s.size, -1) if group is None else np.asarray(group)

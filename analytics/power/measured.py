@@ -121,7 +121,7 @@ def templates_from_mlenergy(path: str | Path, speed: str = "M",
     KeyError
         Unknown speed, or a model without such a row.
     """
-    import polars as pl
+    import polars as pl  # optional reader, only to re-derive the baked table
 
     seqs = SPEEDS[speed]
     frame = pl.read_csv(path, infer_schema_length=10_000).filter(
