@@ -8,7 +8,6 @@ is :mod:`analytics.power.store_inputs`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -24,8 +23,6 @@ from analytics.power.measured import (
     TEMPLATES,
 )
 
-if TYPE_CHECKING:  # annotation only: experiments imports this module
-    from analytics.power.experiments import Scenario
 
 @dataclass(frozen=True)
 class PowerInputs:
@@ -125,13 +122,14 @@ def prepare_inputs(jobs: pd.DataFrame, demand_grid: pd.DataFrame | None, rng: np
                        tuple(notes))
 
 
-def describe_inputs(inputs: PowerInputs, scenario: Scenario) -> dict:
+def describe_inputs(inputs: PowerInputs, scenario) -> dict:
     """The provenance block of a result: datasets, groups, templates, power sources, notes.
 
     Parameters
     ----------
     inputs : the fitted inputs
-    scenario : the scenario (its ``speed`` picks the LLM templates)
+    scenario : the :class:`~analytics.power.experiments.Scenario` (its ``speed`` picks the LLM
+        templates; not imported here, experiments imports this module)
 
     Returns
     -------
