@@ -1,4 +1,4 @@
-"""Power co-simulation speed: the heapq engine of ``analytics.power.sim`` against a SimPy model of
+"""Power co-simulation speed: the heapq engine of ``analytics.power`` against a SimPy model of
 the same batch scenario, in one run, and the wall time of a full 7-day, 1-minute scenario.
 
 Batch scenario (both engines): a seeded job list (Poisson arrivals, 1/2/4/8 GPUs, lognormal
@@ -29,9 +29,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analytics import power as powersim
 from analytics import store  # noqa: E402
 from analytics.ingest import files as ingest
-from analytics.power import sim as powersim
+from analytics.services import power as power_service  # noqa: E402
 
 CAPACITY = 256
 
@@ -92,7 +93,7 @@ def full_scenario() -> tuple[float, str, dict]:
     if mit.exists() and burst.exists():
         con = store.connect(":memory:")
         ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in (mit, burst)])
-        inputs = powersim.load_inputs(con, mit.stem, burst.stem, rng)
+        inputs = power_service.load_inputs(con, mit.stem, burst.stem, seed=0)
         con.close()
         label = "MIT SuperCloud jobs + BurstGPT week-1 per-minute tokens"
     else:

@@ -21,9 +21,9 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
+from analytics import power as powersim
 from analytics.cli.common import log
 from analytics.cli.common import unit_interval as _util  # utilization in (0, 1]
-from analytics.power import sim as powersim
 from analytics.services import open_store, power
 
 

@@ -13,8 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from analytics import store
-from analytics.power import sim as power
+from analytics import power, store
 from analytics.services import demand
 
 #: Inference shares of the sweep (0, 0.1, ..., 1).
@@ -29,7 +28,7 @@ def candidates(con) -> tuple[list[str], list[str]]:
 
 def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: int = 0,
                 clock_offset_h: float | None = None):
-    """Read a job trace and an inference trace and fit :class:`~analytics.power.sim.PowerInputs`.
+    """Read a job trace and an inference trace and fit :class:`~analytics.power.PowerInputs`.
 
     Parameters
     ----------

@@ -16,13 +16,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from analytics import power as power_sim
 from analytics import store
 from analytics import telemetry as telemetry_core
 from analytics.advisor import decide
 from analytics.config import GPUKind, ParseOptions, Settings
 from analytics.envelope import grid as grids
 from analytics.envelope.pipeline import EnvelopeParams, EnvelopeResult
-from analytics.power import sim as power_sim
 from analytics.services import advisor, data, decisions, demand, power, serving, telemetry
 from analytics.serving.engine import ServingParams
 
@@ -366,7 +366,7 @@ def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: st
 
 
 def power_scenario_of(**kwargs):
-    """A :class:`analytics.power.sim.Scenario`. Raises ValueError for out-of-range settings."""
+    """A :class:`analytics.power.Scenario`. Raises ValueError for out-of-range settings."""
     return power_sim.Scenario(**kwargs)
 
 

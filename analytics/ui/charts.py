@@ -546,7 +546,7 @@ def serving_sensitivity_chart(sens: pd.DataFrame, synthetic: bool = False) -> go
     return _label_synthetic(fig, synthetic)
 
 
-# --- Power: hybrid batch + inference co-simulation (analytics.power.sim) --------------------------
+# --- Power: hybrid batch + inference co-simulation (analytics.power) --------------------------
 
 _POWER_COLORS = {"total": "#222222", "batch": "#1f77b4", "inference": "#d62728"}
 
@@ -625,7 +625,7 @@ def power_daily_chart(profile: pd.DataFrame, synthetic: bool = False) -> go.Figu
     Parameters
     ----------
     profile : ``hour``, ``total``, ``batch``, ``inference`` (see
-        :func:`analytics.power.sim.daily_profile`)
+        :func:`analytics.power.daily_profile`)
     """
     fig = go.Figure()
     for name in ("total", "batch", "inference"):

@@ -1,22 +1,18 @@
-"""Hybrid power co-simulation: engine invariants, closed-form queueing, the arrival generator,
-measured inputs re-derived from the staged files, and ``headroom powersim``."""
+"""Hybrid power engine (:mod:`analytics.power.engine`, :mod:`analytics.power.scheduler`):
+invariants, regressions, closed-form queueing, policy behaviour and determinism."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analytics import cli, store
-from analytics.ingest import files as ingest
-from analytics.power import sim as powersim
-from analytics.power.sim import InferenceLoad, JobArrays, SimParams, simulate
+from analytics import power as powersim
+from analytics.power import InferenceLoad, JobArrays, SimParams, simulate
 
 
 def _jobs(submit, gpus, runtime, power=400.0):
@@ -193,121 +189,68 @@ def _synthetic_trace(rng, days=20) -> pd.DataFrame:
                          "runtime_s": rng.lognormal(np.log(3600), 1.2, n)})
 
 
-# --- metrics and the arrival generator -------------------------------------------------------
+# --- the engine class: properties the split makes testable -------------------------------------
 
-def test_power_metrics_definitions():
-    p = np.array([100.0, 110.0, 90.0, 100.0, 130.0, 70.0])
-    m = powersim.power_metrics(p, (1, 5))
-    assert m["cv"] == pytest.approx(p.std() / p.mean())
-    q = p / p.mean()
-    assert m["ramp_p50"]["1min"] == pytest.approx(np.median(np.abs(np.diff(q))))
-    assert m["ramp_p50"]["5min"] == pytest.approx(abs(q[5] - q[0]))
-    assert math.isnan(powersim.power_metrics(np.zeros(4))["cv"])
-
-
-def test_inference_load_hits_the_mean_and_power_is_tokens_times_energy():
-    rng = np.random.default_rng(1)
-    tok = rng.lognormal(10, 0.5, 1440)
-    load = powersim.inference_load(tok, 60.0)
-    assert load.demand_gpus.mean() == pytest.approx(60.0, rel=0.01)
-    # power per allocated GPU stays below the templates' full-load per-GPU power
-    per_gpu = load.power_full_w.sum() / load.demand_gpus.sum()
-    assert 300 < per_gpu < max(t.power_w / t.gpus for t in powersim.TEMPLATES["M"])
-    with pytest.raises(ValueError, match="all zeros"):
-        powersim.inference_load(np.zeros(10), 5.0)
+def _mixed_run(record=True, **params):
+    """A small varying-capacity run: 60 jobs of 1-8 GPUs over 6 h on a 16-GPU pool beside a
+    0-8 GPU inference demand that changes every minute."""
+    rng = np.random.default_rng(21)
+    n, n_min = 60, 6 * 60
+    jobs = JobArrays.build(np.sort(rng.uniform(0, 4 * 3600, n)), rng.choice([1, 2, 4, 8], n) * 1000,
+                           rng.lognormal(np.log(1200), 0.8, n), rng.uniform(150, 700, n))
+    demand = rng.integers(0, 9, n_min)
+    load = InferenceLoad(demand, demand * 450.0)
+    engine = powersim.PowerPoolEngine(jobs, SimParams(16, **params), n_min * 60.0, load, record)
+    return engine, engine.run()
 
 
-def test_arrival_model_on_mit_supercloud(con):
-    path = shared("mit_supercloud/slurm-log-queueing-clean.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    jobs = store.gpu_jobs(con, "slurm-log-queueing-clean")
-    assert len(jobs) == 2368  # every GPU job of the export has start and end
-    model = powersim.fit_arrival_model(jobs, np.random.default_rng(0), clock_offset_h=-5)
-    groups = model.summary()
-    assert [g["group"] for g in groups] == ["low", "medium", "high"]
-    assert sum(g["jobs"] for g in groups) == 2368
-    gh = [g["median_gpu_hours"] for g in groups]
-    assert gh == sorted(gh)
-    for g in model.groups:
-        assert g.com_sd_fit_h == pytest.approx(g.com_sd_obs_h, rel=0.05)
-    # the logistic-normal profile reproduces the pooled hourly histogram (total variation)
-    z = np.random.default_rng(1).standard_normal((20_000, 23))
-    for g in model.groups:
-        mean_w = powersim._alr_inv(g.alr_mean + z * np.sqrt(g.alr_var), g.ref_hour).mean(axis=0)
-        assert 0.5 * np.abs(mean_w - g.hourly_obs).sum() < 0.02
-    # and so do generated arrivals, up to the noise of overdispersed daily counts
-    days = 1500
-    gen = powersim.generate_jobs(model, np.random.default_rng(1), days)
-    for k, g in enumerate(model.groups):
-        hours = ((gen.submit_s[gen.group == k] % 86400) // 3600).astype(int)
-        sim = np.bincount(hours, minlength=24) / len(hours)
-        assert 0.5 * np.abs(sim - g.hourly_obs).sum() < 0.08
-        assert len(hours) / days == pytest.approx(g.daily_mean, rel=0.15)
+@pytest.mark.parametrize("params", [{}, {"scheduler": "swf", "checkpoint_min": 15.0},
+                                    {"backfill": False}])
+def test_engine_clock_is_monotone_and_every_pushed_event_is_accounted_for(params):
+    engine, res = _mixed_run(**params)
+    # events leave the heap in (time, seq) order: the clock never runs backwards
+    assert (np.diff(res.event_times_s) >= 0).all()
+    assert res.n_events == len(res.event_times_s)
+    # seq is the per-run event counter: each event pushed was processed or lies past the horizon
+    assert engine.seq == res.n_events + len(engine.events)
+    assert all(time_s >= engine.horizon_s for time_s, *_ in engine.events)
+    # the recorded states are in time order and the pool state is consistent at the end
+    assert (np.diff(engine.state_times_s) >= 0).all()
+    assert engine.used_milli == sum(seg.gpu_milli for seg in engine.running.values())
+    assert set(engine.running) == set(res.segments[res.segments["end_s"] > engine.horizon_s]["job"])
 
 
-# --- measured inputs re-derived from the staged files ---------------------------------------
-
-@pytest.mark.parametrize("speed", ["F", "M", "S"])
-def test_templates_match_ml_energy_rows(speed):
-    path = shared("ml_energy/leaderboard_v3/all_task_configurations_flat.csv")
-    derived = powersim.templates_from_mlenergy(path, speed)
-    for got, baked in zip(derived, powersim.TEMPLATES[speed], strict=True):
-        assert (got.model, got.gpus, got.max_num_seqs) == (baked.model, baked.gpus,
-                                                           baked.max_num_seqs)
-        for f in ("throughput_tok_s", "power_w", "energy_per_token_j", "median_itl_ms"):
-            assert getattr(baked, f) == pytest.approx(getattr(got, f), rel=2e-4), f
-        assert got.power_w == pytest.approx(got.throughput_tok_s * got.energy_per_token_j,
-                                            rel=1e-3)
-
-
-def test_acmetrace_quantiles_and_hardware_factor(con):
-    path = shared("acmetrace/acme_power_util_cdf.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    q = powersim.acme_power_quantiles(store.reference_cdfs(con))
-    assert q == pytest.approx(np.asarray(powersim.ACME_KALOS_POWER_W), abs=0.051)
-    assert powersim.HW_FACTOR_A100_TO_H100 == 1.75
+def test_batch_energy_is_the_sum_of_segment_power_times_duration():
+    """The per-minute averages integrate the piecewise-constant state exactly: batch energy over
+    the horizon equals the sum over segments of power x (time run before the horizon)."""
+    engine, res = _mixed_run()
+    seg = res.segments
+    run_s = np.minimum(seg["end_s"], engine.horizon_s) - seg["start_s"]
+    assert float((res.minutes["batch_power_w"] * 60.0).sum()) == \
+        pytest.approx(float((seg["power_w"] * run_s).sum()), rel=1e-9)
+    busy = float((res.minutes["batch_gpus"] * 60.0).sum())
+    assert busy == pytest.approx(float((seg["gpu_milli"] / 1000.0 * run_s).sum()), rel=1e-9)
+    # inference never gets more than its demand nor more than the pool leaves it
+    m = res.minutes
+    assert (m["inference_gpus"] <= m["inference_demand_gpus"] + 1e-9).all()
+    assert (m["batch_gpus"] + m["inference_gpus"] <= 16 + 1e-9).all()
 
 
-# --- openb format (see also tests/test_openb.py) and the CLI ---------------------------------
-
-def _cli(capsys, *args) -> tuple[int, dict]:
-    rc = cli.main(list(args))
-    return rc, json.loads(capsys.readouterr().out)
-
-
-def test_cli_powersim_sweep_json(tmp_path, capsys):
-    db = tmp_path / "p.duckdb"
-    con = store.connect(db)
-    files = [shared("mit_supercloud/slurm-log-queueing-clean.csv"),
-             shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")]
-    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in files])
-    con.close()
-    rc, doc = _cli(capsys, "--db", str(db), "powersim", "--inference-share", "0.3",
-                   "--utilization", "0.7", "--sweep", "--days", "2", "--warmup-days", "1",
-                   "--replications", "1", "--gpus", "128")
-    assert rc == 0
-    assert set(doc["ramp_p50"]) == {"1min", "5min", "15min"}
-    assert 0 < doc["cv"] < 5 and all(0 <= v < 2 for v in doc["ramp_p50"].values())
-    assert doc["scenario"]["inference_share"] == 0.3 and doc["scenario"]["utilization"] == 0.7
-    sweep = pd.DataFrame(doc["sweep"])
-    assert sorted(sweep["utilization"].unique()) == [0.5, 0.8]
-    assert sweep.groupby("utilization")["inference_share"].nunique().min() >= 9
-    assert sweep[["cv", "ramp_1min", "ramp_5min", "ramp_15min"]].notna().all().all()
-    batch_only = sweep[sweep["inference_share"] == 0.0]
-    assert (batch_only["inference_shortfall"] == 0).all()
-    assert set(doc["shape"]) == {"0.5", "0.8"}
-    assert doc["inputs"]["jobs"] == "slurm-log-queueing-clean"
-    assert doc["inputs"]["inference"] == "burstgpt1_week1_per_minute_tps"
-    assert doc["synthetic"] is False and doc["inputs"]["clock_offset_h"] == -5.0
-    # the scenario alone is deterministic under --seed
-    rc2, again = _cli(capsys, "--db", str(db), "powersim", "--inference-share", "0.3",
-                      "--utilization", "0.7", "--days", "2", "--warmup-days", "1", "--gpus",
-                      "128")
-    assert rc2 == 0 and again["cv"] == doc["cv"] and again["sweep"] == []
+def test_same_inputs_same_records_from_fresh_engines():
+    (_, first), (_, second) = _mixed_run(), _mixed_run()
+    for name in ("minutes", "jobs", "segments", "reservations"):
+        pd.testing.assert_frame_equal(getattr(first, name), getattr(second, name))
+    assert np.array_equal(first.event_times_s, second.event_times_s)
+    assert len(first.reservations) > 0  # the run exercises backfilling
 
 
-def test_cli_powersim_without_jobs_says_how_to_add_them(tmp_path, capsys):
-    rc, doc = _cli(capsys, "--db", str(tmp_path / "e.duckdb"), "powersim")
-    assert rc == 2 and "no job trace" in doc["error"] and "headroom ingest" in doc["error"]
-    with pytest.raises(SystemExit):
-        cli.main(["--db", str(tmp_path / "e.duckdb"), "powersim", "--inference-share", "1.5"])
+def test_head_first_policy_starts_fcfs_jobs_in_submit_order():
+    """Without backfilling (policy ``none``) and without checkpoints, FCFS first starts are
+    non-decreasing in submit order, and the registries name the policies the engine uses."""
+    engine, res = _mixed_run(backfill=False, checkpoint_min=None)
+    assert isinstance(engine.policy, powersim.BACKFILL_POLICIES["none"])
+    assert isinstance(engine.order, powersim.QUEUE_ORDERS["fcfs"])
+    starts = res.jobs["first_start_s"].dropna().to_numpy()
+    assert (np.diff(starts) >= 0).all()
+    assert res.reservations.empty
+    assert powersim.SCHEDULERS == tuple(powersim.QUEUE_ORDERS) == ("fcfs", "swf")

@@ -1,0 +1,382 @@
+"""The discrete-event engine of the hybrid power simulator: one GPU pool shared by a batch
+queue and an inference allocation with priority (hybrid power paper, Methods,
+"Batch-inference co-simulation").
+
+Shape (after vidur's event loop / entities / scheduler / metrics split): :class:`PowerPoolEngine`
+owns the clock, the event heap, the job and pool state and the records; the scheduling
+policies are registered objects in :mod:`analytics.power.scheduler`; the immutable records are
+in :mod:`analytics.power.entities`; per-minute averages in :mod:`analytics.power.metrics`.
+:func:`simulate` is the one-call entry point. Parameters: :class:`SimParams` (self-documenting
+knobs, :mod:`analytics.params`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analytics.params import check, knob
+from analytics.power.entities import (
+    EventKind,
+    ReservationRecord,
+    RunningSegment,
+    SegmentRecord,
+    minute_span,
+)
+from analytics.power.inference import InferenceLoad
+from analytics.power.jobs import JobArrays
+from analytics.power.metrics import per_minute
+from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS, SCHEDULERS
+
+ARRIVAL, SEGMENT_END, CAPACITY = EventKind.ARRIVAL, EventKind.SEGMENT_END, EventKind.CAPACITY
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Engine settings (each field documents itself: :func:`analytics.params.help_of`).
+
+    Attributes
+    ----------
+    capacity_gpus : GPUs in the pool
+    scheduler : ``"fcfs"`` (first-come first-served by submit time) or ``"swf"`` (smallest work
+        first: GPU request, then realised runtime; paper, Methods, "Batch scheduling")
+    backfill : let later jobs start ahead of a blocked head job if they cannot delay its
+        reservation (see :func:`simulate`)
+    checkpoint_min : segment length l; ``None`` runs each job in one piece
+    inference_cap_gpus : most GPUs inference may hold (``None``: the whole pool, uncapped)
+    backfill_depth : queue entries behind the head examined per backfill pass
+
+    Raises
+    ------
+    ValueError
+        A field out of its bounds (:func:`analytics.params.check`).
+    """
+
+    capacity_gpus: int = knob(256, "GPUs in the pool", lo=1)
+    scheduler: str = knob("fcfs", "batch queue order: fcfs (first-come first-served by submit "
+                          "time) or swf (smallest work first: GPU request, then runtime)",
+                          choices=SCHEDULERS)
+    backfill: bool = knob(True, "let later jobs start ahead of a blocked head job if they cannot "
+                          "delay its reservation (EASY backfilling)")
+    checkpoint_min: float | None = knob(60.0, "checkpoint segment length l (None: each job runs "
+                                        "in one piece)", "min", lo=0.0, lo_open=True)
+    inference_cap_gpus: int | None = knob(None, "most GPUs inference may hold (None: the whole "
+                                          "pool)")
+    backfill_depth: int = knob(1000, "queue entries behind the head examined per backfill pass")
+
+    def __post_init__(self):
+        check(self)
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What one run produced (flat records as DataFrames).
+
+    Attributes
+    ----------
+    minutes : per-minute time averages over [0, horizon): ``minute``, ``batch_gpus``,
+        ``inference_gpus``, ``inference_demand_gpus``, ``batch_power_w``, ``inference_power_w``,
+        ``total_power_w``, ``queued_jobs`` (at the minute's start)
+    jobs : per job ``job``, ``submit_s``, ``first_start_s``, ``end_s`` (NaN if not reached),
+        ``gpu_milli``, ``runtime_s``, ``group``
+    segments : per started segment ``job``, ``segment``, ``start_s``, ``end_s``, ``gpu_milli``,
+        ``power_w`` (only with ``record=True``)
+    reservations : ``job``, ``time_s``, ``reservation_s`` each time a blocked head job got a
+        reservation (only with ``record=True``)
+    event_times_s : ndarray of the time of every processed event, in processing order (only with
+        ``record=True``)
+    n_events : events processed
+    capacity_gpus : pool size
+    """
+
+    minutes: pd.DataFrame
+    jobs: pd.DataFrame
+    segments: pd.DataFrame
+    reservations: pd.DataFrame
+    event_times_s: np.ndarray
+    n_events: int
+    capacity_gpus: int
+
+
+class PowerPoolEngine:
+    """One run of the batch queue beside the inference allocation on one GPU pool.
+
+    State is held in named attributes: the clock ``now_s``; the event heap ``events`` of
+    ``(time_s, seq, kind, payload)`` with ``seq`` from the per-run counter ``seq``; the queue
+    (sorted policy keys, ``queue_version`` bumped on every change); ``running`` (job ->
+    :class:`~analytics.power.entities.RunningSegment`); ``used_milli`` and ``batch_power_w`` of
+    the running segments; per job ``remaining_s``, ``first_start_s``, ``end_s``,
+    ``segment_count``; the per-minute plan ``demand_milli``, ``inference_power_w``,
+    ``inference_alloc_milli``, ``batch_capacity_milli`` and ``booked_milli``. See
+    :func:`simulate` for the semantics; :meth:`run` returns the :class:`SimResult`.
+    """
+
+    def __init__(self, jobs: JobArrays, params: SimParams, horizon_s: float,
+                 inference: InferenceLoad | None = None, record: bool = False):
+        self.jobs, self.params, self.horizon_s, self.record = jobs, params, horizon_s, record
+        n_jobs = len(jobs)
+        self.capacity_milli = params.capacity_gpus * 1000
+        self.segment_s = math.inf if params.checkpoint_min is None else params.checkpoint_min * 60.0
+        self.order = QUEUE_ORDERS[params.scheduler](jobs.submit_s, jobs.gpu_milli, jobs.runtime_s)
+        self.policy = BACKFILL_POLICIES["easy" if params.backfill else "none"](
+            params.backfill_depth)
+        self.n_min = int(math.ceil(horizon_s / 60.0))
+        self._plan_capacity(inference)
+        self.gpu_milli = jobs.gpu_milli.tolist()  # python ints: exact occupancy arithmetic
+        self.power_per_gpu_w = jobs.power_per_gpu_w.tolist()
+        self.remaining_s = jobs.runtime_s.astype(float).copy()
+        self.first_start_s = np.full(n_jobs, np.nan)
+        self.end_s = np.full(n_jobs, np.nan)
+        self.segment_count = np.zeros(n_jobs, np.int64)
+        self.queue: list[tuple] = []
+        self.queue_version = 0
+        self.running: dict[int, RunningSegment] = {}
+        self.used_milli = 0
+        self.batch_power_w = 0.0
+        self.minute = 0
+        self.now_s = 0.0
+        self.n_events = 0
+        self.state_times_s: list[float] = []
+        self.state_rows: list[tuple] = []
+        self.segment_records: list[SegmentRecord] = []
+        self.reservation_records: list[ReservationRecord] = []
+        self.event_times_s: list[float] = []
+        self._seed_events(inference is not None)
+
+    # --- set-up ---------------------------------------------------------------------------------
+
+    def _plan_capacity(self, inference: InferenceLoad | None) -> None:
+        """Per-minute inference demand, its priority allocation and the batch capacity left,
+        over the horizon plus the longest span one segment can book."""
+        cap = self.capacity_milli
+        cap_gpus = self.params.inference_cap_gpus
+        inference_cap = cap if cap_gpus is None else min(cap, cap_gpus * 1000)
+        runtime = self.jobs.runtime_s
+        longest_s = float(min(self.segment_s, runtime.max())) if len(self.jobs) else 60.0
+        self.lookahead_min = int(math.ceil(longest_s / 60.0)) + 2  # minutes a segment can span
+        total_min = self.n_min + self.lookahead_min + 1
+        self.demand_milli = np.zeros(total_min, np.int64)
+        self.inference_power_w = np.zeros(total_min)
+        if inference is not None:
+            k = min(self.n_min, inference.demand_gpus.size)
+            self.demand_milli[:k] = inference.demand_gpus[:k] * 1000
+            self.inference_power_w[:k] = inference.power_full_w[:k]
+        self.inference_alloc_milli = np.minimum(self.demand_milli, inference_cap)
+        self.batch_capacity_milli = cap - self.inference_alloc_milli
+        self.booked_milli = np.zeros(total_min, np.int64)  # booked by running segments
+        self.constant_capacity = inference is None  # batch capacity never changes: fast path
+
+    def _seed_events(self, with_capacity: bool) -> None:
+        """Arrivals before the horizon, then the first capacity change (minute 0)."""
+        self.events: list[tuple] = []
+        self.seq = 0
+        submit = self.jobs.submit_s
+        for job in range(len(self.jobs)):
+            if submit[job] < self.horizon_s:
+                self.events.append((float(submit[job]), self.seq, ARRIVAL, job))
+                self.seq += 1
+        heapq.heapify(self.events)
+        if with_capacity:
+            self.push(0.0, CAPACITY, 0)
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def push(self, time_s: float, kind: int, payload: int) -> None:
+        """Schedule an event; ties at one instant resolve in insertion order."""
+        heapq.heappush(self.events, (time_s, self.seq, kind, payload))
+        self.seq += 1
+
+    def run(self) -> SimResult:
+        """Process every event before the horizon; all events at one instant are applied, then
+        the policy schedules once and the state is recorded.
+
+        Raises
+        ------
+        RuntimeError
+            If an event would move time backwards (an engine bug, never expected).
+        """
+        events = self.events
+        self.snapshot(0.0)
+        while events and events[0][0] < self.horizon_s:
+            now_s = events[0][0]
+            if now_s < self.now_s:
+                raise RuntimeError(f"time ran backwards: event at {now_s} s after {self.now_s} s")
+            self.now_s = now_s
+            self.apply_instant(now_s)
+            if not self.running:
+                self.batch_power_w = 0.0  # drop float residue of the running sum
+            self.minute = min(int(now_s // 60.0), self.n_min - 1)
+            self.policy.schedule(self, now_s)
+            self.snapshot(now_s)
+        return self.result()
+
+    def apply_instant(self, now_s: float) -> None:
+        """Pop and apply every event at ``now_s``."""
+        events = self.events
+        while events and events[0][0] == now_s:
+            _, _, kind, payload = heapq.heappop(events)
+            self.n_events += 1
+            if self.record:
+                self.event_times_s.append(now_s)
+            if kind == ARRIVAL:
+                self.enqueue(payload)
+            elif kind == SEGMENT_END:
+                self.end_segment(payload, now_s)
+            else:
+                self.change_capacity(payload)
+
+    def change_capacity(self, minute: int) -> None:
+        """Minute ``minute`` starts: inference takes its new allocation; the next change is
+        scheduled."""
+        self.minute = minute
+        if minute + 1 < self.n_min:
+            self.push((minute + 1) * 60.0, CAPACITY, minute + 1)
+
+    def end_segment(self, job: int, now_s: float) -> None:
+        """Release the segment's GPUs; a job with work left requeues at once with its original
+        priority (paper: segment k+1 is eligible immediately after segment k)."""
+        seg = self.running.pop(job)
+        self.used_milli -= seg.gpu_milli
+        self.batch_power_w -= seg.gpu_milli / 1000.0 * self.power_per_gpu_w[job]
+        minute = int(now_s // 60.0)
+        if minute < seg.booked_until_min:
+            self.booked_milli[minute:seg.booked_until_min] -= seg.gpu_milli
+        if self.remaining_s[job] > 0:
+            self.enqueue(job)
+        else:
+            self.end_s[job] = now_s
+
+    # --- queue and pool -------------------------------------------------------------------------
+
+    def enqueue(self, job: int) -> None:
+        """Insert ``job`` in policy order."""
+        bisect.insort(self.queue, self.order.key(job))
+        self.queue_version += 1
+
+    def pop_head(self) -> int:
+        """Remove the queue head; returns its job."""
+        job = self.queue.pop(0)[-1]
+        self.queue_version += 1
+        return job
+
+    def remove_entry(self, entry: tuple) -> None:
+        """Remove one queue entry (a backfilled job)."""
+        self.queue.remove(entry)
+        self.queue_version += 1
+
+    def next_segment_s(self, job: int) -> float:
+        """Length of ``job``'s next segment, s."""
+        return min(self.remaining_s[job], self.segment_s)
+
+    def start_segment(self, job: int, now_s: float) -> None:
+        """Start ``job``'s next segment: it holds its GPUs (booked per minute on a varying pool)
+        until it ends (paper: segments are never preempted)."""
+        duration_s = min(self.remaining_s[job], self.segment_s)
+        milli = self.gpu_milli[job]
+        booked_until = 0
+        if not self.constant_capacity:
+            first, booked_until = minute_span(now_s, duration_s)
+            self.booked_milli[first:booked_until] += milli
+        self.remaining_s[job] -= duration_s
+        if self.remaining_s[job] < 1e-9:
+            self.remaining_s[job] = 0.0
+        self.used_milli += milli
+        self.batch_power_w += milli / 1000.0 * self.power_per_gpu_w[job]
+        self.running[job] = RunningSegment(now_s + duration_s, milli, booked_until)
+        self.push(now_s + duration_s, SEGMENT_END, job)
+        if self.first_start_s[job] != self.first_start_s[job]:  # NaN: the job's first segment
+            self.first_start_s[job] = now_s
+        if self.record:
+            self.segment_records.append(SegmentRecord(
+                job, int(self.segment_count[job]), now_s, now_s + duration_s, milli,
+                milli / 1000.0 * self.power_per_gpu_w[job]))
+        self.segment_count[job] += 1
+
+    def record_reservation(self, job: int, now_s: float, reservation_s: float) -> None:
+        """Keep a reservation record (``record=True`` only)."""
+        if self.record:
+            self.reservation_records.append(ReservationRecord(job, now_s, reservation_s))
+
+    # --- records --------------------------------------------------------------------------------
+
+    def snapshot(self, now_s: float) -> None:
+        """Record the state from ``now_s`` on (see :data:`analytics.power.metrics.STATE_COLUMNS`):
+        inference gets ``min(allocation, pool - batch in use)`` and draws its full-service power
+        times the served fraction of its demand."""
+        target = int(self.inference_alloc_milli[self.minute])
+        served = max(0, min(target, self.capacity_milli - self.used_milli))
+        demand = int(self.demand_milli[self.minute])
+        power = (float(self.inference_power_w[self.minute]) * served / demand
+                 if demand > 0 else 0.0)
+        self.state_times_s.append(now_s)
+        self.state_rows.append((self.used_milli, served, self.batch_power_w, power,
+                                len(self.queue), demand))
+
+    def result(self) -> SimResult:
+        """The run's records as a :class:`SimResult`."""
+        jobs = self.jobs
+        minutes = per_minute(np.asarray(self.state_times_s), np.asarray(self.state_rows, float),
+                             self.n_min, self.horizon_s)
+        job_frame = pd.DataFrame({"job": np.arange(len(jobs)), "submit_s": jobs.submit_s,
+                                  "first_start_s": self.first_start_s, "end_s": self.end_s,
+                                  "gpu_milli": jobs.gpu_milli, "runtime_s": jobs.runtime_s,
+                                  "group": jobs.group})
+        seg_frame = pd.DataFrame(self.segment_records, columns=list(SegmentRecord._fields))
+        res_frame = pd.DataFrame(self.reservation_records,
+                                 columns=list(ReservationRecord._fields))
+        return SimResult(minutes, job_frame, seg_frame, res_frame,
+                         np.asarray(self.event_times_s), self.n_events, self.params.capacity_gpus)
+
+
+def simulate(jobs: JobArrays, params: SimParams, horizon_s: float,
+             inference: InferenceLoad | None = None, record: bool = False) -> SimResult:
+    """Run the batch queue beside the inference allocation on one GPU pool over ``[0, horizon_s)``.
+
+    Events ``(time_s, seq, kind, payload)`` sit in a heap; ``seq`` comes from a counter local to
+    this call, so ties resolve in insertion order and two runs on equal inputs are identical. All
+    events at one instant are applied, then the scheduler runs once.
+
+    * **Inference** (hybrid power paper, Methods, "Batch-inference co-simulation"): it has
+      priority and its realised allocation is exogenous to the batch scheduler, which operates
+      only on the remaining capacity. Minute ``m`` gives inference ``a(m) = min(demand, cap, C)``
+      GPUs and leaves ``C - a(m)`` to batch; a **capacity change** event starts every minute.
+    * **Arrival**: the job joins the queue.
+    * **Segment end**: the segment's GPUs are released; a checkpointed job with work left
+      rejoins the queue at once with its original priority (paper: segment k+1 becomes eligible
+      immediately after segment k).
+    * **Scheduling**: a started segment holds its GPUs for its whole length (paper: never
+      preempted), so a segment may start only if it fits under the batch capacity left by
+      inference in every minute it spans, beside the segments already running (the inference
+      series is the exogenous plan the scheduler sees). Queue order is FCFS (submit time) or
+      SWF (GPU request, then runtime). The head starts while it fits. A blocked head gets a
+      reservation: the first minute from which its segment fits throughout, counting running
+      segments (a running job ahead of the head in queue order is counted until its whole job
+      ends, since its next segment requeues ahead of the head). A later job may backfill only if
+      it fits now and its segment ends by the reservation, so it cannot delay the head (paper:
+      "Later jobs may then start out of order only if they can complete before that reserved
+      time"). Capacity is booked per whole minute, so a segment ending mid-minute frees that
+      minute only when it ends (conservative by under a minute).
+
+    Parameters
+    ----------
+    jobs : the batch jobs (submit times in seconds from 0)
+    params : pool size, scheduler, checkpoint length, inference cap
+    horizon_s : end of the run, s
+    inference : per-minute demand (minute ``m`` covers ``[60 m, 60 m + 60)``); ``None`` = none
+    record : keep segments, reservations and event times (tests; costs memory)
+
+    Returns
+    -------
+    SimResult
+
+    Raises
+    ------
+    RuntimeError
+        If an event would move time backwards (an engine bug, never expected).
+    """
+    return PowerPoolEngine(jobs, params, horizon_s, inference, record).run()

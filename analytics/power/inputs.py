@@ -1,0 +1,176 @@
+"""Fitted inputs of the hybrid power simulator: :class:`PowerInputs` (the arrival model, the
+inference demand shape and the batch power distribution, fitted once and reused across a
+sweep), :func:`prepare_inputs` which fits them from frames, :func:`describe_inputs` (the
+provenance block of a result) and :func:`clock_offset_for`. Reading the frames from the store
+is :mod:`analytics.services.power`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analytics.config import DEFAULT_T0
+from analytics.power.arrivals import ArrivalModel, fit_arrival_model
+from analytics.power.inference import demand_shape, synthetic_demand
+from analytics.power.measured import (
+    ACME_KALOS_POWER_W,
+    ACME_PCT,
+    HW_FACTOR_A100_TO_H100,
+    SPEEDS,
+    TEMPLATES,
+)
+
+
+@dataclass(frozen=True)
+class PowerInputs:
+    """Everything measured a scenario needs (fitted once, reused across a sweep).
+
+    Attributes
+    ----------
+    arrivals : fitted batch arrival model
+    demand_tokens_per_min : ndarray of shape (n,): the inference demand shape from its first
+        whole day (see :func:`demand_shape`)
+    demand_start : instant of the demand shape's first minute (the scenario's measured window
+        starts there)
+    demand_span_min : minutes of distinct inference trace in the shape
+    jobs_label, inference_label : where the inputs came from (dataset names)
+    synthetic : the inference demand is the synthetic envelope, not a trace
+    power_pct, power_w : batch per-GPU power distribution (AcmeTrace CDF percentiles and W)
+    power_source : which AcmeTrace table was used
+    notes : caveats to show with the results
+    """
+
+    arrivals: ArrivalModel
+    demand_tokens_per_min: np.ndarray
+    demand_start: pd.Timestamp
+    demand_span_min: int
+    jobs_label: str
+    inference_label: str
+    synthetic: bool
+    power_pct: tuple[float, ...] = ACME_PCT
+    power_w: tuple[float, ...] = ACME_KALOS_POWER_W
+    power_source: str = "AcmeTrace Kalos per-GPU power CDF (baked percentiles 0,5,..,100)"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+
+
+def clock_offset_for(fmt: str | None) -> float:
+    """Hours from UTC to the site clock of a job-trace format: MIT SuperCloud (Boston, EST in
+    January-March 2021) -5; others 0 (Slurm sacct times are already local; openb times are
+    relative).
+
+    >>> clock_offset_for("mit_supercloud_slurm"), clock_offset_for(None)
+    (-5.0, 0.0)
+    """
+    return -5.0 if fmt == "mit_supercloud_slurm" else 0.0
+
+
+def prepare_inputs(jobs: pd.DataFrame, demand_grid: pd.DataFrame | None, rng: np.random.Generator,
+                   jobs_label: str, inference_label: str | None = None, clock_offset_h: float = 0.0,
+                   power_cdf: pd.DataFrame | None = None, min_days: int = 7) -> PowerInputs:
+    """Fit the arrival model and lay out the inference demand for scenarios.
+
+    Parameters
+    ----------
+    jobs : :func:`analytics.store.gpu_jobs` frame
+    demand_grid : 1-minute :func:`analytics.envelope.grid.demand_grid` of an inference trace, or ``None``
+        for the SYNTHETIC envelope (:func:`synthetic_demand`), flagged ``synthetic``
+    rng : generator (arrival-model calibration, synthetic envelope)
+    jobs_label, inference_label : dataset names for the output
+    clock_offset_h : see :func:`fit_arrival_model`
+    power_cdf : ``reference_cdf`` rows; when AcmeTrace's Kalos CDF is among them its full
+        1,000-point CDF replaces the baked percentiles
+    min_days : days of SYNTHETIC envelope to lay out
+
+    Raises
+    ------
+    ValueError
+        Too few GPU jobs, or an all-zero demand series.
+    """
+    notes = []
+    model = fit_arrival_model(jobs, rng, clock_offset_h)
+    if demand_grid is None:
+        n = min_days * 1440
+        shape = synthetic_demand(rng, n)
+        start = pd.Timestamp(DEFAULT_T0).tz_localize(None)
+        span = n
+        inference_label = "SYNTHETIC envelope"
+        notes.append("no inference trace in the store: the inference demand is a SYNTHETIC daily "
+                     "envelope, not measured traffic")
+    else:
+        shape, start, more = demand_shape(demand_grid)
+        span = int(shape.size)
+        notes += more
+        if shape.sum() <= 0:
+            raise ValueError(f"{inference_label}: the inference demand is all zeros")
+    pct, pw, src = ACME_PCT, ACME_KALOS_POWER_W, PowerInputs.power_source
+    if power_cdf is not None and not power_cdf.empty:
+        rows = power_cdf[(power_cdf["cluster"] == "Kalos")
+                         & (power_cdf["metric"] == "gpu_power_watts")].sort_values("cdf_percent")
+        if not rows.empty:
+            pct = tuple(rows["cdf_percent"].astype(float))
+            pw = tuple(rows["value"].astype(float))
+            src = "AcmeTrace Kalos per-GPU power CDF from the store (reference_cdf)"
+    if model.days < 3:
+        notes.append(f"the job trace spans only {model.days} day(s): daily profiles are rough")
+    return PowerInputs(model, np.asarray(shape, float), pd.Timestamp(start), int(span),
+                       jobs_label, inference_label or "", demand_grid is None, pct, pw, src,
+                       tuple(notes))
+
+
+def describe_inputs(inputs: PowerInputs, scenario) -> dict:
+    """The provenance block of a result: datasets, groups, templates, power sources, notes.
+
+    Parameters
+    ----------
+    inputs : the fitted inputs
+    scenario : the :class:`~analytics.power.experiments.Scenario` (its ``speed`` picks the LLM
+        templates; not imported here, experiments imports this module)
+
+    Returns
+    -------
+    JSON-ready dict: ``jobs``, ``inference`` (dataset names), ``synthetic``, ``groups``
+    (:meth:`ArrivalModel.summary`), ``fit_window``, ``clock_offset_h`` (h), ``templates`` (ML.ENERGY
+    v3 rows), ``templates_source``, ``batch_power``, ``hw_factor`` and its source, ``notes``.
+    """
+    return {
+        "jobs": inputs.jobs_label,
+        "inference": inputs.inference_label,
+        "synthetic": inputs.synthetic,
+        "groups": inputs.arrivals.summary(),
+        "fit_window": list(inputs.arrivals.window),
+        "clock_offset_h": inputs.arrivals.clock_offset_h,
+        "templates": [{"model": t.model, "gpus": t.gpus, "max_num_seqs": t.max_num_seqs,
+                       "throughput_tok_s": t.throughput_tok_s, "power_w": t.power_w,
+                       "energy_per_token_j": t.energy_per_token_j}
+                      for t in TEMPLATES[scenario.speed]],
+        "templates_source": "ML.ENERGY v3 all_task_configurations_flat.csv: lm-arena-chat, H100, "
+                            "bfloat16, fewest GPUs at max_num_seqs "
+                            f"{SPEEDS[scenario.speed]}",
+        "batch_power": inputs.power_source,
+        "hw_factor": HW_FACTOR_A100_TO_H100,
+        "hw_factor_source": "H100 SXM 700 W / A100 SXM4 400 W board power (GPU_CATALOG)",
+        "notes": list(inputs.notes),
+    }
+
+
+NO_JOBS_HINT = ("no job trace in the store: add one on the Data page or with `headroom ingest "
+                "FILE` - an MIT SuperCloud Slurm export (slurm-log-queueing-clean.csv), Slurm "
+                "`sacct --parsable2` output, or an Alibaba openb pod list "
+                "(openb_pod_list_default.csv)")
+
+
+def candidate_datasets(ledger: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """Possible inputs in a dataset ledger (:func:`analytics.store.list_datasets`): ``jobs``
+    datasets by rows, most first, and demand datasets (requests or series) at 1-minute
+    resolution or finer by time span, longest first."""
+    jobs = ledger[ledger["kind"] == "jobs"].sort_values("rows", ascending=False)
+    demand = ledger[ledger["kind"].isin(["requests", "demand_series"])
+                    & (ledger["resolution_s"].fillna(0) <= 60)].copy()
+    demand["span"] = demand["ts_max"] - demand["ts_min"]
+    demand = demand.sort_values(["span", "dataset_id"], ascending=[False, True])
+    return jobs["name"].tolist(), demand["name"].tolist()
