@@ -12,6 +12,7 @@ import io
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar, Protocol
 
 import polars as pl
 
@@ -58,6 +59,29 @@ class Parsed:
     source: str
     resolution_s: float
     warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+class Format(Protocol):
+    """The plug-in form every input format takes (a class; its methods are static).
+
+    Attributes
+    ----------
+    NAME : str   format name (``--format``, the ledger's ``format`` column)
+    TABLE : str  canonical table it fills (``"any"`` for the canonical-schema reader)
+    """
+
+    NAME: ClassVar[str]
+    TABLE: ClassVar[str]
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        """Whether the file called ``name`` whose first 64 KiB of text are ``head`` is this
+        format (``head`` is ``"PAR1"`` for Parquet). Never raises."""
+
+    @staticmethod
+    def parse(path: Path, display: str, opts) -> Parsed:
+        """Parse the file at ``path`` (messages name it ``display``) with ``ParseOptions``
+        ``opts``. Raises FormatError(file, line, column, reason) for invalid input."""
 
 
 def is_gzip(path: Path) -> bool:
@@ -383,59 +407,3 @@ def file_stem(display: str) -> str:
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
     return name
-
-
-#: Canonical tables: column -> polars dtype (``ts`` naive UTC). ``store`` builds its DDL from this,
-#: so the parsers and the store cannot drift apart. Units are in the names.
-CANONICAL: dict[str, dict[str, pl.DataType]] = {
-    "requests": {
-        "ts": pl.Datetime("us"), "model": pl.String, "prompt_tokens": pl.Int64,
-        "completion_tokens": pl.Int64, "failed": pl.Boolean, "session_id": pl.String,
-        "latency_s": pl.Float64, "gpu_s": pl.Float64,
-    },
-    "demand_series": {
-        "ts": pl.Datetime("us"), "bin_s": pl.Int32, "tokens": pl.Float64, "requests": pl.Int64,
-    },
-    "carbon_intensity": {
-        "site": pl.String, "ts": pl.Datetime("us"), "gco2_per_kwh": pl.Float64, "basis": pl.String,
-    },
-    "weather": {"site": pl.String, "ts": pl.Datetime("us"), "temp_c": pl.Float64,
-                "rh_pct": pl.Float64},
-    "prices": {"site": pl.String, "ts": pl.Datetime("us"), "usd_per_mwh": pl.Float64},
-    "telemetry": {
-        "ts": pl.Datetime("us"), "host": pl.String, "gpu_id": pl.Int32, "power_w": pl.Float64,
-        "sm_active": pl.Float64, "mem_used_mib": pl.Float64, "temp_c": pl.Float64,
-        "energy_j": pl.Float64, "gpu_util_pct": pl.Float64, "sm_clock_mhz": pl.Float64,
-        "mem_clock_mhz": pl.Float64, "throttle_reasons": pl.Int64,
-    },
-    "jobs": {
-        "job_id": pl.String, "submit_ts": pl.Datetime("us"), "start_ts": pl.Datetime("us"),
-        "end_ts": pl.Datetime("us"), "n_gpus": pl.Int32, "gpu_kind": pl.String,
-        "state": pl.String, "exit_code": pl.Int32, "user_hash": pl.String,
-        # thousandths of a GPU requested in total (GPU-sharing pods); empty = n_gpus * 1000
-        "gpu_milli": pl.Int32,
-    },
-    "bench_runs": {
-        "source": pl.String, "task": pl.String, "hardware": pl.String, "gpu_mem_gb": pl.Float64,
-        "n_gpus": pl.Int32, "tp": pl.Int32, "pp": pl.Int32, "precision": pl.String,
-        "framework": pl.String, "model": pl.String, "params_b": pl.Float64,
-        "active_params_b": pl.Float64, "in_len": pl.Float64, "out_len": pl.Float64,
-        "concurrency": pl.Float64, "throughput_tok_s": pl.Float64, "ttft_ms": pl.Float64,
-        "itl_ms": pl.Float64, "latency_s": pl.Float64, "power_w": pl.Float64,
-        "energy_per_token_j": pl.Float64, "failed": pl.Boolean,
-    },
-    "reference_cdf": {
-        "source": pl.String, "cluster": pl.String, "metric": pl.String,
-        "cdf_percent": pl.Float64, "value": pl.Float64,
-    },
-}
-
-#: Columns a canonical file must have for each table (the rest are optional).
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "requests": ("ts", "prompt_tokens", "completion_tokens"),
-    "demand_series": ("ts", "bin_s", "tokens"),
-    "carbon_intensity": ("site", "ts", "gco2_per_kwh"),
-    "weather": ("site", "ts", "temp_c"),
-    "prices": ("site", "ts", "usd_per_mwh"),
-    "telemetry": ("ts", "gpu_id", "power_w"),
-}

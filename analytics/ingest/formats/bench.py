@@ -58,16 +58,16 @@ import polars as pl
 
 from analytics.hardware import catalog as hardware
 from analytics.ingest.formats._common import FormatError, Parsed, _open_text, header_fields
+from analytics.schema import conform
 
 TABLE = "bench_runs"
 
 
 def _finish(recs: list[dict], display: str) -> pl.DataFrame:
-    from analytics.ingest.formats.telemetry import _finish_table
-
+    """Benchmark records as a canonical ``bench_runs`` frame. Raises FormatError if empty."""
     if not recs:
         raise FormatError(display, 2, 1, "no benchmark rows")
-    return _finish_table(pl.DataFrame(recs, infer_schema_length=None), TABLE)
+    return conform(pl.DataFrame(recs, infer_schema_length=None), TABLE)
 
 
 def _num(raw, display: str, line: int, col: str, *, positive: bool = False,

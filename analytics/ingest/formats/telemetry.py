@@ -33,6 +33,7 @@ from analytics.ingest.formats._common import (
     header_fields,
     read_csv_checked,
 )
+from analytics.schema import conform
 
 _SMI_FIELDS = {
     "power.draw": "power_w", "power.draw.instant": "power_w", "power.draw.average": "power_w",
@@ -109,7 +110,7 @@ class NvidiaSmi:
         host = opts.site or file_stem(display)
         frame = pl.DataFrame(recs, infer_schema_length=None).with_columns(
             pl.lit(host).alias("host"))
-        frame = _finish(frame)
+        frame = conform(frame, "telemetry")
         return Parsed("telemetry", NvidiaSmi.NAME, frame, display, 1e-3,
                       (f"host {host!r}; nvidia-smi timestamps read as UTC",))
 
@@ -174,22 +175,8 @@ class Dcgm:
         frame = pl.DataFrame(recs).with_columns(
             pl.from_epoch(pl.col("ts_ms"), "ms").cast(pl.Datetime("us")).alias("ts")
         ).drop("ts_ms").sort("ts", "host", "gpu_id")
-        return Parsed("telemetry", Dcgm.NAME, _finish(frame), display, 1e-3,
+        return Parsed("telemetry", Dcgm.NAME, conform(frame, "telemetry"), display, 1e-3,
                       (f"{n} DCGM samples pivoted to {frame.height} (time, host, GPU) rows",))
-
-
-def _finish(frame: pl.DataFrame) -> pl.DataFrame:
-    return _finish_table(frame, "telemetry")
-
-
-def _finish_table(frame: pl.DataFrame, table: str) -> pl.DataFrame:
-    """Select a table's canonical columns in order, casting, with absent ones empty."""
-    from analytics.ingest.formats._common import CANONICAL
-
-    cols = []
-    for c, t in CANONICAL[table].items():
-        cols.append(pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c))
-    return frame.select(cols)
 
 
 class AcmeCdf:
