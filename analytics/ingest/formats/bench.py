@@ -57,7 +57,7 @@ from pathlib import Path
 import polars as pl
 
 from analytics.hardware import catalog as hardware
-from analytics.ingest.formats._common import FormatError, Parsed, _open_text, header_fields
+from analytics.ingest.formats._common import FormatError, Parsed, header_fields, open_text
 from analytics.schema import conform
 
 TABLE = "bench_runs"
@@ -99,7 +99,7 @@ def _params_from_name(model: str) -> float | None:
 
 def _rows(path: Path, display: str):
     """(line number, cells) of a CSV, skipping blank lines; tolerant of CR/LF mixes."""
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         text = fh.read().replace("\r\n", "\n").replace("\r", "\n")
     lineno = 0
     for lineno, line in enumerate(text.split("\n"), start=1):
@@ -218,10 +218,10 @@ class MLEnergyV3:
     def parse(path, display, opts) -> Parsed:
         path = Path(path)
         recs, skipped = [], 0
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             first = fh.read(1)
         if first == "{":
-            with _open_text(path) as fh:
+            with open_text(path) as fh:
                 try:
                     doc = json.load(fh)
                 except json.JSONDecodeError as exc:
@@ -383,7 +383,7 @@ class VllmBench:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        with _open_text(Path(path)) as fh:
+        with open_text(Path(path)) as fh:
             try:
                 doc = json.load(fh)
             except json.JSONDecodeError as exc:

@@ -18,6 +18,10 @@ Datacenter Challenge, Samsi et al., HPEC 2021; third-party extract, see SOURCES.
 
 from __future__ import annotations
 
+import hashlib
+import re
+from datetime import datetime
+
 import polars as pl
 
 from analytics.ingest.formats._common import (
@@ -25,6 +29,7 @@ from analytics.ingest.formats._common import (
     FormatError,
     Parsed,
     header_fields,
+    open_text,
     read_csv_checked,
 )
 from analytics.schema import conform
@@ -125,14 +130,8 @@ class Sacct:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        import hashlib
-        import re
-        from datetime import datetime
-
-        from analytics.ingest.formats._common import _open_text
-
         recs = []
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             header = fh.readline().rstrip("\r\n").split("|")
             for need in ("JobID", "Submit", "State"):
                 if need not in header:

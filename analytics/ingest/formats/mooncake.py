@@ -9,7 +9,6 @@ or latency fields exist in the trace.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 
@@ -21,14 +20,10 @@ from analytics.ingest.formats._common import (
     Parsed,
     check_monotone,
     check_nonnegative,
-    is_gzip,
+    open_text,
 )
 
 _KEYS = ("timestamp", "input_length", "output_length")
-
-
-def _opener(path):
-    return gzip.open(path, "rt", encoding="utf-8") if is_gzip(path) else open(path, encoding="utf-8")
 
 
 class Mooncake:
@@ -52,7 +47,7 @@ class Mooncake:
     def parse(path, display, opts) -> Parsed:
         ts, inp, out_len, rows = [], [], [], []
         try:
-            with _opener(path) as fh:
+            with open_text(path) as fh:
                 for lineno, line in enumerate(fh, start=1):
                     if not line.strip():
                         continue

@@ -34,14 +34,13 @@ from datetime import UTC
 
 import polars as pl
 
-from analytics.ingest.formats._common import ROW, FormatError, Parsed, header_fields, read_csv_checked
-
-
-def _first_bad(frame: pl.DataFrame, mask: pl.Series, display: str, col: str, reason: str) -> None:
-    if mask.any():
-        idx = int(mask.arg_true()[0])
-        raise FormatError(display, 2 + int(frame[ROW][idx]), col,
-                          reason.format(value=frame[col][idx]))
+from analytics.ingest.formats._common import (
+    FormatError,
+    Parsed,
+    header_fields,
+    raise_at_first,
+    read_csv_checked,
+)
 
 
 class OpenB:
@@ -65,20 +64,20 @@ class OpenB:
         if "scheduled_time" not in frame.columns:
             raise FormatError(display, 1, "scheduled_time",
                               "missing column 'scheduled_time' (start times are needed for jobs)")
-        _first_bad(frame, (frame["num_gpu"] < 0) | (frame["num_gpu"] > 64), display, "num_gpu",
+        raise_at_first(frame, (frame["num_gpu"] < 0) | (frame["num_gpu"] > 64), display, "num_gpu",
                    "{value} is not a GPU count (0-64)")
-        _first_bad(frame, (frame["gpu_milli"] < 0) | (frame["gpu_milli"] > 1000), display,
+        raise_at_first(frame, (frame["gpu_milli"] < 0) | (frame["gpu_milli"] > 1000), display,
                    "gpu_milli", "{value} is not a per-GPU share in milli-GPUs (0-1000)")
-        _first_bad(frame, (frame["num_gpu"] > 0) & (frame["gpu_milli"] == 0), display, "gpu_milli",
+        raise_at_first(frame, (frame["num_gpu"] > 0) & (frame["gpu_milli"] == 0), display, "gpu_milli",
                    "0 milli-GPUs for a pod that requests GPUs")
         for col in ("creation_time", "deletion_time", "scheduled_time"):
-            _first_bad(frame, frame[col].fill_null(0) < 0, display, col,
+            raise_at_first(frame, frame[col].fill_null(0) < 0, display, col,
                        "{value} is negative (seconds from the trace start expected)")
-        _first_bad(frame, frame["deletion_time"] < frame["creation_time"], display, "deletion_time",
+        raise_at_first(frame, frame["deletion_time"] < frame["creation_time"], display, "deletion_time",
                    "{value} is before the pod's creation_time")
-        _first_bad(frame, frame["scheduled_time"].fill_null(float("inf")) < frame["creation_time"],
+        raise_at_first(frame, frame["scheduled_time"].fill_null(float("inf")) < frame["creation_time"],
                    display, "scheduled_time", "{value} is before the pod's creation_time")
-        _first_bad(frame, frame["deletion_time"] < frame["scheduled_time"].fill_null(-1.0), display,
+        raise_at_first(frame, frame["deletion_time"] < frame["scheduled_time"].fill_null(-1.0), display,
                    "deletion_time", "{value} is before the pod's scheduled_time")
 
         t0_us = int(opts.t0.astimezone(UTC).timestamp() * 1e6)

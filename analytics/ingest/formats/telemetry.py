@@ -28,9 +28,9 @@ from analytics.ingest.formats._common import (
     ROW,
     FormatError,
     Parsed,
-    _open_text,
     file_stem,
     header_fields,
+    open_text,
     read_csv_checked,
 )
 from analytics.schema import conform
@@ -64,7 +64,7 @@ class NvidiaSmi:
     def parse(path, display, opts) -> Parsed:
         header = []
         rows = []
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             for lineno, line in enumerate(fh, start=1):
                 if lineno == 1:
                     header = _smi_header(line)
@@ -139,7 +139,7 @@ class Dcgm:
         t0_ms = int(opts.t0.timestamp() * 1000)
         samples: dict[tuple, dict] = {}
         n = 0
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             for lineno, line in enumerate(fh, start=1):
                 text = line.strip()
                 if not text or text.startswith("#"):
