@@ -1,8 +1,10 @@
 """Canonical table schemas: the column names and polars dtypes every parser emits and the store keeps.
 
 This module owns :data:`CANONICAL` (table -> column -> dtype), :data:`REQUIRED` (the columns a
-canonical file must carry) and :func:`conform`, the one place a frame is brought to a table's
-canonical columns (order, dtype, absent optional columns empty). Parsers
+canonical file must carry), :func:`conform`, the one place a frame is brought to a table's
+canonical columns (order, dtype, absent optional columns empty), and the SQL schema built from
+them: the forward :data:`MIGRATIONS` up to :data:`SCHEMA_VERSION`, which
+:func:`analytics.store.migrate` applies. Parsers
 (:mod:`analytics.ingest.formats`) and the store (:mod:`analytics.store`, which builds its DDL from
 :data:`CANONICAL`) both use it, so they cannot drift apart.
 """
@@ -102,3 +104,75 @@ def conform(frame: pl.DataFrame, table: str,
         else:
             cols.append(pl.lit(None, dtype).alias(name))
     return frame.select(cols)
+
+
+_SQL_TYPES = {
+    pl.Datetime("us"): "TIMESTAMP",
+    pl.String: "VARCHAR",
+    pl.Int64: "BIGINT",
+    pl.Int32: "INTEGER",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+}
+
+SCHEMA_VERSION = 6
+_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli")}  # columns later migrations add
+
+
+def _ddl(table: str) -> str:
+    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items()
+                        if (table, c) not in _ADDED_LATER)
+    return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
+
+
+#: Forward migrations: version -> statements. Never edit a released step; add the next one.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE SEQUENCE IF NOT EXISTS dataset_id_seq START 1",
+        """CREATE TABLE IF NOT EXISTS datasets (
+          dataset_id INTEGER PRIMARY KEY,
+          name VARCHAR NOT NULL UNIQUE,
+          kind VARCHAR NOT NULL,
+          format VARCHAR NOT NULL,
+          source VARCHAR,
+          sha256 VARCHAR NOT NULL UNIQUE,
+          rows BIGINT NOT NULL,
+          ts_min TIMESTAMP,
+          ts_max TIMESTAMP,
+          resolution_s DOUBLE,
+          ingested_at TIMESTAMP NOT NULL,
+          synthetic BOOLEAN NOT NULL DEFAULT false,
+          warnings VARCHAR
+        )""",
+        # data_version counts every change of the ledger (ingest *and* delete); the max
+        # dataset_id alone would not move when a dataset is deleted.
+        "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT)",
+        "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
+        *[_ddl(t) for t in ("requests", "demand_series", "carbon_intensity", "weather",
+                            "prices")],
+    ],
+    # GPU busy seconds per request, for traces that report execution time instead of tokens
+    # (Alibaba GenAI LoRA trace: exec_time_seconds).
+    2: ["ALTER TABLE requests ADD COLUMN IF NOT EXISTS gpu_s DOUBLE"],
+    # GPU telemetry (NVML sampler, nvidia-smi, DCGM exporter) and reference distributions
+    # (AcmeTrace power / utilisation CDFs) for overlays.
+    3: [_ddl("telemetry"), _ddl("reference_cdf")],
+    # batch job history (Slurm accounting) for launch-success priors and power simulation
+    4: [_ddl("jobs")],
+    # serving benchmarks (ML.ENERGY, Argonne, vllm bench) and the launch advisor's provenance:
+    # every fitted cost model, its metrics and support envelope, and whether it was promoted
+    5: [_ddl("bench_runs"),
+        "CREATE SEQUENCE IF NOT EXISTS model_version_seq START 1",
+        """CREATE TABLE IF NOT EXISTS model_versions (
+          version INTEGER PRIMARY KEY,
+          created_at TIMESTAMP NOT NULL,
+          data_version BIGINT NOT NULL,
+          rows BIGINT NOT NULL,
+          metrics VARCHAR NOT NULL,
+          envelope VARCHAR NOT NULL,
+          promoted BOOLEAN NOT NULL,
+          reason VARCHAR
+        )"""],
+    # fractional GPU requests (Alibaba openb GPU-sharing pods): total thousandths of a GPU
+    6: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS gpu_milli INTEGER"],
+}

@@ -1,4 +1,4 @@
-"""The DuckDB store: schema, migrations and every SQL statement headroom runs.
+"""The DuckDB store: connection, migration runner and every SQL statement headroom runs.
 
 This is the only module that imports ``duckdb``. Callers hold one connection per process and every
 function here opens its own cursor (``with con.cursor() as cur``), because DuckDB refuses
@@ -8,7 +8,9 @@ Results are materialised (pandas) before they are returned.
 Ingest is one transaction: a batch of parsed files is written completely or not at all, and a
 file whose bytes (sha256) are already in the ledger is reported as ``duplicate`` and skipped.
 
-Every statement runs through :func:`_run`, so a failing statement raises :class:`StoreError` with
+The table definitions and the forward migrations (:data:`MIGRATIONS`, :data:`SCHEMA_VERSION`)
+live in :mod:`analytics.schema`, built from the canonical columns. Every statement runs through
+:func:`_run`, so a failing statement raises :class:`StoreError` with
 the SQL attached (the Splink pattern: the database error, then the statement that failed), and
 every multi-statement write runs inside :func:`transaction`.
 """
@@ -28,19 +30,14 @@ import polars as pl
 
 from analytics.config import Weights
 from analytics.ingest.formats._common import Parsed
-from analytics.schema import CANONICAL, conform
+from analytics.schema import (
+    CANONICAL,
+    MIGRATIONS,
+    SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
+    conform,
+)
 
-SCHEMA_VERSION = 6
 DATA_TABLES = tuple(CANONICAL)
-
-_SQL_TYPES = {
-    pl.Datetime("us"): "TIMESTAMP",
-    pl.String: "VARCHAR",
-    pl.Int64: "BIGINT",
-    pl.Int32: "INTEGER",
-    pl.Float64: "DOUBLE",
-    pl.Boolean: "BOOLEAN",
-}
 
 
 class StoreError(RuntimeError):
@@ -60,68 +57,6 @@ class UnknownDataset(KeyError):
 
     def __str__(self) -> str:
         return f"no dataset named {self.args[0]!r}"
-
-
-_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli")}  # columns later migrations add
-
-
-def _ddl(table: str) -> str:
-    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items()
-                        if (table, c) not in _ADDED_LATER)
-    return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
-
-
-#: Forward migrations: version -> statements. Never edit a released step; add the next one.
-MIGRATIONS: dict[int, list[str]] = {
-    1: [
-        "CREATE SEQUENCE IF NOT EXISTS dataset_id_seq START 1",
-        """CREATE TABLE IF NOT EXISTS datasets (
-          dataset_id INTEGER PRIMARY KEY,
-          name VARCHAR NOT NULL UNIQUE,
-          kind VARCHAR NOT NULL,
-          format VARCHAR NOT NULL,
-          source VARCHAR,
-          sha256 VARCHAR NOT NULL UNIQUE,
-          rows BIGINT NOT NULL,
-          ts_min TIMESTAMP,
-          ts_max TIMESTAMP,
-          resolution_s DOUBLE,
-          ingested_at TIMESTAMP NOT NULL,
-          synthetic BOOLEAN NOT NULL DEFAULT false,
-          warnings VARCHAR
-        )""",
-        # data_version counts every change of the ledger (ingest *and* delete); the max
-        # dataset_id alone would not move when a dataset is deleted.
-        "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT)",
-        "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
-        *[_ddl(t) for t in ("requests", "demand_series", "carbon_intensity", "weather",
-                            "prices")],
-    ],
-    # GPU busy seconds per request, for traces that report execution time instead of tokens
-    # (Alibaba GenAI LoRA trace: exec_time_seconds).
-    2: ["ALTER TABLE requests ADD COLUMN IF NOT EXISTS gpu_s DOUBLE"],
-    # GPU telemetry (NVML sampler, nvidia-smi, DCGM exporter) and reference distributions
-    # (AcmeTrace power / utilisation CDFs) for overlays.
-    3: [_ddl("telemetry"), _ddl("reference_cdf")],
-    # batch job history (Slurm accounting) for launch-success priors and power simulation
-    4: [_ddl("jobs")],
-    # serving benchmarks (ML.ENERGY, Argonne, vllm bench) and the launch advisor's provenance:
-    # every fitted cost model, its metrics and support envelope, and whether it was promoted
-    5: [_ddl("bench_runs"),
-        "CREATE SEQUENCE IF NOT EXISTS model_version_seq START 1",
-        """CREATE TABLE IF NOT EXISTS model_versions (
-          version INTEGER PRIMARY KEY,
-          created_at TIMESTAMP NOT NULL,
-          data_version BIGINT NOT NULL,
-          rows BIGINT NOT NULL,
-          metrics VARCHAR NOT NULL,
-          envelope VARCHAR NOT NULL,
-          promoted BOOLEAN NOT NULL,
-          reason VARCHAR
-        )"""],
-    # fractional GPU requests (Alibaba openb GPU-sharing pods): total thousandths of a GPU
-    6: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS gpu_milli INTEGER"],
-}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:

@@ -32,7 +32,6 @@ from analytics.ingest.formats._common import (
     open_text,
     read_csv_checked,
 )
-from analytics.schema import conform
 
 SLURM_STATES = {0: "PENDING", 1: "RUNNING", 2: "SUSPENDED", 3: "COMPLETED", 4: "CANCELLED",
                 5: "FAILED", 6: "TIMEOUT", 7: "NODE_FAIL", 8: "PREEMPTED", 9: "BOOT_FAIL",
@@ -183,6 +182,6 @@ class Sacct:
                 })
         if not recs:
             raise FormatError(display, 2, 1, "no jobs (only steps or no rows)")
-        return Parsed("jobs", Sacct.NAME, conform(pl.DataFrame(recs), "jobs"), display,
+        return Parsed("jobs", Sacct.NAME, pl.DataFrame(recs), display,
                       1.0, ("job steps skipped; user names stored as sha256 prefixes; times read "
                             "as UTC",))
