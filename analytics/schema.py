@@ -2,7 +2,8 @@
 
 This module owns :data:`CANONICAL` (table -> column -> dtype), :data:`REQUIRED` (the columns a
 canonical file must carry), :func:`conform`, the one place a frame is brought to a table's
-canonical columns (order, dtype, absent optional columns empty), and the SQL schema built from
+canonical columns (order, dtype, absent optional columns empty), :class:`Parsed` (a file's rows
+on their way from a format to the store), and the SQL schema built from
 them: the forward :data:`MIGRATIONS` up to :data:`SCHEMA_VERSION`, which
 :func:`analytics.store.migrate` applies. Parsers
 (:mod:`analytics.ingest.formats`) and the store (:mod:`analytics.store`, which builds its DDL from
@@ -12,6 +13,7 @@ them: the forward :data:`MIGRATIONS` up to :data:`SCHEMA_VERSION`, which
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -69,6 +71,29 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "prices": ("site", "ts", "usd_per_mwh"),
     "telemetry": ("ts", "gpu_id", "power_w"),
 }
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A parsed file, ready for ``store.ingest``.
+
+    Attributes
+    ----------
+    table : canonical table the rows go to (``requests``, ``demand_series``, ...)
+    format : format name that parsed it
+    frame : polars DataFrame with exactly the canonical columns of ``table`` (no dataset_id);
+        ``ts`` is a naive ``Datetime('us')`` holding UTC.
+    source : the file name as given
+    resolution_s : finest time resolution the data carries (seconds), used to refuse finer grids
+    warnings : things a user should know that did not stop the ingest
+    """
+
+    table: str
+    format: str
+    frame: pl.DataFrame
+    source: str
+    resolution_s: float
+    warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
 def conform(frame: pl.DataFrame, table: str,

@@ -29,11 +29,11 @@ import pandas as pd
 import polars as pl
 
 from analytics.config import Weights
-from analytics.ingest.formats._common import Parsed
 from analytics.schema import (
     CANONICAL,
     MIGRATIONS,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
+    Parsed,
     conform,
 )
 

@@ -1,16 +1,14 @@
-"""Shared pieces of the format parsers: the parsed-file record, the plug-in form, file stems.
+"""Shared pieces of the format parsers: the plug-in form, file stems, and re-exports.
 
+The parsed-file record :class:`Parsed` lives in :mod:`analytics.schema` (the store reads it too).
 The validator itself (:class:`FormatError`, checked CSV reading, the row checks that name line and
 column) lives in :mod:`analytics.ingest.csvcheck` and is re-exported here for the format modules.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
-
-import polars as pl
 
 from analytics.ingest.csvcheck import (  # re-exported: the format modules import from here
     ROW,
@@ -31,6 +29,7 @@ from analytics.ingest.csvcheck import (  # re-exported: the format modules impor
     read_csv_checked,
     read_head,
 )
+from analytics.schema import Parsed  # re-exported: formats and the CLI import it from here
 
 __all__ = [
     "ROW", "Format", "FormatError", "Parsed", "check_allowed", "check_gzip_stream",
@@ -38,29 +37,6 @@ __all__ = [
     "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "open_text",
     "parse_timestamps", "raise_at_first", "read_csv_checked", "read_head",
 ]
-
-
-@dataclass(frozen=True)
-class Parsed:
-    """A parsed file, ready for ``store.ingest``.
-
-    Attributes
-    ----------
-    table : canonical table the rows go to (``requests``, ``demand_series``, ...)
-    format : format name that parsed it
-    frame : polars DataFrame with exactly the canonical columns of ``table`` (no dataset_id);
-        ``ts`` is a naive ``Datetime('us')`` holding UTC.
-    source : the file name as given
-    resolution_s : finest time resolution the data carries (seconds), used to refuse finer grids
-    warnings : things a user should know that did not stop the ingest
-    """
-
-    table: str
-    format: str
-    frame: pl.DataFrame
-    source: str
-    resolution_s: float
-    warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
 class Format(Protocol):
