@@ -1,4 +1,4 @@
-"""The DuckDB store: schema, migrations and every SQL statement headroom runs.
+"""The DuckDB store: connection, migration runner and every SQL statement headroom runs.
 
 This is the only module that imports ``duckdb``. Callers hold one connection per process and every
 function here opens its own cursor (``with con.cursor() as cur``), because DuckDB refuses
@@ -7,11 +7,19 @@ Results are materialised (pandas) before they are returned.
 
 Ingest is one transaction: a batch of parsed files is written completely or not at all, and a
 file whose bytes (sha256) are already in the ledger is reported as ``duplicate`` and skipped.
+
+The table definitions and the forward migrations (:data:`MIGRATIONS`, :data:`SCHEMA_VERSION`)
+live in :mod:`analytics.schema`, built from the canonical columns. Every statement runs through
+:func:`_run`, so a failing statement raises :class:`StoreError` with
+the SQL attached (the Splink pattern: the database error, then the statement that failed), and
+every multi-statement write runs inside :func:`transaction`.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,19 +29,15 @@ import pandas as pd
 import polars as pl
 
 from analytics.config import Weights
-from analytics.ingest.formats._common import CANONICAL, Parsed
+from analytics.schema import (
+    CANONICAL,
+    MIGRATIONS,
+    SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
+    Parsed,
+    conform,
+)
 
-SCHEMA_VERSION = 6
 DATA_TABLES = tuple(CANONICAL)
-
-_SQL_TYPES = {
-    pl.Datetime("us"): "TIMESTAMP",
-    pl.String: "VARCHAR",
-    pl.Int64: "BIGINT",
-    pl.Int32: "INTEGER",
-    pl.Float64: "DOUBLE",
-    pl.Boolean: "BOOLEAN",
-}
 
 
 class StoreError(RuntimeError):
@@ -53,68 +57,6 @@ class UnknownDataset(KeyError):
 
     def __str__(self) -> str:
         return f"no dataset named {self.args[0]!r}"
-
-
-_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli")}  # columns later migrations add
-
-
-def _ddl(table: str) -> str:
-    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items()
-                        if (table, c) not in _ADDED_LATER)
-    return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
-
-
-#: Forward migrations: version -> statements. Never edit a released step; add the next one.
-MIGRATIONS: dict[int, list[str]] = {
-    1: [
-        "CREATE SEQUENCE IF NOT EXISTS dataset_id_seq START 1",
-        """CREATE TABLE IF NOT EXISTS datasets (
-          dataset_id INTEGER PRIMARY KEY,
-          name VARCHAR NOT NULL UNIQUE,
-          kind VARCHAR NOT NULL,
-          format VARCHAR NOT NULL,
-          source VARCHAR,
-          sha256 VARCHAR NOT NULL UNIQUE,
-          rows BIGINT NOT NULL,
-          ts_min TIMESTAMP,
-          ts_max TIMESTAMP,
-          resolution_s DOUBLE,
-          ingested_at TIMESTAMP NOT NULL,
-          synthetic BOOLEAN NOT NULL DEFAULT false,
-          warnings VARCHAR
-        )""",
-        # data_version counts every change of the ledger (ingest *and* delete); the max
-        # dataset_id alone would not move when a dataset is deleted.
-        "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT)",
-        "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
-        *[_ddl(t) for t in ("requests", "demand_series", "carbon_intensity", "weather",
-                            "prices")],
-    ],
-    # GPU busy seconds per request, for traces that report execution time instead of tokens
-    # (Alibaba GenAI LoRA trace: exec_time_seconds).
-    2: ["ALTER TABLE requests ADD COLUMN IF NOT EXISTS gpu_s DOUBLE"],
-    # GPU telemetry (NVML sampler, nvidia-smi, DCGM exporter) and reference distributions
-    # (AcmeTrace power / utilisation CDFs) for overlays.
-    3: [_ddl("telemetry"), _ddl("reference_cdf")],
-    # batch job history (Slurm accounting) for launch-success priors and power simulation
-    4: [_ddl("jobs")],
-    # serving benchmarks (ML.ENERGY, Argonne, vllm bench) and the launch advisor's provenance:
-    # every fitted cost model, its metrics and support envelope, and whether it was promoted
-    5: [_ddl("bench_runs"),
-        "CREATE SEQUENCE IF NOT EXISTS model_version_seq START 1",
-        """CREATE TABLE IF NOT EXISTS model_versions (
-          version INTEGER PRIMARY KEY,
-          created_at TIMESTAMP NOT NULL,
-          data_version BIGINT NOT NULL,
-          rows BIGINT NOT NULL,
-          metrics VARCHAR NOT NULL,
-          envelope VARCHAR NOT NULL,
-          promoted BOOLEAN NOT NULL,
-          reason VARCHAR
-        )"""],
-    # fractional GPU requests (Alibaba openb GPU-sharing pods): total thousandths of a GPU
-    6: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS gpu_milli INTEGER"],
-}
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -140,20 +82,13 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Apply pending migrations in one transaction; return the schema version now in force."""
     with con.cursor() as cur:
-        cur.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMP)"
-        )
-        current = cur.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+        _run(cur, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMP)")
+        current = _run(cur, "SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
         for version in sorted(v for v in MIGRATIONS if v > current):
-            cur.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(cur):
                 for sql in MIGRATIONS[version]:
                     _run(cur, sql)
-                cur.execute("INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
-                cur.execute("COMMIT")
-            except Exception:
-                cur.execute("ROLLBACK")
-                raise
+                _run(cur, "INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
             current = version
     return current
 
@@ -163,25 +98,47 @@ def _now() -> datetime:
 
 
 def _run(cur, sql: str, params=None):
+    """Execute one statement on ``cur``; return the cursor (for ``fetchone`` / ``df``).
+
+    Raises
+    ------
+    StoreError
+        The statement failed; the message is DuckDB's, followed by the failing SQL, and
+        ``exc.sql`` holds the statement.
+    """
     try:
         return cur.execute(sql, params) if params is not None else cur.execute(sql)
     except duckdb.Error as exc:
         raise StoreError(str(exc), sql) from exc
 
 
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+@contextmanager
+def transaction(cur) -> Iterator:
+    """Run the body as one transaction on cursor ``cur``: commit on success, roll back on any
+    exception (including KeyboardInterrupt) and re-raise it.
+
+    Raises
+    ------
+    StoreError
+        BEGIN, COMMIT or ROLLBACK failed (with the SQL attached).
+    """
+    _run(cur, "BEGIN TRANSACTION")
+    try:
+        yield cur
+        _run(cur, "COMMIT")
+    except BaseException:
+        _run(cur, "ROLLBACK")
+        raise
+
+
+def _bump_data_version(cur) -> None:
+    _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
 
 
 def data_version(con) -> int:
     """A number that changes whenever any dataset is added or removed (cache key)."""
     with con.cursor() as cur:
-        return int(cur.execute("SELECT value FROM meta WHERE key = 'data_version'").fetchone()[0])
+        return int(_run(cur, "SELECT value FROM meta WHERE key = 'data_version'").fetchone()[0])
 
 
 @dataclass(frozen=True)
@@ -210,45 +167,35 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
         A statement failed. Nothing of the batch is written.
     """
     results = []
-    with con.cursor() as cur:
-        cur.execute("BEGIN TRANSACTION")
-        try:
-            seen_names = set()
-            for item in items:
-                p = item.parsed
-                dup = cur.execute(
-                    "SELECT name FROM datasets WHERE sha256 = ?", [item.sha256]
-                ).fetchone()
-                if dup:
-                    results.append({"file": p.source, "dataset": dup[0], "format": p.format,
-                                    "rows": 0, "status": "duplicate",
-                                    "hint": f"these bytes are already dataset {dup[0]!r}; "
-                                            "delete it first to ingest them with other "
-                                            "options or another name"})
-                    continue
-                taken = cur.execute("SELECT 1 FROM datasets WHERE name = ?", [item.name]).fetchone()
-                if taken or item.name in seen_names:
-                    raise NameTaken(
-                        f"{p.source}: a dataset named {item.name!r} already exists with other "
-                        "content; choose another name (--name)"
-                    )
-                seen_names.add(item.name)
-                results.append(_insert(cur, item))
-            if any(r["status"] == "ingested" for r in results):
-                _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
+    with con.cursor() as cur, transaction(cur):
+        seen_names = set()
+        for item in items:
+            p = item.parsed
+            dup = _run(cur, "SELECT name FROM datasets WHERE sha256 = ?", [item.sha256]).fetchone()
+            if dup:
+                results.append({"file": p.source, "dataset": dup[0], "format": p.format,
+                                "rows": 0, "status": "duplicate",
+                                "hint": f"these bytes are already dataset {dup[0]!r}; "
+                                        "delete it first to ingest them with other "
+                                        "options or another name"})
+                continue
+            taken = _run(cur, "SELECT 1 FROM datasets WHERE name = ?", [item.name]).fetchone()
+            if taken or item.name in seen_names:
+                raise NameTaken(
+                    f"{p.source}: a dataset named {item.name!r} already exists with other "
+                    "content; choose another name (--name)"
+                )
+            seen_names.add(item.name)
+            results.append(_insert(cur, item))
+        if any(r["status"] == "ingested" for r in results):
+            _bump_data_version(cur)
     return results
 
 
 def _insert(cur, item: IngestItem) -> dict:
     p = item.parsed
-    missing = [pl.lit(None, t).alias(c) for c, t in CANONICAL[p.table].items()
-               if c not in p.frame.columns]  # optional columns a format does not have
-    frame = p.frame.with_columns(missing).select(list(CANONICAL[p.table]))
-    dataset_id = cur.execute("SELECT nextval('dataset_id_seq')").fetchone()[0]
+    frame = conform(p.frame, p.table)  # optional columns a format does not have are empty
+    dataset_id = _run(cur, "SELECT nextval('dataset_id_seq')").fetchone()[0]
     ts_col = "ts" if "ts" in frame.columns else ("submit_ts" if "submit_ts" in frame.columns
                                                   else None)
     ts_min = frame[ts_col].min() if ts_col and frame.height else None
@@ -259,13 +206,7 @@ def _insert(cur, item: IngestItem) -> dict:
         [dataset_id, item.name, p.table, p.format, p.source, item.sha256, frame.height,
          ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings)],
     )
-    cur.register("incoming", frame.to_arrow())
-    try:
-        cols = ", ".join(CANONICAL[p.table])
-        _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
-                  f"SELECT ? AS dataset_id, {cols} FROM incoming", [dataset_id])
-    finally:
-        cur.unregister("incoming")
+    _insert_frame(cur, p.table, frame, dataset_id)
     return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
             "status": "ingested", "table": p.table,
             "ts_min": ts_min.isoformat() if ts_min is not None else None,
@@ -273,38 +214,43 @@ def _insert(cur, item: IngestItem) -> dict:
             "warnings": list(p.warnings)}
 
 
+def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:
+    """Append a conformed frame's rows to ``table`` under ``dataset_id``."""
+    cols = ", ".join(CANONICAL[table])
+    cur.register("incoming", frame.to_arrow())
+    try:
+        _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
+                  f"SELECT ? AS dataset_id, {cols} FROM incoming", [dataset_id])
+    finally:
+        cur.unregister("incoming")
+
+
 def delete_dataset(con, name: str) -> None:
     """Remove a dataset and its rows (one transaction). Raises UnknownDataset."""
-    with con.cursor() as cur:
-        cur.execute("BEGIN TRANSACTION")
-        try:
-            row = cur.execute("SELECT dataset_id, kind FROM datasets WHERE name = ?",
-                              [name]).fetchone()
-            if row is None:
-                raise UnknownDataset(name)
-            _run(cur, f"DELETE FROM {row[1]} WHERE dataset_id = ?", [row[0]])
-            _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
-            _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
+    with con.cursor() as cur, transaction(cur):
+        row = _run(cur, "SELECT dataset_id, kind FROM datasets WHERE name = ?", [name]).fetchone()
+        if row is None:
+            raise UnknownDataset(name)
+        _run(cur, f"DELETE FROM {row[1]} WHERE dataset_id = ?", [row[0]])
+        _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
+        _bump_data_version(cur)
 
 
 def list_datasets(con) -> pd.DataFrame:
     """The ledger, oldest first: dataset_id, name, kind, format, source, rows, ts_min, ts_max,
     resolution_s, ingested_at, synthetic, warnings."""
     with con.cursor() as cur:
-        return cur.execute(
+        return _run(
+            cur,
             "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, resolution_s, "
-            "ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id"
+            "ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
         ).df()
 
 
 def dataset(con, name: str) -> dict:
     """One ledger row as a dict. Raises UnknownDataset."""
     with con.cursor() as cur:
-        df = cur.execute("SELECT * FROM datasets WHERE name = ?", [name]).df()
+        df = _run(cur, "SELECT * FROM datasets WHERE name = ?", [name]).df()
     if df.empty:
         raise UnknownDataset(name)
     return df.iloc[0].to_dict()
@@ -314,7 +260,7 @@ def table_counts(con) -> dict[str, int]:
     """Row count of the ledger and of every canonical table."""
     with con.cursor() as cur:
         return {
-            t: int(cur.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+            t: int(_run(cur, f"SELECT count(*) FROM {t}").fetchone()[0])
             for t in ("datasets", *DATA_TABLES)
         }
 
@@ -326,8 +272,8 @@ def dataset_rows(con, name: str) -> pd.DataFrame:
     cols_k = CANONICAL[info["kind"]]
     order = "ts" if "ts" in cols_k else ("submit_ts" if "submit_ts" in cols_k else "1")
     with con.cursor() as cur:
-        return cur.execute(
-            f"SELECT {cols} FROM {info['kind']} WHERE dataset_id = ? ORDER BY {order}",
+        return _run(
+            cur, f"SELECT {cols} FROM {info['kind']} WHERE dataset_id = ? ORDER BY {order}",
             [int(info["dataset_id"])],
         ).df()
 
@@ -392,7 +338,8 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
 def request_fields(con, dataset_id: int) -> dict[str, bool]:
     """Which optional request fields a dataset actually has (any non-empty value)."""
     with con.cursor() as cur:
-        row = cur.execute(
+        row = _run(
+            cur,
             "SELECT count(prompt_tokens) > 0, count(completion_tokens) > 0, count(gpu_s) > 0, "
             "count(model) > 0, count(latency_s) > 0 FROM requests WHERE dataset_id = ?",
             [dataset_id],
@@ -438,7 +385,8 @@ def site_catalog(con) -> pd.DataFrame:
     with con.cursor() as cur:
         for table in SITE_TABLES:
             basis = "basis" if table == "carbon_intensity" else "NULL"
-            parts.append(cur.execute(
+            parts.append(_run(
+                cur,
                 f"SELECT '{table}' AS tbl, t.site, {basis} AS basis, d.name AS dataset, "
                 "min(t.ts) AS ts_min, max(t.ts) AS ts_max, count(*) AS rows "
                 f"FROM {table} t JOIN datasets d USING (dataset_id) "
@@ -491,36 +439,26 @@ def append_rows(con, name: str, frame: pl.DataFrame) -> int:
     """
     info = dataset(con, name)
     table = info["kind"]
-    missing = [pl.lit(None, t).alias(c) for c, t in CANONICAL[table].items()
-               if c not in frame.columns]
-    frame = frame.with_columns(missing).select(list(CANONICAL[table]))
-    cols = ", ".join(CANONICAL[table])
+    dataset_id = int(info["dataset_id"])
+    frame = conform(frame, table)
     with con.cursor() as cur:
-        cur.execute("BEGIN TRANSACTION")
-        try:
-            cur.register("incoming", frame.to_arrow())
-            _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) SELECT ?, {cols} FROM incoming",
-                 [int(info["dataset_id"])])
-            cur.unregister("incoming")
+        with transaction(cur):
+            _insert_frame(cur, table, frame, dataset_id)
             _run(cur, f"""UPDATE datasets SET
                     rows = (SELECT count(*) FROM {table} WHERE dataset_id = $id),
                     ts_min = (SELECT min(ts) FROM {table} WHERE dataset_id = $id),
                     ts_max = (SELECT max(ts) FROM {table} WHERE dataset_id = $id)
-                 WHERE dataset_id = $id""", {"id": int(info["dataset_id"])})
-            _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        return int(cur.execute("SELECT rows FROM datasets WHERE dataset_id = ?",
-                               [int(info["dataset_id"])]).fetchone()[0])
+                 WHERE dataset_id = $id""", {"id": dataset_id})
+            _bump_data_version(cur)
+        return int(_run(cur, "SELECT rows FROM datasets WHERE dataset_id = ?",
+                        [dataset_id]).fetchone()[0])
 
 
 def reference_cdfs(con) -> pd.DataFrame:
     """All reference distributions (source, cluster, metric, cdf_percent, value)."""
     with con.cursor() as cur:
-        return cur.execute("SELECT source, cluster, metric, cdf_percent, value FROM "
-                           "reference_cdf ORDER BY source, cluster, metric, cdf_percent").df()
+        return _run(cur, "SELECT source, cluster, metric, cdf_percent, value FROM "
+                         "reference_cdf ORDER BY source, cluster, metric, cdf_percent").df()
 
 
 def bench_runs(con) -> pd.DataFrame:
@@ -529,7 +467,8 @@ def bench_runs(con) -> pd.DataFrame:
     measured configuration and result."""
     cols = ", ".join("b." + c for c in CANONICAL["bench_runs"])
     with con.cursor() as cur:
-        return cur.execute(
+        return _run(
+            cur,
             f"""SELECT min(d.name) AS dataset, {cols}
                 FROM bench_runs b JOIN datasets d USING (dataset_id)
                 GROUP BY ALL ORDER BY ALL""").df()
@@ -540,17 +479,15 @@ def jobs(con) -> pd.DataFrame:
     launch-success priors (:func:`gpu_jobs` is the ran-GPU-jobs view the power simulation uses)."""
     cols = ", ".join("j." + c for c in CANONICAL["jobs"])
     with con.cursor() as cur:
-        return cur.execute(f"SELECT d.name AS dataset, {cols} FROM jobs j "
-                           "JOIN datasets d USING (dataset_id) ORDER BY d.name, j.submit_ts").df()
+        return _run(cur, f"SELECT d.name AS dataset, {cols} FROM jobs j "
+                         "JOIN datasets d USING (dataset_id) ORDER BY d.name, j.submit_ts").df()
 
 
 def add_model_version(con, rows: int, metrics: dict, envelope: dict, promoted: bool,
                       reason: str) -> int:
     """Record a fitted advisor model (OmniPilot provenance); returns its version number."""
-    import json
-
     with con.cursor() as cur:
-        version = int(cur.execute("SELECT nextval('model_version_seq')").fetchone()[0])
+        version = int(_run(cur, "SELECT nextval('model_version_seq')").fetchone()[0])
         _run(cur, "INSERT INTO model_versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
              [version, _now(), data_version(con), rows, json.dumps(metrics),
               json.dumps(envelope), promoted, reason])
@@ -560,4 +497,4 @@ def add_model_version(con, rows: int, metrics: dict, envelope: dict, promoted: b
 def model_versions(con) -> pd.DataFrame:
     """The advisor's model versions, newest first (metrics / envelope as JSON text)."""
     with con.cursor() as cur:
-        return cur.execute("SELECT * FROM model_versions ORDER BY version DESC").df()
+        return _run(cur, "SELECT * FROM model_versions ORDER BY version DESC").df()

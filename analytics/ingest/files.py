@@ -15,17 +15,24 @@ import polars as pl
 
 from analytics import store
 from analytics.config import ParseOptions
+from analytics.ingest.digest import file_sha256
 from analytics.ingest.formats import FormatError, Parsed, detect, parse_file
 from analytics.ingest.formats._common import file_stem
 
 
 @dataclass(frozen=True)
 class FileIn:
-    """A file to ingest: where it is on disk and the name the user knows it by."""
+    """A file to ingest: where it is on disk and the name the user knows it by.
+
+    ``name`` is the dataset name (default: the file stem); ``sha256`` the hash of the bytes when
+    the caller already has it (:func:`analytics.ingest.digest.copy_hashed` while copying an
+    upload), else it is computed from the file.
+    """
 
     path: Path
     display: str
     name: str | None = None
+    sha256: str | None = None
 
 
 def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOptions | None = None,
@@ -45,7 +52,7 @@ def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOption
             )
         parsed = parse_file(f.path, f.display, fmt, opts)
         items.append(store.IngestItem(parsed, f.name or file_stem(f.display),
-                                      store.file_sha256(f.path)))
+                                      f.sha256 or file_sha256(f.path)))
     return items
 
 

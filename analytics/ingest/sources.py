@@ -22,6 +22,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from analytics.ingest.digest import file_sha256, update_from_file
+
 
 @dataclass(frozen=True)
 class Source:
@@ -198,15 +200,13 @@ def pull(
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     final = dest / src.filename
-    if final.exists() and src.sha256 and _sha256(final) == src.sha256:
+    if final.exists() and src.sha256 and file_sha256(final) == src.sha256:
         return _result(src, final, src.sha256)
     part = final.with_name(final.name + ".part")
     done = part.stat().st_size if part.exists() else 0
     hasher = hashlib.sha256()
-    if done:
-        with open(part, "rb") as fh:
-            while block := fh.read(chunk_bytes):
-                hasher.update(block)
+    if done:  # resume: the hash covers the bytes already there
+        update_from_file(hasher, part, chunk_bytes)
     request = urllib.request.Request(url or src.url, headers={"User-Agent": "headroom"})
     if done:
         request.add_header("Range", f"bytes={done}-")
@@ -245,14 +245,6 @@ def pull(
         )
     part.replace(final)
     return _result(src, final, digest)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _result(src: Source, path: Path, digest: str) -> dict:

@@ -1,8 +1,12 @@
 """Input formats: detect a file's family and parse it into a canonical table.
 
-Each format module exposes ``NAME``, ``TABLE`` (the canonical table it fills), ``detect(name, head)``
-and ``parse(path, display, opts) -> Parsed``. ``parse_file`` picks the format, and every rejection
-is a :class:`FormatError` naming file, line and column.
+A format is one class (the plug-in form, see :class:`~analytics.ingest.formats._common.Format`):
+``NAME``, ``TABLE`` (the canonical table it fills), ``detect(name, head) -> bool`` and
+``parse(path, display, opts) -> Parsed``, both static methods; a module may hold several related
+formats. :data:`FORMATS` lists every format once, in detection order. ``parse_file`` picks the
+format, brings its rows to the table's canonical schema (:func:`analytics.schema.conform`), and
+every rejection is a :class:`FormatError` naming file, line and column. To add a format: write the
+class (in a new module or beside its family) and add it to :data:`FORMATS`.
 
 Formats, in detection order (first match wins):
 
@@ -36,6 +40,7 @@ canonical          any                 CSV / Parquet already in a canonical sche
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
@@ -53,25 +58,27 @@ from analytics.ingest.formats import (
     telemetry,
     weather,
 )
-from analytics.ingest.formats._common import FormatError, Parsed, read_head
+from analytics.ingest.formats._common import Format, FormatError, Parsed, read_head
+from analytics.schema import conform
 
-__all__ = ["FORMATS", "FormatError", "Parsed", "detect", "parse_file", "format_names"]
+__all__ = ["FORMATS", "Format", "FormatError", "Parsed", "detect", "parse_file", "format_names"]
 
-FORMATS = {
-    m.NAME: m
-    for m in (
+#: Every format by name, in detection order (first match wins).
+FORMATS: dict[str, type[Format]] = {
+    fmt.NAME: fmt
+    for fmt in (
         burstgpt.Requests,
         burstgpt.Minute,
         burstgpt.Daily,
-        azure,
-        mooncake,
-        alibaba,
-        jobs,
+        azure.AzureLLM,
+        mooncake.Mooncake,
+        alibaba.AlibabaLoRA,
+        jobs.MITSupercloud,
         jobs.Sacct,
-        openb,
+        openb.OpenB,
         carbon.SustainDC,
         carbon.GreenDCC,
-        prices,
+        prices.GreenDCCPrices,
         weather.EPW,
         weather.OpenMeteo,
         telemetry.NvidiaSmi,
@@ -81,7 +88,7 @@ FORMATS = {
         bench.MLEnergyV3,
         bench.Argonne,
         bench.VllmBench,
-        canonical,
+        canonical.Canonical,
     )
 }
 
@@ -91,8 +98,8 @@ def format_names() -> list[str]:
     return list(FORMATS)
 
 
-def detect(path: str | Path, display: str | None = None):
-    """Return the format module that recognises the file.
+def detect(path: str | Path, display: str | None = None) -> type[Format]:
+    """Return the format class that recognises the file.
 
     Raises
     ------
@@ -101,7 +108,11 @@ def detect(path: str | Path, display: str | None = None):
     """
     path = Path(path)
     display = display or path.name
-    head = read_head(path, display)
+    return _detect_head(display, read_head(path, display))
+
+
+def _detect_head(display: str, head: str) -> type[Format]:
+    """The first format of :data:`FORMATS` whose ``detect`` accepts ``head``."""
     for fmt in FORMATS.values():
         if fmt.detect(display, head):
             return fmt
@@ -136,19 +147,17 @@ def parse_file(
     path = Path(path)
     display = display or path.name
     opts = opts or ParseOptions()
-    if fmt is None:
-        module = detect(path, display)
-    else:
-        if fmt not in FORMATS:
-            raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-        read_head(path, display)  # empty / binary checks still apply
-        module = FORMATS[fmt]
+    if fmt is not None and fmt not in FORMATS:
+        raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    head = read_head(path, display)  # empty / binary checks apply to a forced format too
+    plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     try:
-        parsed = module.parse(path, display, opts)
+        parsed = plugin.parse(path, display, opts)
+        parsed = dataclasses.replace(parsed, frame=conform(parsed.frame, parsed.table))
     except FormatError:
         raise
     except Exception as exc:  # a value no check above anticipated: never a traceback
-        raise FormatError(display, 1, 1, f"could not read the file as {module.NAME}: "
+        raise FormatError(display, 1, 1, f"could not read the file as {plugin.NAME}: "
                                          f"{type(exc).__name__}: {exc}") from exc
     if parsed.frame.height == 0:
         raise FormatError(display, 2, 1, "no data rows (header only)")

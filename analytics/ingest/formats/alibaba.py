@@ -26,41 +26,45 @@ from analytics.ingest.formats._common import (
     read_csv_checked,
 )
 
-NAME = "alibaba_lora"
-TABLE = "requests"
 
+class AlibabaLoRA:
+    """Alibaba GenAI LoRA request trace -> ``requests`` (GPU-seconds, no tokens)."""
 
-def detect(name: str, head: str) -> bool:
-    fields = header_fields(head)
-    return "gmt_create" in fields and "exec_time_seconds" in fields
+    NAME = "alibaba_lora"
+    TABLE = "requests"
 
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        fields = header_fields(head)
+        return "gmt_create" in fields and "exec_time_seconds" in fields
 
-def parse(path, display, opts) -> Parsed:
-    frame = read_csv_checked(
-        path, display,
-        {"gmt_create": pl.String, "predict_status": pl.String, "exec_time_seconds": pl.Float64},
-        optional={"checkpoint_model_version_id": pl.String},
-    )
-    check_nonnegative(frame, ["exec_time_seconds"], display)
-    frame = parse_timestamps(frame, "gmt_create", display, "%Y-%m-%d %H:%M:%S")
-    back = check_monotone(frame, display, opts.max_backstep_s, "gmt_create")
-    model = (pl.col("checkpoint_model_version_id") if "checkpoint_model_version_id"
-             in frame.columns else pl.lit(None, pl.String))
-    out = frame.select(
-        "ts",
-        model.alias("model"),
-        pl.lit(None, pl.Int64).alias("prompt_tokens"),
-        pl.lit(None, pl.Int64).alias("completion_tokens"),
-        (pl.col("predict_status") != "SUCCEED").alias("failed"),
-        pl.lit(None, pl.String).alias("session_id"),
-        pl.lit(None, pl.Float64).alias("latency_s"),
-        pl.col("exec_time_seconds").alias("gpu_s"),
-    )
-    warnings = [
-        "no token counts in this trace: the demand target is GPU-seconds (exec_time_seconds)",
-        f"{int(out['failed'].sum())} requests not SUCCEED (FAILED / PENDING / PROCESSING) "
-        "flagged failed; gmt_create read as UTC",
-    ]
-    if back:
-        warnings.append(f"{back} rows step back in time within the tolerance")
-    return Parsed("requests", NAME, out, display, 1.0, tuple(warnings))
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(
+            path, display,
+            {"gmt_create": pl.String, "predict_status": pl.String, "exec_time_seconds": pl.Float64},
+            optional={"checkpoint_model_version_id": pl.String},
+        )
+        check_nonnegative(frame, ["exec_time_seconds"], display)
+        frame = parse_timestamps(frame, "gmt_create", display, "%Y-%m-%d %H:%M:%S")
+        back = check_monotone(frame, display, opts.max_backstep_s, "gmt_create")
+        model = (pl.col("checkpoint_model_version_id") if "checkpoint_model_version_id"
+                 in frame.columns else pl.lit(None, pl.String))
+        out = frame.select(
+            "ts",
+            model.alias("model"),
+            pl.lit(None, pl.Int64).alias("prompt_tokens"),
+            pl.lit(None, pl.Int64).alias("completion_tokens"),
+            (pl.col("predict_status") != "SUCCEED").alias("failed"),
+            pl.lit(None, pl.String).alias("session_id"),
+            pl.lit(None, pl.Float64).alias("latency_s"),
+            pl.col("exec_time_seconds").alias("gpu_s"),
+        )
+        warnings = [
+            "no token counts in this trace: the demand target is GPU-seconds (exec_time_seconds)",
+            f"{int(out['failed'].sum())} requests not SUCCEED (FAILED / PENDING / PROCESSING) "
+            "flagged failed; gmt_create read as UTC",
+        ]
+        if back:
+            warnings.append(f"{back} rows step back in time within the tolerance")
+        return Parsed("requests", AlibabaLoRA.NAME, out, display, 1.0, tuple(warnings))

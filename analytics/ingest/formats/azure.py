@@ -19,34 +19,38 @@ from analytics.ingest.formats._common import (
     read_csv_checked,
 )
 
-NAME = "azure_llm"
-TABLE = "requests"
 
+class AzureLLM:
+    """Azure LLM inference trace 2023 / 2024 -> ``requests``."""
 
-def detect(name: str, head: str) -> bool:
-    fields = header_fields(head)
-    return bool(fields) and fields[0] == "TIMESTAMP" and (
-        "ContextTokens" in fields or "GeneratedTokens" in fields)
+    NAME = "azure_llm"
+    TABLE = "requests"
 
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        fields = header_fields(head)
+        return bool(fields) and fields[0] == "TIMESTAMP" and (
+            "ContextTokens" in fields or "GeneratedTokens" in fields)
 
-def parse(path, display, opts) -> Parsed:
-    frame = read_csv_checked(
-        path, display,
-        {"TIMESTAMP": pl.String, "ContextTokens": pl.Int64, "GeneratedTokens": pl.Int64},
-    )
-    check_nonnegative(frame, ["ContextTokens", "GeneratedTokens"], display)
-    frame = parse_timestamps(frame, "TIMESTAMP", display, "%Y-%m-%d %H:%M:%S%.f")
-    back = check_monotone(frame, display, opts.max_backstep_s, "TIMESTAMP")
-    out = frame.select(
-        "ts",
-        pl.lit(None, pl.String).alias("model"),
-        pl.col("ContextTokens").alias("prompt_tokens"),
-        pl.col("GeneratedTokens").alias("completion_tokens"),
-        pl.lit(False).alias("failed"),
-        pl.lit(None, pl.String).alias("session_id"),
-        pl.lit(None, pl.Float64).alias("latency_s"),
-    )
-    warnings = ["Azure traces have no model, failure, session or latency fields"]
-    if back:
-        warnings.append(f"{back} rows step back in time within the tolerance")
-    return Parsed("requests", NAME, out, display, 1e-6, tuple(warnings))
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(
+            path, display,
+            {"TIMESTAMP": pl.String, "ContextTokens": pl.Int64, "GeneratedTokens": pl.Int64},
+        )
+        check_nonnegative(frame, ["ContextTokens", "GeneratedTokens"], display)
+        frame = parse_timestamps(frame, "TIMESTAMP", display, "%Y-%m-%d %H:%M:%S%.f")
+        back = check_monotone(frame, display, opts.max_backstep_s, "TIMESTAMP")
+        out = frame.select(
+            "ts",
+            pl.lit(None, pl.String).alias("model"),
+            pl.col("ContextTokens").alias("prompt_tokens"),
+            pl.col("GeneratedTokens").alias("completion_tokens"),
+            pl.lit(False).alias("failed"),
+            pl.lit(None, pl.String).alias("session_id"),
+            pl.lit(None, pl.Float64).alias("latency_s"),
+        )
+        warnings = ["Azure traces have no model, failure, session or latency fields"]
+        if back:
+            warnings.append(f"{back} rows step back in time within the tolerance")
+        return Parsed("requests", AzureLLM.NAME, out, display, 1e-6, tuple(warnings))

@@ -57,17 +57,17 @@ from pathlib import Path
 import polars as pl
 
 from analytics.hardware import catalog as hardware
-from analytics.ingest.formats._common import FormatError, Parsed, _open_text, header_fields
+from analytics.ingest.formats._common import FormatError, Parsed, header_fields, open_text
+from analytics.schema import conform
 
 TABLE = "bench_runs"
 
 
 def _finish(recs: list[dict], display: str) -> pl.DataFrame:
-    from analytics.ingest.formats.telemetry import _finish_table
-
+    """Benchmark records as a canonical ``bench_runs`` frame. Raises FormatError if empty."""
     if not recs:
         raise FormatError(display, 2, 1, "no benchmark rows")
-    return _finish_table(pl.DataFrame(recs, infer_schema_length=None), TABLE)
+    return conform(pl.DataFrame(recs, infer_schema_length=None), TABLE)
 
 
 def _num(raw, display: str, line: int, col: str, *, positive: bool = False,
@@ -99,7 +99,7 @@ def _params_from_name(model: str) -> float | None:
 
 def _rows(path: Path, display: str):
     """(line number, cells) of a CSV, skipping blank lines; tolerant of CR/LF mixes."""
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         text = fh.read().replace("\r\n", "\n").replace("\r", "\n")
     lineno = 0
     for lineno, line in enumerate(text.split("\n"), start=1):
@@ -218,10 +218,10 @@ class MLEnergyV3:
     def parse(path, display, opts) -> Parsed:
         path = Path(path)
         recs, skipped = [], 0
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             first = fh.read(1)
         if first == "{":
-            with _open_text(path) as fh:
+            with open_text(path) as fh:
                 try:
                     doc = json.load(fh)
                 except json.JSONDecodeError as exc:
@@ -276,86 +276,26 @@ class Argonne:
     def parse(path, display, opts) -> Parsed:
         rows = _rows(Path(path), display)
         _, header = next(rows)
-        header = [h.strip() for h in header]
-        idx = {h: i for i, h in enumerate(header)}
-        lat_col = next((h for h in header if h.lower() == "latency"), None)
-        tput_col = next((h for h in header if h.lower() == "throughput"), None)
-        ttft_col = "TTFT Latency" if "TTFT Latency" in idx else None
+        cols = _ArgonneColumns([h.strip() for h in header])
         recs, mw, dropped = [], 0, 0
         for line, cells in rows:
-            if len(cells) > len(header) and "kv_cache_dtype" in idx:
-                # unquoted comma inside kv_cache_dtype: rejoin the middle from a fixed split
-                k = idx["kv_cache_dtype"]
-                tail = len(header) - k - 1
-                cells = cells[:k] + [",".join(cells[k:len(cells) - tail])] + cells[len(cells) - tail:]
-            if len(cells) < len(header):
-                # a ragged row: only a trailing measurement may be missing
-                missing = header[len(cells)]
-                if missing in (lat_col, tput_col, "end_latency", "avg_power"):
-                    dropped += 1
-                    continue
-                raise FormatError(display, line, len(cells) + 1,
-                                  f"row has {len(cells)} fields, header has {len(header)}")
-            if len(cells) > len(header):
-                raise FormatError(display, line, len(header) + 1,
-                                  f"row has {len(cells)} fields, header has {len(header)}")
-            r = dict(zip(header, (c.strip() for c in cells), strict=True))
-            n = int(_num(r["Num of Hardware"], display, line, "Num of Hardware", positive=True))
-            batch = _num(r["Batch Size"], display, line, "Batch Size", positive=True)
-            if "Input Output Length" in r:
-                in_len = out_len = _num(r["Input Output Length"], display, line,
-                                        "Input Output Length", positive=True)
-            else:
-                in_len = _num(r["Input Length"], display, line, "Input Length", positive=True)
-                out_len = _num(r["Output Length"], display, line, "Output Length", positive=True)
-            latency = _num(r[lat_col], display, line, lat_col, positive=True) if lat_col else None
-            tput = None
-            if tput_col:
-                total = _num(r[tput_col], display, line, tput_col, positive=True)
-                tput = total * out_len / (in_len + out_len)
-            ttft_ms = None
-            if ttft_col:
-                ttft_ms = 1000 * _num(r[ttft_col], display, line, ttft_col, positive=True)
-            elif lat_col and not tput_col and out_len == 1:
-                ttft_ms = 1000 * latency  # one generated token: the latency is the TTFT
-            if "end_latency" in r:
-                latency = _num(r["end_latency"], display, line, "end_latency", positive=True)
-            power = None
-            if "avg_power" in r:
-                power = _num(r["avg_power"], display, line, "avg_power", positive=True)
-                if power > 10_000:
-                    power, mw = power / 1000.0, mw + 1
-            kv = r.get("kv_cache_dtype", "")
-            m = re.search(r"weight\s*=\s*(\w+)", kv, re.I)
-            prec = hardware.precision(m.group(1)) if m else (
-                "fp8" if "fp8" in r["Model"].lower() else "fp16")
-            pipeline = "pipeline" in r.get("Parallelism Type", "").lower()
-            hw = hardware.normalise(r["Hardware"])
-            task = "argonne-offline"  # ablation variants are other workloads, not arms
-            if r.get("KV Cache", "").lower().startswith("without"):
-                task += "-no-kv-cache"
-            if r.get("speculative_decoding", "").lower().startswith("with speculative"):
-                task += "-speculative"
-            recs.append({
-                "source": "Argonne LLM-Inference-Bench", "task": task,
-                "hardware": hw, "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n,
-                "tp": 1 if pipeline else n, "pp": n if pipeline else 1, "precision": prec,
-                "framework": r["Framework"], "model": r["Model"],
-                "params_b": _params_from_name(r["Model"]), "in_len": in_len, "out_len": out_len,
-                "concurrency": batch, "throughput_tok_s": tput, "ttft_ms": ttft_ms,
-                "latency_s": latency, "power_w": power,
-                "energy_per_token_j": power / tput if power and tput else None,
-                "failed": False,
-            })
+            cells = _argonne_cells(cells, cols, display, line)
+            if cells is None:
+                dropped += 1
+                continue
+            rec, in_mw = _argonne_record(dict(zip(cols.header, (c.strip() for c in cells),
+                                                  strict=True)), cols, display, line)
+            recs.append(rec)
+            mw += in_mw
         frame = _finish(recs, display)
         frame = frame.with_columns(pl.col("params_b").alias("active_params_b"))
         frame = frame.with_columns(
             pl.when(pl.col("model").str.to_lowercase().str.contains(r"\d+x\d+b"))
             .then(None).otherwise(pl.col("active_params_b")).alias("active_params_b"))
         warns = []
-        if "Input Output Length" in idx:
+        if "Input Output Length" in cols.idx:
             warns.append("Argonne: Input Output Length used for both lengths")
-        if tput_col:
+        if cols.tput:
             warns.append("throughput_tok_s = Throughput x out/(in+out) (output tokens only)")
         over = frame.filter(pl.col("power_w") > 1.1 * pl.col("n_gpus") * pl.col("hardware")
                             .replace_strict({k: s.tdp_w for k, s in hardware.SPECS.items()},
@@ -368,6 +308,92 @@ class Argonne:
         if dropped:
             warns.append(f"{dropped} ragged rows without their measurement skipped")
         return Parsed(TABLE, Argonne.NAME, frame, display, 0.0, tuple(warns))
+
+
+class _ArgonneColumns:
+    """Which measurement columns an Argonne result table has (header names stripped)."""
+
+    def __init__(self, header: list[str]):
+        self.header = header
+        self.idx = {h: i for i, h in enumerate(header)}
+        self.latency = next((h for h in header if h.lower() == "latency"), None)
+        self.tput = next((h for h in header if h.lower() == "throughput"), None)
+        self.ttft = "TTFT Latency" if "TTFT Latency" in self.idx else None
+
+
+def _argonne_cells(cells: list[str], cols: _ArgonneColumns, display: str,
+                   line: int) -> list[str] | None:
+    """The row's cells matched to the header, or None for a ragged row that only lacks a
+    trailing measurement (skipped). Raises FormatError for any other ragged row."""
+    header, idx = cols.header, cols.idx
+    if len(cells) > len(header) and "kv_cache_dtype" in idx:
+        # unquoted comma inside kv_cache_dtype: rejoin the middle from a fixed split
+        k = idx["kv_cache_dtype"]
+        tail = len(header) - k - 1
+        cells = cells[:k] + [",".join(cells[k:len(cells) - tail])] + cells[len(cells) - tail:]
+    if len(cells) < len(header):
+        # a ragged row: only a trailing measurement may be missing
+        if header[len(cells)] in (cols.latency, cols.tput, "end_latency", "avg_power"):
+            return None
+        raise FormatError(display, line, len(cells) + 1,
+                          f"row has {len(cells)} fields, header has {len(header)}")
+    if len(cells) > len(header):
+        raise FormatError(display, line, len(header) + 1,
+                          f"row has {len(cells)} fields, header has {len(header)}")
+    return cells
+
+
+def _argonne_record(r: dict[str, str], cols: _ArgonneColumns, display: str,
+                    line: int) -> tuple[dict, bool]:
+    """One Argonne row as a ``bench_runs`` record, and whether its power was in milliwatts."""
+    n = int(_num(r["Num of Hardware"], display, line, "Num of Hardware", positive=True))
+    batch = _num(r["Batch Size"], display, line, "Batch Size", positive=True)
+    if "Input Output Length" in r:
+        in_len = out_len = _num(r["Input Output Length"], display, line,
+                                "Input Output Length", positive=True)
+    else:
+        in_len = _num(r["Input Length"], display, line, "Input Length", positive=True)
+        out_len = _num(r["Output Length"], display, line, "Output Length", positive=True)
+    lat_col, tput_col, ttft_col = cols.latency, cols.tput, cols.ttft
+    latency = _num(r[lat_col], display, line, lat_col, positive=True) if lat_col else None
+    tput = None
+    if tput_col:
+        total = _num(r[tput_col], display, line, tput_col, positive=True)
+        tput = total * out_len / (in_len + out_len)
+    ttft_ms = None
+    if ttft_col:
+        ttft_ms = 1000 * _num(r[ttft_col], display, line, ttft_col, positive=True)
+    elif lat_col and not tput_col and out_len == 1:
+        ttft_ms = 1000 * latency  # one generated token: the latency is the TTFT
+    if "end_latency" in r:
+        latency = _num(r["end_latency"], display, line, "end_latency", positive=True)
+    power, in_mw = None, False
+    if "avg_power" in r:
+        power = _num(r["avg_power"], display, line, "avg_power", positive=True)
+        if power > 10_000:
+            power, in_mw = power / 1000.0, True
+    kv = r.get("kv_cache_dtype", "")
+    m = re.search(r"weight\s*=\s*(\w+)", kv, re.I)
+    prec = hardware.precision(m.group(1)) if m else (
+        "fp8" if "fp8" in r["Model"].lower() else "fp16")
+    pipeline = "pipeline" in r.get("Parallelism Type", "").lower()
+    hw = hardware.normalise(r["Hardware"])
+    task = "argonne-offline"  # ablation variants are other workloads, not arms
+    if r.get("KV Cache", "").lower().startswith("without"):
+        task += "-no-kv-cache"
+    if r.get("speculative_decoding", "").lower().startswith("with speculative"):
+        task += "-speculative"
+    return {
+        "source": "Argonne LLM-Inference-Bench", "task": task,
+        "hardware": hw, "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n,
+        "tp": 1 if pipeline else n, "pp": n if pipeline else 1, "precision": prec,
+        "framework": r["Framework"], "model": r["Model"],
+        "params_b": _params_from_name(r["Model"]), "in_len": in_len, "out_len": out_len,
+        "concurrency": batch, "throughput_tok_s": tput, "ttft_ms": ttft_ms,
+        "latency_s": latency, "power_w": power,
+        "energy_per_token_j": power / tput if power and tput else None,
+        "failed": False,
+    }, in_mw
 
 
 # --------------------------------------------------------------------------- vllm bench serve
@@ -383,7 +409,7 @@ class VllmBench:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        with _open_text(Path(path)) as fh:
+        with open_text(Path(path)) as fh:
             try:
                 doc = json.load(fh)
             except json.JSONDecodeError as exc:

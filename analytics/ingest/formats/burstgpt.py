@@ -29,6 +29,7 @@ from analytics.ingest.formats._common import (
     check_monotone,
     check_nonnegative,
     header_fields,
+    raise_at_first,
     read_csv_checked,
 )
 
@@ -44,10 +45,7 @@ def _relative_ts(seconds: pl.Expr, opts) -> pl.Expr:
 
 
 def _check_range(frame, col, limit, display, reason) -> None:
-    big = frame[col] > limit
-    if big.any():
-        idx = int(big.arg_true()[0])
-        raise FormatError(display, 2 + int(frame[ROW][idx]), col, f"{frame[col][idx]} {reason}")
+    raise_at_first(frame, frame[col] > limit, display, col, "{value} " + reason)
 
 
 _TEN_YEARS = "is beyond ten years from the trace start"

@@ -1,6 +1,6 @@
 """Users' own files already in a canonical schema (CSV, CSV.gz or Parquet).
 
-Name the columns as in the store (``analytics.ingest.formats._common.CANONICAL``); the table is chosen
+Name the columns as in the store (``analytics.schema.CANONICAL``); the table is chosen
 by which required set is present:
 
 ================  =========================================  ===================================
@@ -22,8 +22,6 @@ from __future__ import annotations
 import polars as pl
 
 from analytics.ingest.formats._common import (
-    CANONICAL,
-    REQUIRED,
     ROW,
     FormatError,
     Parsed,
@@ -35,9 +33,7 @@ from analytics.ingest.formats._common import (
     read_csv_checked,
     read_head,
 )
-
-NAME = "canonical"
-TABLE = "any"
+from analytics.schema import CANONICAL, REQUIRED, conform
 
 
 def _table_for(fields: list[str]) -> str | None:
@@ -45,10 +41,6 @@ def _table_for(fields: list[str]) -> str | None:
         if all(c in fields for c in req):
             return table
     return None
-
-
-def detect(name: str, head: str) -> bool:
-    return head == "PAR1" or _table_for(header_fields(head)) is not None
 
 
 def _ts_text(frame: pl.DataFrame, display: str) -> pl.DataFrame:
@@ -71,58 +63,59 @@ def _ts_text(frame: pl.DataFrame, display: str) -> pl.DataFrame:
     raise FormatError(display, 1, "ts", f"ts column has type {col.dtype}, expected timestamps")
 
 
-def parse(path, display, opts) -> Parsed:
-    if is_parquet(path):
-        try:
-            frame = pl.read_parquet(path).with_row_index(ROW)
-        except Exception as exc:  # noqa: BLE001
-            raise FormatError(display, 1, 1, f"unreadable Parquet: {exc}") from exc
-        table = _table_for(frame.columns)
-        if table is None:
-            raise FormatError(display, 1, 1, f"no canonical column set in {frame.columns}")
-        header_line = 0  # Parquet has no text lines: 'line' is the 1-based row number
-    else:
-        table = _table_for(header_fields(read_head(path, display)))
-        if table is None:
-            raise FormatError(display, 1, 1, "header has no canonical column set")
-        spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]}
-        opt = {c: (pl.String if t == pl.Boolean else t) for c, t in CANONICAL[table].items()
-               if c not in spec}
-        frame = read_csv_checked(path, display, spec, optional=opt)
-        if "failed" in frame.columns:
-            low = frame["failed"].str.to_lowercase()
-            ok = low.is_in(["true", "false", "1", "0"]) | low.is_null()
-            if not ok.all():
-                idx = int((~ok).arg_true()[0])
-                raise FormatError(display, 2 + int(frame[ROW][idx]), "failed",
-                                  f"{frame['failed'][idx]!r} is not true/false/1/0")
-            frame = frame.with_columns(low.is_in(["true", "1"]).alias("failed"))
-        header_line = 1
-    for c in REQUIRED[table]:
-        nulls = frame[c].is_null()
-        if nulls.any():
-            raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
-                              c, "empty value")
-    frame = _ts_text(frame, display)
-    numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
-                           "gco2_per_kwh", "latency_s") if c in frame.columns]
-    check_nonnegative(frame, numeric, display, header_line=header_line)
-    if table == "requests":
-        check_monotone(frame, display, opts.max_backstep_s, "ts", header_line=header_line)
-    cols = []
-    for c, dtype in CANONICAL[table].items():
-        if c in frame.columns:
-            cols.append(pl.col(c).cast(dtype))
-        elif c == "failed":
-            cols.append(pl.lit(False).alias(c))
-        elif c == "basis":
-            cols.append(pl.lit("avg").alias(c))
+class Canonical:
+    """A CSV / CSV.gz / Parquet file already in a canonical schema -> its table."""
+
+    NAME = "canonical"
+    TABLE = "any"
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return head == "PAR1" or _table_for(header_fields(head)) is not None
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        if is_parquet(path):
+            try:
+                frame = pl.read_parquet(path).with_row_index(ROW)
+            except Exception as exc:  # noqa: BLE001
+                raise FormatError(display, 1, 1, f"unreadable Parquet: {exc}") from exc
+            table = _table_for(frame.columns)
+            if table is None:
+                raise FormatError(display, 1, 1, f"no canonical column set in {frame.columns}")
+            header_line = 0  # Parquet has no text lines: 'line' is the 1-based row number
         else:
-            cols.append(pl.lit(None, dtype).alias(c))
-    out = frame.select(cols)
-    resolution = float(out["bin_s"].min()) if table == "demand_series" else (
-        1e-6 if table == "requests" else 3600.0)
-    missing = [c for c in CANONICAL[table] if c not in frame.columns]
-    warnings = (f"canonical {table} file; absent optional columns left empty: {missing}",) \
-        if missing else ()
-    return Parsed(table, NAME, out, display, resolution, warnings)
+            table = _table_for(header_fields(read_head(path, display)))
+            if table is None:
+                raise FormatError(display, 1, 1, "header has no canonical column set")
+            spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]}
+            opt = {c: (pl.String if t == pl.Boolean else t) for c, t in CANONICAL[table].items()
+                   if c not in spec}
+            frame = read_csv_checked(path, display, spec, optional=opt)
+            if "failed" in frame.columns:
+                low = frame["failed"].str.to_lowercase()
+                ok = low.is_in(["true", "false", "1", "0"]) | low.is_null()
+                if not ok.all():
+                    idx = int((~ok).arg_true()[0])
+                    raise FormatError(display, 2 + int(frame[ROW][idx]), "failed",
+                                      f"{frame['failed'][idx]!r} is not true/false/1/0")
+                frame = frame.with_columns(low.is_in(["true", "1"]).alias("failed"))
+            header_line = 1
+        for c in REQUIRED[table]:
+            nulls = frame[c].is_null()
+            if nulls.any():
+                raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
+                                  c, "empty value")
+        frame = _ts_text(frame, display)
+        numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
+                               "gco2_per_kwh", "latency_s") if c in frame.columns]
+        check_nonnegative(frame, numeric, display, header_line=header_line)
+        if table == "requests":
+            check_monotone(frame, display, opts.max_backstep_s, "ts", header_line=header_line)
+        out = conform(frame, table, defaults={"failed": False, "basis": "avg"})
+        resolution = float(out["bin_s"].min()) if table == "demand_series" else (
+            1e-6 if table == "requests" else 3600.0)
+        missing = [c for c in CANONICAL[table] if c not in frame.columns]
+        warnings = (f"canonical {table} file; absent optional columns left empty: {missing}",) \
+            if missing else ()
+        return Parsed(table, Canonical.NAME, out, display, resolution, warnings)

@@ -18,6 +18,10 @@ Datacenter Challenge, Samsi et al., HPEC 2021; third-party extract, see SOURCES.
 
 from __future__ import annotations
 
+import hashlib
+import re
+from datetime import datetime
+
 import polars as pl
 
 from analytics.ingest.formats._common import (
@@ -25,20 +29,14 @@ from analytics.ingest.formats._common import (
     FormatError,
     Parsed,
     header_fields,
+    open_text,
     read_csv_checked,
 )
 
-NAME = "mit_supercloud_slurm"
-TABLE = "jobs"
 SLURM_STATES = {0: "PENDING", 1: "RUNNING", 2: "SUSPENDED", 3: "COMPLETED", 4: "CANCELLED",
                 5: "FAILED", 6: "TIMEOUT", 7: "NODE_FAIL", 8: "PREEMPTED", 9: "BOOT_FAIL",
                 10: "DEADLINE", 11: "OUT_OF_MEMORY"}
 GPU_TRES = {"1001": "tesla", "1002": "volta"}
-
-
-def detect(name: str, head: str) -> bool:
-    fields = header_fields(head)
-    return {"id_job", "time_submit", "tres_req", "state"} <= set(fields)
 
 
 def _gpus(tres: str | None) -> tuple[int, str | None]:
@@ -51,50 +49,62 @@ def _gpus(tres: str | None) -> tuple[int, str | None]:
     return n, ("+".join(sorted(set(kinds))) or None)
 
 
-def parse(path, display, opts) -> Parsed:
-    frame = read_csv_checked(
-        path, display,
-        {"id_job": pl.String, "id_user": pl.String, "time_submit": pl.Float64,
-         "time_start": pl.Float64, "time_end": pl.Float64, "state": pl.Int64,
-         "tres_req": pl.String},
-        optional={"exit_code": pl.Int64},
-    )
-    for col in ("time_submit", "time_start", "time_end"):
-        bad = (frame[col] < 0) | (frame[col] > 4.1e9)
-        if bad.any():
-            idx = int(bad.arg_true()[0])
-            raise FormatError(display, 2 + int(frame[ROW][idx]), col,
-                              f"{frame[col][idx]} is not an epoch second")
-    decoded = []
-    for row, tres in zip(frame[ROW].to_list(), frame["tres_req"].to_list(), strict=True):
-        try:
-            decoded.append(_gpus(tres))
-        except ValueError as exc:
-            raise FormatError(display, 2 + int(row), "tres_req",
-                              f"{tres!r}: a GPU count is not an integer") from exc
+class MITSupercloud:
+    """MIT SuperCloud Slurm accounting export -> ``jobs``."""
 
-    def epoch(col: str) -> pl.Expr:
-        c = pl.col(col)
-        return pl.when(c > 0).then(pl.from_epoch((c * 1e6).round().cast(pl.Int64), "us"))
+    NAME = "mit_supercloud_slurm"
+    TABLE = "jobs"
 
-    out = frame.select(
-        pl.col("id_job").alias("job_id"),
-        epoch("time_submit").alias("submit_ts"),
-        epoch("time_start").alias("start_ts"),
-        epoch("time_end").alias("end_ts"),
-        pl.Series("n_gpus", [d[0] for d in decoded], dtype=pl.Int32),
-        pl.Series("gpu_kind", [d[1] for d in decoded], dtype=pl.String),
-        pl.col("state").replace_strict(SLURM_STATES, default=None, return_dtype=pl.String)
-        .fill_null(pl.format("STATE_{}", pl.col("state"))).alias("state"),
-        (pl.col("exit_code") if "exit_code" in frame.columns else pl.lit(None))
-        .cast(pl.Int32).alias("exit_code"),
-        pl.col("id_user").alias("user_hash"),
-    )
-    n_gpu = int((out["n_gpus"] > 0).sum())
-    return Parsed("jobs", NAME, out, display, 1.0, (
-        f"{n_gpu} of {out.height} jobs request GPUs (tres 1001 gpu:tesla / 1002 gpu:volta)",
-        "job and user ids were floats in the export; kept as text",
-    ))
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        fields = header_fields(head)
+        return {"id_job", "time_submit", "tres_req", "state"} <= set(fields)
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(
+            path, display,
+            {"id_job": pl.String, "id_user": pl.String, "time_submit": pl.Float64,
+             "time_start": pl.Float64, "time_end": pl.Float64, "state": pl.Int64,
+             "tres_req": pl.String},
+            optional={"exit_code": pl.Int64},
+        )
+        for col in ("time_submit", "time_start", "time_end"):
+            bad = (frame[col] < 0) | (frame[col] > 4.1e9)
+            if bad.any():
+                idx = int(bad.arg_true()[0])
+                raise FormatError(display, 2 + int(frame[ROW][idx]), col,
+                                  f"{frame[col][idx]} is not an epoch second")
+        decoded = []
+        for row, tres in zip(frame[ROW].to_list(), frame["tres_req"].to_list(), strict=True):
+            try:
+                decoded.append(_gpus(tres))
+            except ValueError as exc:
+                raise FormatError(display, 2 + int(row), "tres_req",
+                                  f"{tres!r}: a GPU count is not an integer") from exc
+
+        def epoch(col: str) -> pl.Expr:
+            c = pl.col(col)
+            return pl.when(c > 0).then(pl.from_epoch((c * 1e6).round().cast(pl.Int64), "us"))
+
+        out = frame.select(
+            pl.col("id_job").alias("job_id"),
+            epoch("time_submit").alias("submit_ts"),
+            epoch("time_start").alias("start_ts"),
+            epoch("time_end").alias("end_ts"),
+            pl.Series("n_gpus", [d[0] for d in decoded], dtype=pl.Int32),
+            pl.Series("gpu_kind", [d[1] for d in decoded], dtype=pl.String),
+            pl.col("state").replace_strict(SLURM_STATES, default=None, return_dtype=pl.String)
+            .fill_null(pl.format("STATE_{}", pl.col("state"))).alias("state"),
+            (pl.col("exit_code") if "exit_code" in frame.columns else pl.lit(None))
+            .cast(pl.Int32).alias("exit_code"),
+            pl.col("id_user").alias("user_hash"),
+        )
+        n_gpu = int((out["n_gpus"] > 0).sum())
+        return Parsed("jobs", MITSupercloud.NAME, out, display, 1.0, (
+            f"{n_gpu} of {out.height} jobs request GPUs (tres 1001 gpu:tesla / 1002 gpu:volta)",
+            "job and user ids were floats in the export; kept as text",
+        ))
 
 
 class Sacct:
@@ -119,14 +129,8 @@ class Sacct:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        import hashlib
-        import re
-        from datetime import datetime
-
-        from analytics.ingest.formats._common import _open_text
-
         recs = []
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             header = fh.readline().rstrip("\r\n").split("|")
             for need in ("JobID", "Submit", "State"):
                 if need not in header:
@@ -178,8 +182,6 @@ class Sacct:
                 })
         if not recs:
             raise FormatError(display, 2, 1, "no jobs (only steps or no rows)")
-        from analytics.ingest.formats.telemetry import _finish_table
-
-        return Parsed("jobs", Sacct.NAME, _finish_table(pl.DataFrame(recs), "jobs"), display,
+        return Parsed("jobs", Sacct.NAME, pl.DataFrame(recs), display,
                       1.0, ("job steps skipped; user names stored as sha256 prefixes; times read "
                             "as UTC",))

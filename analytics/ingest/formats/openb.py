@@ -34,78 +34,81 @@ from datetime import UTC
 
 import polars as pl
 
-from analytics.ingest.formats._common import ROW, FormatError, Parsed, header_fields, read_csv_checked
-
-NAME = "alibaba_openb"
-TABLE = "jobs"
-
-
-def detect(name: str, head: str) -> bool:
-    return {"name", "cpu_milli", "num_gpu", "gpu_milli"} <= set(header_fields(head))
-
-
-def _first_bad(frame: pl.DataFrame, mask: pl.Series, display: str, col: str, reason: str) -> None:
-    if mask.any():
-        idx = int(mask.arg_true()[0])
-        raise FormatError(display, 2 + int(frame[ROW][idx]), col,
-                          reason.format(value=frame[col][idx]))
+from analytics.ingest.formats._common import (
+    FormatError,
+    Parsed,
+    header_fields,
+    raise_at_first,
+    read_csv_checked,
+)
 
 
-def parse(path, display, opts) -> Parsed:
-    frame = read_csv_checked(
-        path, display,
-        {"name": pl.String, "num_gpu": pl.Int64, "gpu_milli": pl.Int64,
-         "creation_time": pl.Float64, "deletion_time": pl.Float64, "pod_phase": pl.String},
-        optional={"scheduled_time": pl.Float64, "gpu_spec": pl.String},
-    )
-    if "scheduled_time" not in frame.columns:
-        raise FormatError(display, 1, "scheduled_time",
-                          "missing column 'scheduled_time' (start times are needed for jobs)")
-    _first_bad(frame, (frame["num_gpu"] < 0) | (frame["num_gpu"] > 64), display, "num_gpu",
-               "{value} is not a GPU count (0-64)")
-    _first_bad(frame, (frame["gpu_milli"] < 0) | (frame["gpu_milli"] > 1000), display,
-               "gpu_milli", "{value} is not a per-GPU share in milli-GPUs (0-1000)")
-    _first_bad(frame, (frame["num_gpu"] > 0) & (frame["gpu_milli"] == 0), display, "gpu_milli",
-               "0 milli-GPUs for a pod that requests GPUs")
-    for col in ("creation_time", "deletion_time", "scheduled_time"):
-        _first_bad(frame, frame[col].fill_null(0) < 0, display, col,
-                   "{value} is negative (seconds from the trace start expected)")
-    _first_bad(frame, frame["deletion_time"] < frame["creation_time"], display, "deletion_time",
-               "{value} is before the pod's creation_time")
-    _first_bad(frame, frame["scheduled_time"].fill_null(float("inf")) < frame["creation_time"],
-               display, "scheduled_time", "{value} is before the pod's creation_time")
-    _first_bad(frame, frame["deletion_time"] < frame["scheduled_time"].fill_null(-1.0), display,
-               "deletion_time", "{value} is before the pod's scheduled_time")
+class OpenB:
+    """Alibaba openb pod list -> ``jobs`` (GPU-sharing pods, ``gpu_milli``)."""
 
-    t0_us = int(opts.t0.astimezone(UTC).timestamp() * 1e6)
+    NAME = "alibaba_openb"
+    TABLE = "jobs"
 
-    def at(col: str) -> pl.Expr:
-        return pl.from_epoch((pl.col(col) * 1e6).round().cast(pl.Int64) + t0_us, "us")
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return {"name", "cpu_milli", "num_gpu", "gpu_milli"} <= set(header_fields(head))
 
-    scheduled = pl.col("scheduled_time").is_not_null()
-    kind = pl.col("gpu_spec") if "gpu_spec" in frame.columns else pl.lit(None, pl.String)
-    out = frame.select(
-        pl.col("name").alias("job_id"),
-        at("creation_time").alias("submit_ts"),
-        at("scheduled_time").alias("start_ts"),
-        pl.when(scheduled).then(at("deletion_time")).alias("end_ts"),
-        pl.col("num_gpu").cast(pl.Int32).alias("n_gpus"),
-        kind.alias("gpu_kind"),
-        pl.col("pod_phase").str.to_uppercase().alias("state"),
-        pl.lit(None, pl.Int32).alias("exit_code"),
-        pl.lit(None, pl.String).alias("user_hash"),
-        (pl.col("num_gpu") * pl.col("gpu_milli")).cast(pl.Int32).alias("gpu_milli"),
-    )
-    n_gpu = int((out["n_gpus"] > 0).sum())
-    sharing = int(((out["n_gpus"] == 1) & (out["gpu_milli"] < 1000)).sum())
-    pending = int(out["start_ts"].is_null().sum())
-    cut = frame["deletion_time"].max()
-    censored = int(((frame["deletion_time"] == cut) & frame["scheduled_time"].is_not_null()).sum())
-    return Parsed("jobs", NAME, out, display, 1.0, (
-        f"{n_gpu} of {out.height} pods request GPUs; {sharing} of them share one GPU "
-        "(gpu_milli < 1000)",
-        f"{pending} pods were never scheduled (no start or end)",
-        f"{censored} pods were still running at the trace cut (deletion_time = {cut:.0f} s): "
-        "their runtimes are censored",
-        f"times are seconds from the trace start, anchored at t0 = {opts.t0.isoformat()}",
-    ))
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(
+            path, display,
+            {"name": pl.String, "num_gpu": pl.Int64, "gpu_milli": pl.Int64,
+             "creation_time": pl.Float64, "deletion_time": pl.Float64, "pod_phase": pl.String},
+            optional={"scheduled_time": pl.Float64, "gpu_spec": pl.String},
+        )
+        if "scheduled_time" not in frame.columns:
+            raise FormatError(display, 1, "scheduled_time",
+                              "missing column 'scheduled_time' (start times are needed for jobs)")
+        raise_at_first(frame, (frame["num_gpu"] < 0) | (frame["num_gpu"] > 64), display, "num_gpu",
+                   "{value} is not a GPU count (0-64)")
+        raise_at_first(frame, (frame["gpu_milli"] < 0) | (frame["gpu_milli"] > 1000), display,
+                   "gpu_milli", "{value} is not a per-GPU share in milli-GPUs (0-1000)")
+        raise_at_first(frame, (frame["num_gpu"] > 0) & (frame["gpu_milli"] == 0), display, "gpu_milli",
+                   "0 milli-GPUs for a pod that requests GPUs")
+        for col in ("creation_time", "deletion_time", "scheduled_time"):
+            raise_at_first(frame, frame[col].fill_null(0) < 0, display, col,
+                       "{value} is negative (seconds from the trace start expected)")
+        raise_at_first(frame, frame["deletion_time"] < frame["creation_time"], display, "deletion_time",
+                   "{value} is before the pod's creation_time")
+        raise_at_first(frame, frame["scheduled_time"].fill_null(float("inf")) < frame["creation_time"],
+                   display, "scheduled_time", "{value} is before the pod's creation_time")
+        raise_at_first(frame, frame["deletion_time"] < frame["scheduled_time"].fill_null(-1.0), display,
+                   "deletion_time", "{value} is before the pod's scheduled_time")
+
+        t0_us = int(opts.t0.astimezone(UTC).timestamp() * 1e6)
+
+        def at(col: str) -> pl.Expr:
+            return pl.from_epoch((pl.col(col) * 1e6).round().cast(pl.Int64) + t0_us, "us")
+
+        scheduled = pl.col("scheduled_time").is_not_null()
+        kind = pl.col("gpu_spec") if "gpu_spec" in frame.columns else pl.lit(None, pl.String)
+        out = frame.select(
+            pl.col("name").alias("job_id"),
+            at("creation_time").alias("submit_ts"),
+            at("scheduled_time").alias("start_ts"),
+            pl.when(scheduled).then(at("deletion_time")).alias("end_ts"),
+            pl.col("num_gpu").cast(pl.Int32).alias("n_gpus"),
+            kind.alias("gpu_kind"),
+            pl.col("pod_phase").str.to_uppercase().alias("state"),
+            pl.lit(None, pl.Int32).alias("exit_code"),
+            pl.lit(None, pl.String).alias("user_hash"),
+            (pl.col("num_gpu") * pl.col("gpu_milli")).cast(pl.Int32).alias("gpu_milli"),
+        )
+        n_gpu = int((out["n_gpus"] > 0).sum())
+        sharing = int(((out["n_gpus"] == 1) & (out["gpu_milli"] < 1000)).sum())
+        pending = int(out["start_ts"].is_null().sum())
+        cut = frame["deletion_time"].max()
+        censored = int(((frame["deletion_time"] == cut) & frame["scheduled_time"].is_not_null()).sum())
+        return Parsed("jobs", OpenB.NAME, out, display, 1.0, (
+            f"{n_gpu} of {out.height} pods request GPUs; {sharing} of them share one GPU "
+            "(gpu_milli < 1000)",
+            f"{pending} pods were never scheduled (no start or end)",
+            f"{censored} pods were still running at the trace cut (deletion_time = {cut:.0f} s): "
+            "their runtimes are censored",
+            f"times are seconds from the trace start, anchored at t0 = {opts.t0.isoformat()}",
+        ))

@@ -20,28 +20,32 @@ from analytics.ingest.formats._common import (
     read_csv_checked,
 )
 
-NAME = "greendcc_prices"
-TABLE = "prices"
 
+class GreenDCCPrices:
+    """Green-DCC hourly electricity prices -> ``prices``."""
 
-def detect(name: str, head: str) -> bool:
-    fields = header_fields(head)
-    return "Datetime (UTC)" in fields and "Price (USD/MWh)" in fields
+    NAME = "greendcc_prices"
+    TABLE = "prices"
 
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        fields = header_fields(head)
+        return "Datetime (UTC)" in fields and "Price (USD/MWh)" in fields
 
-def parse(path, display, opts) -> Parsed:
-    frame = read_csv_checked(
-        path, display, {"Datetime (UTC)": pl.String, "Price (USD/MWh)": pl.Float64}
-    )
-    frame = parse_timestamps(frame, "Datetime (UTC)", display, "%Y-%m-%d %H:%M:%S%z")
-    check_monotone(frame, display, 0.0, "Datetime (UTC)")
-    check_unique(frame, ["ts"], display, "Datetime (UTC)")
-    site = opts.site or file_stem(display).split("_electricity_prices")[0]
-    out = frame.select(
-        pl.lit(site).alias("site"), "ts", pl.col("Price (USD/MWh)").alias("usd_per_mwh")
-    )
-    n_neg = int((out["usd_per_mwh"] < 0).sum())
-    warnings = [f"site {site!r}"]
-    if n_neg:
-        warnings.append(f"{n_neg} hours have negative prices (kept)")
-    return Parsed("prices", NAME, out, display, 3600.0, tuple(warnings))
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        frame = read_csv_checked(
+            path, display, {"Datetime (UTC)": pl.String, "Price (USD/MWh)": pl.Float64}
+        )
+        frame = parse_timestamps(frame, "Datetime (UTC)", display, "%Y-%m-%d %H:%M:%S%z")
+        check_monotone(frame, display, 0.0, "Datetime (UTC)")
+        check_unique(frame, ["ts"], display, "Datetime (UTC)")
+        site = opts.site or file_stem(display).split("_electricity_prices")[0]
+        out = frame.select(
+            pl.lit(site).alias("site"), "ts", pl.col("Price (USD/MWh)").alias("usd_per_mwh")
+        )
+        n_neg = int((out["usd_per_mwh"] < 0).sum())
+        warnings = [f"site {site!r}"]
+        if n_neg:
+            warnings.append(f"{n_neg} hours have negative prices (kept)")
+        return Parsed("prices", GreenDCCPrices.NAME, out, display, 3600.0, tuple(warnings))

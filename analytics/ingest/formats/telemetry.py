@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import polars as pl
 
@@ -28,9 +29,9 @@ from analytics.ingest.formats._common import (
     ROW,
     FormatError,
     Parsed,
-    _open_text,
     file_stem,
     header_fields,
+    open_text,
     read_csv_checked,
 )
 
@@ -61,57 +62,53 @@ class NvidiaSmi:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        header = []
-        rows = []
-        with _open_text(path) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if lineno == 1:
-                    header = _smi_header(line)
-                    continue
-                if not line.strip():
-                    continue
-                cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
-                if len(cells) != len(header):
-                    raise FormatError(display, lineno, min(len(cells), len(header)) + 1,
-                                      f"row has {len(cells)} fields, header has {len(header)}")
-                rec = {"__line": lineno}
-                for col, cell in zip(header, cells, strict=True):
-                    rec[col] = cell
-                rows.append(rec)
-        if not rows:
+        rows = list(_smi_rows(path, display))  # every row's shape is checked before its values
+        recs = [_smi_record(line, cells, display) for line, cells in rows]
+        if not recs:
             raise FormatError(display, 2, 1, "no samples after the header")
-        from datetime import datetime
-
-        recs = []
-        for rec in rows:
-            line = rec["__line"]
-            try:
-                ts = datetime.strptime(rec["timestamp"], "%Y/%m/%d %H:%M:%S.%f")
-            except ValueError as exc:
-                raise FormatError(display, line, "timestamp",
-                                  f"{rec['timestamp']!r} is not YYYY/MM/DD HH:MM:SS.fff") from exc
-            try:
-                gpu = int(rec["index"])
-            except ValueError as exc:
-                raise FormatError(display, line, "index", f"{rec['index']!r} is not an integer") \
-                    from exc
-            out = {"ts": ts, "gpu_id": gpu}
-            for field, col in _SMI_FIELDS.items():
-                raw = rec.get(field)
-                if raw is None or raw in _NA or out.get(col) is not None:
-                    continue
-                value = re.sub(r"\s*(W|MiB|%|MHz)$", "", raw)
-                try:
-                    out[col] = int(value, 16) if col == "throttle_reasons" else float(value)
-                except ValueError as exc:
-                    raise FormatError(display, line, field, f"{raw!r} is not a number") from exc
-            recs.append(out)
         host = opts.site or file_stem(display)
         frame = pl.DataFrame(recs, infer_schema_length=None).with_columns(
             pl.lit(host).alias("host"))
-        frame = _finish(frame)
         return Parsed("telemetry", NvidiaSmi.NAME, frame, display, 1e-3,
                       (f"host {host!r}; nvidia-smi timestamps read as UTC",))
+
+
+def _smi_rows(path, display: str):
+    """(line number, {query field: cell}) of each non-blank nvidia-smi data row."""
+    with open_text(path) as fh:
+        header = _smi_header(fh.readline())
+        for lineno, line in enumerate(fh, start=2):
+            if not line.strip():
+                continue
+            cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
+            if len(cells) != len(header):
+                raise FormatError(display, lineno, min(len(cells), len(header)) + 1,
+                                  f"row has {len(cells)} fields, header has {len(header)}")
+            yield lineno, dict(zip(header, cells, strict=True))
+
+
+def _smi_record(line: int, rec: dict[str, str], display: str) -> dict:
+    """One nvidia-smi row as canonical telemetry values (units stripped, ``[N/A]`` empty)."""
+    try:
+        ts = datetime.strptime(rec["timestamp"], "%Y/%m/%d %H:%M:%S.%f")
+    except ValueError as exc:
+        raise FormatError(display, line, "timestamp",
+                          f"{rec['timestamp']!r} is not YYYY/MM/DD HH:MM:SS.fff") from exc
+    try:
+        gpu = int(rec["index"])
+    except ValueError as exc:
+        raise FormatError(display, line, "index", f"{rec['index']!r} is not an integer") from exc
+    out = {"ts": ts, "gpu_id": gpu}
+    for field, col in _SMI_FIELDS.items():
+        raw = rec.get(field)
+        if raw is None or raw in _NA or out.get(col) is not None:
+            continue
+        value = re.sub(r"\s*(W|MiB|%|MHz)$", "", raw)
+        try:
+            out[col] = int(value, 16) if col == "throttle_reasons" else float(value)
+        except ValueError as exc:
+            raise FormatError(display, line, field, f"{raw!r} is not a number") from exc
+    return out
 
 
 _PROM = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
@@ -138,7 +135,7 @@ class Dcgm:
         t0_ms = int(opts.t0.timestamp() * 1000)
         samples: dict[tuple, dict] = {}
         n = 0
-        with _open_text(path) as fh:
+        with open_text(path) as fh:
             for lineno, line in enumerate(fh, start=1):
                 text = line.strip()
                 if not text or text.startswith("#"):
@@ -174,22 +171,8 @@ class Dcgm:
         frame = pl.DataFrame(recs).with_columns(
             pl.from_epoch(pl.col("ts_ms"), "ms").cast(pl.Datetime("us")).alias("ts")
         ).drop("ts_ms").sort("ts", "host", "gpu_id")
-        return Parsed("telemetry", Dcgm.NAME, _finish(frame), display, 1e-3,
+        return Parsed("telemetry", Dcgm.NAME, frame, display, 1e-3,
                       (f"{n} DCGM samples pivoted to {frame.height} (time, host, GPU) rows",))
-
-
-def _finish(frame: pl.DataFrame) -> pl.DataFrame:
-    return _finish_table(frame, "telemetry")
-
-
-def _finish_table(frame: pl.DataFrame, table: str) -> pl.DataFrame:
-    """Select a table's canonical columns in order, casting, with absent ones empty."""
-    from analytics.ingest.formats._common import CANONICAL
-
-    cols = []
-    for c, t in CANONICAL[table].items():
-        cols.append(pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c))
-    return frame.select(cols)
 
 
 class AcmeCdf:

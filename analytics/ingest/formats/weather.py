@@ -16,20 +16,12 @@
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 import json
 from datetime import datetime, timedelta
 
 import polars as pl
 
-from analytics.ingest.formats._common import FormatError, Parsed, file_stem, is_gzip
-
-
-def _text(path):
-    if is_gzip(path):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+from analytics.ingest.formats._common import FormatError, Parsed, file_stem, open_text
 
 
 class EPW:
@@ -46,7 +38,7 @@ class EPW:
         tz_h = 0.0
         lineno = 0
         try:
-            with _text(path) as fh:
+            with open_text(path) as fh:
                 reader = csv.reader(fh)
                 for row in reader:
                     lineno = reader.line_num
@@ -109,7 +101,7 @@ class OpenMeteo:
     @staticmethod
     def parse(path, display, opts) -> Parsed:
         try:
-            with _text(path) as fh:
+            with open_text(path) as fh:
                 doc = json.load(fh)
         except json.JSONDecodeError as exc:
             raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from exc

@@ -135,3 +135,35 @@ def test_jobs_dataset_ledger_uses_submit_times(con):
     assert str(info["ts_min"]) == "2021-01-01 21:18:32"
     rows = store.dataset_rows(con, "slurm-log-queueing-clean")
     assert int((rows["n_gpus"] > 0).sum()) == 2368
+
+
+def test_every_store_read_carries_its_sql(con):
+    with con.cursor() as cur:
+        store._run(cur, "DROP TABLE reference_cdf")
+    with pytest.raises(store.StoreError) as exc:
+        store.reference_cdfs(con)
+    assert "reference_cdf" in exc.value.sql and "failing SQL" in str(exc.value)
+    with pytest.raises(store.StoreError) as exc:
+        store.table_counts(con)
+    assert exc.value.sql == "SELECT count(*) FROM reference_cdf"
+
+
+def test_transaction_rolls_back_on_error(con):
+    before = store.data_version(con)
+    with pytest.raises(RuntimeError, match="stop"), con.cursor() as cur, store.transaction(cur):
+        store._run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
+        raise RuntimeError("stop")
+    assert store.data_version(con) == before
+    with con.cursor() as cur, store.transaction(cur):
+        store._run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
+    assert store.data_version(con) == before + 1
+
+
+def test_failed_batch_writes_nothing(con):
+    path = shared("burstgpt/BurstGPT_1_head400.csv")
+    items = ingest.parse_all([ingest.FileIn(path, path.name, "one"),
+                              ingest.FileIn(shared("azure_llm/AzureLLMInferenceTrace_code.csv"),
+                                            "code.csv", "one")])
+    with pytest.raises(store.NameTaken):
+        store.ingest(con, items)
+    assert store.table_counts(con)["requests"] == 0 and store.data_version(con) == 0

@@ -1,0 +1,407 @@
+"""The CSV / text-file validator of ingest: read checked, reject with file, line and column.
+
+Owns :class:`FormatError` (every rejection of an input file names file, line, column and
+reason), the checked readers (:func:`read_head`, :func:`read_csv_checked`, :func:`open_text`) and
+the row checks that point at the first offending cell (:func:`check_nonnegative`,
+:func:`check_range`, :func:`check_allowed`, :func:`check_monotone`, :func:`check_unique`,
+:func:`parse_timestamps`). Used by every format in :mod:`analytics.ingest.formats` and meant for
+any other CSV headroom reads (measured serving profiles).
+
+A source is a path (plain or gzip-compressed) or the file's bytes (an upload held in memory).
+Line numbers are 1-based and count the header as a line, so the first data row of a plain CSV is
+line 2. Column is the column's name as written in the file header (or its field number).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+import polars as pl
+
+#: A file to read: its path, or its bytes.
+Source = str | Path | bytes
+
+ROW = "__row"  # 0-based data-row index carried through parsing to report line numbers
+
+
+class FormatError(ValueError):
+    """A file was rejected; says where and why.
+
+    Attributes
+    ----------
+    file : str   name of the file as the user gave it
+    line : int   1-based line number (header = line 1)
+    column : str or int   column name, or 1-based field number
+    reason : str
+    """
+
+    def __init__(self, file: str, line: int, column: str | int, reason: str):
+        self.file, self.line, self.column, self.reason = file, line, column, reason
+        super().__init__(f"{file}: line {line}, column {column}: {reason}")
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "column": self.column, "reason": self.reason}
+
+
+
+def _raw(source: Source) -> BinaryIO:
+    """The source's bytes as a binary file object (compressed bytes stay compressed)."""
+    return io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
+
+
+def _decompressed(source: Source) -> BinaryIO:
+    """The source's bytes as a binary file object, gunzipped when gzip-compressed."""
+    return gzip.GzipFile(fileobj=_raw(source)) if is_gzip(source) else _raw(source)
+
+
+def is_gzip(source: Source) -> bool:
+    """Whether the source starts with the gzip magic bytes."""
+    with _raw(source) as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def is_parquet(source: Source) -> bool:
+    """Whether the source starts with the Parquet magic bytes ``PAR1``."""
+    with _raw(source) as fh:
+        return fh.read(4) == b"PAR1"
+
+
+def read_head(path: Source, display: str, nbytes: int = 65536) -> str:
+    """First ``nbytes`` of the (decompressed) file as text.
+
+    Raises
+    ------
+    FormatError
+        Empty file, unreadable gzip, or bytes that are not UTF-8 text (binary garbage).
+        Parquet files return ``"PAR1"``.
+    """
+    size = len(path) if isinstance(path, bytes) else Path(path).stat().st_size
+    if size == 0:
+        raise FormatError(display, 1, 1, "empty file")
+    if is_parquet(path):
+        return "PAR1"
+    try:
+        with _decompressed(path) as fh:
+            raw = fh.read(nbytes)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(display, 1, 1, f"gzip stream is unreadable: {exc}") from exc
+    if not raw.strip():
+        raise FormatError(display, 1, 1, "empty file (no data after decompression)")
+    if b"\x00" in raw:
+        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
+        raise FormatError(display, line, 1, "binary data (NUL byte), not a text trace")
+    if raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start > len(raw) - 4:  # a multi-byte character cut by the head window
+            return raw[: exc.start].decode("utf-8")
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise FormatError(display, line, col, "bytes are not UTF-8 text (binary data?)") from exc
+
+
+def header_fields(head: str, skip_lines: int = 0) -> list[str]:
+    """Fields of the header line (after ``skip_lines``), as the csv module reads them."""
+    lines = head.splitlines()
+    if len(lines) <= skip_lines:
+        return []
+    return next(csv.reader([lines[skip_lines]]))
+
+
+def check_gzip_stream(path: Source, display: str) -> None:
+    """Read a gzip file to its end; raise FormatError at the line where it breaks off."""
+    lines = 0
+    try:
+        with gzip.GzipFile(fileobj=_raw(path)) as fh:
+            while chunk := fh.read(1 << 16):
+                lines += chunk.count(b"\n")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(
+            display, lines + 1, 1,
+            f"gzip stream is truncated or corrupt after {lines} complete lines ({exc})",
+        ) from exc
+
+
+def open_text(path: Source) -> io.TextIOWrapper:
+    """The source as UTF-8 text (gunzipped if needed), newlines untranslated (``newline=""``),
+    for the csv module and line-by-line parsers."""
+    return io.TextIOWrapper(_decompressed(path), encoding="utf-8", newline="")
+
+
+def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> None:
+    """Walk the CSV with the csv module and raise at the first ragged row or bad byte.
+
+    Called only after a fast reader has failed, to turn its message into a position.
+    """
+    if is_gzip(path):
+        check_gzip_stream(path, display)
+    line = 0
+    try:
+        with open_text(path) as fh:
+            for _ in range(skip_lines):
+                fh.readline()
+                line += 1
+            reader = csv.reader(fh)
+            width = None
+            for row in reader:
+                line = skip_lines + reader.line_num
+                if not row:
+                    continue
+                if width is None:
+                    width = len(row)
+                elif len(row) != width:
+                    raise FormatError(
+                        display, line, min(len(row), width) + 1,
+                        f"row has {len(row)} fields, header has {width}",
+                    )
+    except UnicodeDecodeError as exc:
+        bad_line, bad_col = _locate_bad_utf8(path)
+        raise FormatError(display, bad_line, bad_col, "bytes are not UTF-8 text") from exc
+    except csv.Error as exc:
+        raise FormatError(display, line + 1, 1, f"malformed CSV: {exc}") from exc
+
+
+def _locate_bad_utf8(path: Source) -> tuple[int, int]:
+    """Line and field number (1-based; fields counted by commas) of the first byte that is not
+    valid UTF-8."""
+    with _decompressed(path) as fh:
+        data = fh.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        return line, data.count(b",", line_start, exc.start) + 1
+    return 1, 1
+
+
+_KIND = {pl.Int64: "integer", pl.Float64: "number", pl.String: "text", pl.Boolean: "boolean"}
+
+
+def read_csv_checked(
+    path: Source,
+    display: str,
+    spec: dict[str, pl.DataType],
+    *,
+    skip_lines: int = 0,
+    rename: dict[str, str] | None = None,
+    optional: dict[str, pl.DataType] | None = None,
+) -> pl.DataFrame:
+    """Read the ``spec`` columns of a CSV with their types; reject with a position otherwise.
+
+    Parameters
+    ----------
+    path : the file's path, or its bytes.
+    display : the file's name in messages.
+    spec : column name -> polars dtype; every one must be present and non-empty on every row.
+    skip_lines : lines before the header.
+    rename : header name as in file -> name to use (e.g. the empty first header cell).
+    optional : columns read when present (empty cells allowed).
+
+    Returns
+    -------
+    DataFrame with the spec (and present optional) columns plus ``__row`` (0-based data-row
+    index); rows that are entirely blank are dropped.
+
+    Raises
+    ------
+    FormatError
+        Missing column (line of the header), a cell that is not of its type, an empty
+        required cell, ragged rows, truncated gzip, non-UTF-8 bytes.
+    """
+    rename = rename or {}
+    optional = optional or {}
+    head = read_head(path, display)
+    header = [rename.get(h, h) for h in header_fields(head, skip_lines)]
+    header_line = skip_lines + 1
+    for name in spec:
+        if name not in header:
+            raise FormatError(
+                display, header_line, name,
+                f"missing column {name!r}; the header has {header}",
+            )
+    present_opt = {k: v for k, v in optional.items() if k in header}
+    wanted = {**spec, **present_opt}
+    new_columns = header if rename else None
+    try:
+        frame = pl.read_csv(
+            path,
+            skip_lines=skip_lines,
+            new_columns=new_columns,
+            columns=None if new_columns else list(wanted),
+            schema_overrides=None if new_columns else wanted,
+            row_index_name=ROW,
+            infer_schema=new_columns is None,
+        )
+        if new_columns:
+            frame = frame.select([ROW, *wanted]).with_columns(
+                [pl.col(c).cast(t) for c, t in wanted.items()]
+            )
+    except Exception:  # noqa: BLE001 - any reader failure is re-diagnosed with a position below
+        frame = _diagnose(path, display, wanted, header, skip_lines, new_columns)
+    frame = _drop_blank(frame, list(wanted))
+    for name in spec:
+        nulls = frame.filter(pl.col(name).is_null())
+        if nulls.height:
+            row = int(nulls[ROW][0])
+            raise FormatError(display, header_line + 1 + row, name, "empty value")
+    for name, dtype in wanted.items():
+        if dtype == pl.Float64:
+            bad = frame.filter(pl.col(name).is_not_null() & ~pl.col(name).is_finite())
+            if bad.height:
+                raise FormatError(display, header_line + 1 + int(bad[ROW][0]), name,
+                                  f"{bad[name][0]} is not a finite number")
+    return frame
+
+
+def _drop_blank(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+    return frame.filter(~pl.all_horizontal([pl.col(c).is_null() for c in cols]))
+
+
+def _diagnose(path, display, wanted, header, skip_lines, new_columns) -> pl.DataFrame:
+    """Slow path: re-read as text, then find the first cell that does not convert."""
+    try:
+        text = pl.read_csv(
+            path,
+            skip_lines=skip_lines,
+            infer_schema=False,
+            new_columns=new_columns,
+            row_index_name=ROW,
+        ).select([ROW, *wanted])
+    except Exception as exc:  # noqa: BLE001
+        locate_structure_error(path, display, skip_lines)
+        raise FormatError(display, skip_lines + 1, 1, f"unreadable CSV: {exc}") from exc
+    out = [pl.col(ROW)]
+    for name, dtype in wanted.items():
+        col = text[name].str.strip_chars()
+        cast = col.cast(dtype, strict=False)
+        bad = cast.is_null() & col.is_not_null() & (col != "")
+        if bad.any():
+            idx = int(bad.arg_true()[0])
+            raise FormatError(
+                display, skip_lines + 2 + int(text[ROW][idx]), name,
+                f"{col[idx]!r} is not a {_KIND.get(dtype, str(dtype))}",
+            )
+        out.append(pl.lit(cast).alias(name))
+    return text.select(out)
+
+
+def parse_timestamps(
+    frame: pl.DataFrame,
+    col: str,
+    display: str,
+    fmt: str | None,
+    *,
+    header_line: int = 1,
+    out: str = "ts",
+) -> pl.DataFrame:
+    """Parse a text column into a naive UTC ``Datetime('us')`` column ``out``.
+
+    ``fmt`` is a strftime format; one with ``%z`` converts the offset to UTC. ``None`` lets
+    polars infer ISO 8601. Raises FormatError at the first value that does not parse.
+    """
+    series = frame[col]
+    if series.dtype != pl.String:
+        series = series.cast(pl.String)
+    parsed = series.str.strptime(pl.Datetime("us"), fmt, strict=False)
+    if parsed.dtype.time_zone is not None:  # type: ignore[union-attr]
+        parsed = parsed.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+    bad = parsed.is_null() & series.is_not_null()
+    if bad.any():
+        idx = int(bad.arg_true()[0])
+        raise FormatError(
+            display, header_line + 1 + int(frame[ROW][idx]), col,
+            f"{series[idx]!r} is not a timestamp" + (f" in format {fmt}" if fmt else ""),
+        )
+    return frame.with_columns(parsed.alias(out))
+
+
+def check_nonnegative(frame: pl.DataFrame, cols: list[str], display: str, header_line: int = 1,
+                      names: dict[str, str] | None = None) -> None:
+    """Raise FormatError at the first negative value in any of ``cols``."""
+    names = names or {}
+    for col in cols:
+        neg = frame[col] < 0
+        if neg.any():
+            idx = int(neg.arg_true()[0])
+            raise FormatError(
+                display, header_line + 1 + int(frame[ROW][idx]), names.get(col, col),
+                f"negative value {frame[col][idx]} (token counts and rates must be >= 0)",
+            )
+
+
+def check_monotone(frame: pl.DataFrame, display: str, tolerance_s: float, col_name: str,
+                   header_line: int = 1, ts: str = "ts") -> int:
+    """Raise if ``ts`` steps back by more than ``tolerance_s``; return the count of small steps back.
+
+    Real request logs are written in arrival order but may carry small reorderings (clock jitter
+    between frontends); those within the tolerance are kept and counted.
+    """
+    diff_s = frame[ts].diff().dt.total_microseconds() / 1e6
+    back = diff_s < -tolerance_s
+    if back.any():
+        idx = int(back.arg_true()[0])
+        raise FormatError(
+            display, header_line + 1 + int(frame[ROW][idx]), col_name,
+            f"timestamp goes back {-diff_s[idx]:.3f} s from the previous row "
+            f"(tolerance {tolerance_s} s); the file is not in time order",
+        )
+    return int((diff_s < 0).sum())
+
+
+def check_unique(frame: pl.DataFrame, keys: list[str], display: str, col_name: str,
+                 header_line: int = 1) -> None:
+    """Raise FormatError at the second occurrence of a repeated key (e.g. an hour twice)."""
+    dup = frame.select(keys).is_duplicated()
+    if dup.any():
+        first_two = dup.arg_true()[:2]
+        idx = int(first_two[1]) if len(first_two) > 1 else int(first_two[0])
+        raise FormatError(display, header_line + 1 + int(frame[ROW][idx]), col_name,
+                          f"{frame[keys[-1]][idx]} appears twice; one value per hour expected")
+
+
+def raise_at_first(frame: pl.DataFrame, mask: pl.Series, display: str, column: str | int,
+                   reason: str, header_line: int = 1) -> None:
+    """Raise FormatError at the first row where boolean ``mask`` is true (no-op when none is).
+
+    ``frame`` must carry the ``__row`` index of :func:`read_csv_checked`; the line is
+    ``header_line + 1 + row``. ``reason`` may contain ``{value}``: the cell of ``column``.
+    """
+    if mask.any():
+        idx = int(mask.arg_true()[0])
+        value = frame[column][idx] if column in frame.columns else None
+        raise FormatError(display, header_line + 1 + int(frame[ROW][idx]), column,
+                          reason.format(value=value))
+
+
+def check_range(frame: pl.DataFrame, cols: str | list[str], display: str, *,
+                low: float | None = None, high: float | None = None, low_open: bool = False,
+                header_line: int = 1) -> None:
+    """Raise FormatError at the first value of ``cols`` outside ``[low, high]`` (``(low, high]``
+    with ``low_open``); an open side is ``None``. Empty cells are not checked."""
+    for col in [cols] if isinstance(cols, str) else cols:
+        values = frame[col]
+        bad = pl.Series([False] * frame.height)
+        if low is not None:
+            bad = bad | ((values <= low) if low_open else (values < low)).fill_null(False)
+        if high is not None:
+            bad = bad | (values > high).fill_null(False)
+        bounds = (f"{'(' if low_open else '['}{'-inf' if low is None else low}, "
+                  f"{'inf' if high is None else high}]")
+        raise_at_first(frame, bad, display, col, "{value} is out of range " + bounds,
+                       header_line)
+
+
+def check_allowed(frame: pl.DataFrame, col: str, allowed: tuple[str, ...], display: str,
+                  header_line: int = 1) -> None:
+    """Raise FormatError at the first value of ``col`` not in ``allowed`` (empty cells pass)."""
+    bad = ~frame[col].is_in(list(allowed)) & frame[col].is_not_null()
+    raise_at_first(frame, bad, display, col,
+                   "{value!r} is not one of " + ", ".join(allowed), header_line)

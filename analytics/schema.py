@@ -1,0 +1,203 @@
+"""Canonical table schemas: the column names and polars dtypes every parser emits and the store keeps.
+
+This module owns :data:`CANONICAL` (table -> column -> dtype), :data:`REQUIRED` (the columns a
+canonical file must carry), :func:`conform`, the one place a frame is brought to a table's
+canonical columns (order, dtype, absent optional columns empty), :class:`Parsed` (a file's rows
+on their way from a format to the store), and the SQL schema built from
+them: the forward :data:`MIGRATIONS` up to :data:`SCHEMA_VERSION`, which
+:func:`analytics.store.migrate` applies. Parsers
+(:mod:`analytics.ingest.formats`) and the store (:mod:`analytics.store`, which builds its DDL from
+:data:`CANONICAL`) both use it, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import polars as pl
+
+#: Canonical tables: column -> polars dtype (``ts`` naive UTC). ``store`` builds its DDL from this,
+#: so the parsers and the store cannot drift apart. Units are in the names.
+CANONICAL: dict[str, dict[str, pl.DataType]] = {
+    "requests": {
+        "ts": pl.Datetime("us"), "model": pl.String, "prompt_tokens": pl.Int64,
+        "completion_tokens": pl.Int64, "failed": pl.Boolean, "session_id": pl.String,
+        "latency_s": pl.Float64, "gpu_s": pl.Float64,
+    },
+    "demand_series": {
+        "ts": pl.Datetime("us"), "bin_s": pl.Int32, "tokens": pl.Float64, "requests": pl.Int64,
+    },
+    "carbon_intensity": {
+        "site": pl.String, "ts": pl.Datetime("us"), "gco2_per_kwh": pl.Float64, "basis": pl.String,
+    },
+    "weather": {"site": pl.String, "ts": pl.Datetime("us"), "temp_c": pl.Float64,
+                "rh_pct": pl.Float64},
+    "prices": {"site": pl.String, "ts": pl.Datetime("us"), "usd_per_mwh": pl.Float64},
+    "telemetry": {
+        "ts": pl.Datetime("us"), "host": pl.String, "gpu_id": pl.Int32, "power_w": pl.Float64,
+        "sm_active": pl.Float64, "mem_used_mib": pl.Float64, "temp_c": pl.Float64,
+        "energy_j": pl.Float64, "gpu_util_pct": pl.Float64, "sm_clock_mhz": pl.Float64,
+        "mem_clock_mhz": pl.Float64, "throttle_reasons": pl.Int64,
+    },
+    "jobs": {
+        "job_id": pl.String, "submit_ts": pl.Datetime("us"), "start_ts": pl.Datetime("us"),
+        "end_ts": pl.Datetime("us"), "n_gpus": pl.Int32, "gpu_kind": pl.String,
+        "state": pl.String, "exit_code": pl.Int32, "user_hash": pl.String,
+        # thousandths of a GPU requested in total (GPU-sharing pods); empty = n_gpus * 1000
+        "gpu_milli": pl.Int32,
+    },
+    "bench_runs": {
+        "source": pl.String, "task": pl.String, "hardware": pl.String, "gpu_mem_gb": pl.Float64,
+        "n_gpus": pl.Int32, "tp": pl.Int32, "pp": pl.Int32, "precision": pl.String,
+        "framework": pl.String, "model": pl.String, "params_b": pl.Float64,
+        "active_params_b": pl.Float64, "in_len": pl.Float64, "out_len": pl.Float64,
+        "concurrency": pl.Float64, "throughput_tok_s": pl.Float64, "ttft_ms": pl.Float64,
+        "itl_ms": pl.Float64, "latency_s": pl.Float64, "power_w": pl.Float64,
+        "energy_per_token_j": pl.Float64, "failed": pl.Boolean,
+    },
+    "reference_cdf": {
+        "source": pl.String, "cluster": pl.String, "metric": pl.String,
+        "cdf_percent": pl.Float64, "value": pl.Float64,
+    },
+}
+
+#: Columns a canonical file must have for each table (the rest are optional).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "requests": ("ts", "prompt_tokens", "completion_tokens"),
+    "demand_series": ("ts", "bin_s", "tokens"),
+    "carbon_intensity": ("site", "ts", "gco2_per_kwh"),
+    "weather": ("site", "ts", "temp_c"),
+    "prices": ("site", "ts", "usd_per_mwh"),
+    "telemetry": ("ts", "gpu_id", "power_w"),
+}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A parsed file, ready for ``store.ingest``.
+
+    Attributes
+    ----------
+    table : canonical table the rows go to (``requests``, ``demand_series``, ...)
+    format : format name that parsed it
+    frame : polars DataFrame with exactly the canonical columns of ``table`` (no dataset_id);
+        ``ts`` is a naive ``Datetime('us')`` holding UTC.
+    source : the file name as given
+    resolution_s : finest time resolution the data carries (seconds), used to refuse finer grids
+    warnings : things a user should know that did not stop the ingest
+    """
+
+    table: str
+    format: str
+    frame: pl.DataFrame
+    source: str
+    resolution_s: float
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def conform(frame: pl.DataFrame, table: str,
+            defaults: Mapping[str, object] | None = None) -> pl.DataFrame:
+    """Select ``table``'s canonical columns in canonical order, cast to their dtypes.
+
+    Parameters
+    ----------
+    frame : polars DataFrame with some or all canonical columns of ``table`` (extra columns are
+        dropped).
+    table : a key of :data:`CANONICAL`.
+    defaults : value for a canonical column the frame lacks (e.g. ``failed=False``); columns
+        absent from both the frame and ``defaults`` are empty (null).
+
+    Returns
+    -------
+    DataFrame with exactly the columns of ``CANONICAL[table]``, same height as ``frame``.
+
+    Raises
+    ------
+    KeyError
+        ``table`` is not a canonical table.
+    polars.exceptions.InvalidOperationError
+        A present column cannot be cast to its canonical dtype.
+    """
+    defaults = defaults or {}
+    cols = []
+    for name, dtype in CANONICAL[table].items():
+        if name in frame.columns:
+            cols.append(pl.col(name).cast(dtype))
+        elif name in defaults:
+            cols.append(pl.lit(defaults[name]).cast(dtype).alias(name))
+        else:
+            cols.append(pl.lit(None, dtype).alias(name))
+    return frame.select(cols)
+
+
+_SQL_TYPES = {
+    pl.Datetime("us"): "TIMESTAMP",
+    pl.String: "VARCHAR",
+    pl.Int64: "BIGINT",
+    pl.Int32: "INTEGER",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+}
+
+SCHEMA_VERSION = 6
+_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli")}  # columns later migrations add
+
+
+def _ddl(table: str) -> str:
+    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items()
+                        if (table, c) not in _ADDED_LATER)
+    return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
+
+
+#: Forward migrations: version -> statements. Never edit a released step; add the next one.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE SEQUENCE IF NOT EXISTS dataset_id_seq START 1",
+        """CREATE TABLE IF NOT EXISTS datasets (
+          dataset_id INTEGER PRIMARY KEY,
+          name VARCHAR NOT NULL UNIQUE,
+          kind VARCHAR NOT NULL,
+          format VARCHAR NOT NULL,
+          source VARCHAR,
+          sha256 VARCHAR NOT NULL UNIQUE,
+          rows BIGINT NOT NULL,
+          ts_min TIMESTAMP,
+          ts_max TIMESTAMP,
+          resolution_s DOUBLE,
+          ingested_at TIMESTAMP NOT NULL,
+          synthetic BOOLEAN NOT NULL DEFAULT false,
+          warnings VARCHAR
+        )""",
+        # data_version counts every change of the ledger (ingest *and* delete); the max
+        # dataset_id alone would not move when a dataset is deleted.
+        "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT)",
+        "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
+        *[_ddl(t) for t in ("requests", "demand_series", "carbon_intensity", "weather",
+                            "prices")],
+    ],
+    # GPU busy seconds per request, for traces that report execution time instead of tokens
+    # (Alibaba GenAI LoRA trace: exec_time_seconds).
+    2: ["ALTER TABLE requests ADD COLUMN IF NOT EXISTS gpu_s DOUBLE"],
+    # GPU telemetry (NVML sampler, nvidia-smi, DCGM exporter) and reference distributions
+    # (AcmeTrace power / utilisation CDFs) for overlays.
+    3: [_ddl("telemetry"), _ddl("reference_cdf")],
+    # batch job history (Slurm accounting) for launch-success priors and power simulation
+    4: [_ddl("jobs")],
+    # serving benchmarks (ML.ENERGY, Argonne, vllm bench) and the launch advisor's provenance:
+    # every fitted cost model, its metrics and support envelope, and whether it was promoted
+    5: [_ddl("bench_runs"),
+        "CREATE SEQUENCE IF NOT EXISTS model_version_seq START 1",
+        """CREATE TABLE IF NOT EXISTS model_versions (
+          version INTEGER PRIMARY KEY,
+          created_at TIMESTAMP NOT NULL,
+          data_version BIGINT NOT NULL,
+          rows BIGINT NOT NULL,
+          metrics VARCHAR NOT NULL,
+          envelope VARCHAR NOT NULL,
+          promoted BOOLEAN NOT NULL,
+          reason VARCHAR
+        )"""],
+    # fractional GPU requests (Alibaba openb GPU-sharing pods): total thousandths of a GPU
+    6: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS gpu_milli INTEGER"],
+}
