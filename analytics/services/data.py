@@ -3,7 +3,6 @@ bootstrap), pull from the official sources, delete and export."""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -14,6 +13,7 @@ from analytics import store
 from analytics.config import ParseOptions
 from analytics.ingest import files as ingest
 from analytics.ingest import sources
+from analytics.ingest.digest import copy_hashed
 from analytics.ingest.formats import FormatError
 from analytics.ingest.formats._common import file_stem
 
@@ -70,11 +70,11 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int) -> list[dic
         suffix = "".join(Path(up.name).suffixes[-2:])
         with tempfile.NamedTemporaryFile(suffix=suffix) as tmp:
             up.seek(0)
-            shutil.copyfileobj(up, tmp, 1 << 20)
+            digest = copy_hashed(up, tmp)  # hashed while copied: no second read
             tmp.flush()
             try:
                 results.extend(ingest.ingest_files(
-                    con, [ingest.FileIn(Path(tmp.name), up.name)], opts=opts,
+                    con, [ingest.FileIn(Path(tmp.name), up.name, sha256=digest)], opts=opts,
                     max_bytes=max_bytes))
             except FormatError as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
