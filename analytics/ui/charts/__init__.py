@@ -1,0 +1,87 @@
+"""DataFrame -> Plotly figure. No data access here: callers pass frames in.
+
+Long series use ``Scattergl``. A synthetic dataset is labelled on the figure itself (title and a
+watermark) so a screenshot can never pass it off as measured traffic. One module per domain
+(demand, decisions, telemetry, advisor, serving, power); this package re-exports every chart so
+pages call ``charts.<name>``.
+"""
+
+from analytics.ui.charts.advisor import (
+    advisor_arms_chart,
+    backtest_chart,
+    calibration_chart,
+    launch_priors_chart,
+)
+from analytics.ui.charts.base import (
+    SYNTHETIC_LABEL,
+)
+from analytics.ui.charts.decisions import (
+    capacity_chart,
+    carbon_lines_chart,
+    dispatch_share_chart,
+    mix_chart,
+    overbooking_chart,
+    policy_bars,
+    pue_chart,
+)
+from analytics.ui.charts.demand import (
+    METHOD_LABELS,
+    PART_COLORS,
+    alarm_chart,
+    cold_start_chart,
+    coverage_chart,
+    demand_chart,
+    envelope_chart,
+    hourly_coverage_chart,
+    rolling_coverage_chart,
+)
+from analytics.ui.charts.power import (
+    power_daily_chart,
+    power_sweep_chart,
+    power_timeseries_chart,
+)
+from analytics.ui.charts.serving import (
+    serving_cdf_chart,
+    serving_energy_chart,
+    serving_profile_chart,
+    serving_sensitivity_chart,
+    serving_timeseries_chart,
+)
+from analytics.ui.charts.telemetry import (
+    power_cdf_chart,
+    telemetry_chart,
+)
+
+__all__ = [
+    "METHOD_LABELS",
+    "PART_COLORS",
+    "SYNTHETIC_LABEL",
+    "advisor_arms_chart",
+    "alarm_chart",
+    "backtest_chart",
+    "calibration_chart",
+    "capacity_chart",
+    "carbon_lines_chart",
+    "cold_start_chart",
+    "coverage_chart",
+    "demand_chart",
+    "dispatch_share_chart",
+    "envelope_chart",
+    "hourly_coverage_chart",
+    "launch_priors_chart",
+    "mix_chart",
+    "overbooking_chart",
+    "policy_bars",
+    "power_cdf_chart",
+    "power_daily_chart",
+    "power_sweep_chart",
+    "power_timeseries_chart",
+    "pue_chart",
+    "rolling_coverage_chart",
+    "serving_cdf_chart",
+    "serving_energy_chart",
+    "serving_profile_chart",
+    "serving_sensitivity_chart",
+    "serving_timeseries_chart",
+    "telemetry_chart",
+]

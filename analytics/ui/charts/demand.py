@@ -1,0 +1,185 @@
+"""Demand and coverage charts: grids, envelopes, coverage by method, hour and day, the shift
+alarm, cold start (conformal demand envelopes paper, Sec. 3-4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
+
+
+def demand_chart(grid: pd.DataFrame, title: str, bin_label: str, synthetic: bool = False,
+                 target_label: str = "weighted tokens") -> go.Figure:
+    """Demand grid as two stacked panels: target per bin, and requests per bin when known.
+
+    Parameters
+    ----------
+    grid : frame with ``ts``, ``target`` and optionally ``requests`` (all-empty = not known)
+    title : dataset name
+    bin_label : e.g. ``"5min"``, shown in the axis titles
+    synthetic : label the figure as synthetic
+    """
+    has_requests = "requests" in grid and grid["requests"].notna().any()
+    rows = 2 if has_requests else 1
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    fig.add_trace(
+        go.Scattergl(x=grid["ts"], y=grid["target"], mode="lines", name=target_label,
+                     line={"width": 1, "color": "#1f77b4"}),
+        row=1, col=1,
+    )
+    fig.update_yaxes(title_text=f"{target_label} / {bin_label}", row=1, col=1)
+    if has_requests:
+        fig.add_trace(
+            go.Scattergl(x=grid["ts"], y=grid["requests"], mode="lines", name="requests",
+                         line={"width": 1, "color": "#ff7f0e"}),
+            row=2, col=1,
+        )
+        fig.update_yaxes(title_text=f"requests / {bin_label}", row=2, col=1)
+    full_title = f"{title} - demand per {bin_label}"
+    if synthetic:
+        full_title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=full_title, height=520 if has_requests else 360,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40}, showlegend=False)
+    fig.update_xaxes(title_text="time (UTC)", row=rows, col=1)
+    return label_synthetic(fig, synthetic)
+
+
+PART_COLORS = {"calibration": "rgba(255,165,0,0.10)", "test": "rgba(46,139,87,0.10)"}
+METHOD_LABELS = {"direct_quantile": "direct quantile", "split": "split conformal",
+                 "cqr": "CQR", "rolling": "rolling conformal", "aci": "ACI",
+                 "regime": "regime (Mondrian)"}
+
+
+def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method: str,
+                   alpha: float, title: str, bin_label: str, synthetic: bool = False,
+                   target_label: str = "weighted tokens") -> go.Figure:
+    """Actual demand, a model's forecast, and one method's interval band on the test window,
+    with the calibration and test windows shaded.
+
+    Parameters
+    ----------
+    series : ``EnvelopeResult.series`` (ts, y, part, one column per model)
+    test : ``EnvelopeResult.test`` (ts, ``<method>_lo``, ``<method>_hi``)
+    """
+    test = test.replace([np.inf, -np.inf], np.nan)  # infinite ACI bounds are not drawn
+    fig = go.Figure()
+    for part, color in PART_COLORS.items():
+        rows = series[series["part"] == part]
+        if len(rows):
+            fig.add_vrect(x0=rows["ts"].iloc[0], x1=rows["ts"].iloc[-1], fillcolor=color,
+                          line_width=0, annotation_text=part, annotation_position="top left")
+    fig.add_trace(go.Scatter(x=test["ts"], y=test[f"{method}_hi"], mode="lines",
+                             line={"width": 0}, showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=test["ts"], y=test[f"{method}_lo"], mode="lines",
+                             line={"width": 0}, fill="tonexty",
+                             fillcolor="rgba(31,119,180,0.25)",
+                             name=f"{METHOD_LABELS.get(method, method)} {1 - alpha:.0%} band"))
+    fig.add_trace(go.Scattergl(x=series["ts"], y=series["y"], mode="lines", name="actual",
+                               line={"width": 1, "color": "#333"}))
+    shown = series[series["part"] != "fit"]
+    fig.add_trace(go.Scattergl(x=shown["ts"], y=shown[model], mode="lines",
+                               name=f"forecast ({model})", line={"width": 1, "color": "#d62728"}))
+    full_title = f"{title} - actual, forecast and {1 - alpha:.0%} envelope per {bin_label}"
+    if synthetic:
+        full_title += f" - {SYNTHETIC_LABEL}"
+    cal = series[series["part"] == "calibration"]
+    if len(cal):  # open on calibration + test, where the envelope lives; zoom out to see all
+        fig.update_xaxes(range=[cal["ts"].iloc[0], series["ts"].iloc[-1]])
+    fig.update_layout(title=full_title, height=460, yaxis_title=f"{target_label} / {bin_label}",
+                      xaxis_title="time (UTC)", margin={"l": 60, "r": 20, "t": 60, "b": 40},
+                      legend={"orientation": "h", "y": -0.2})
+    return label_synthetic(fig, synthetic)
+
+
+def coverage_chart(metrics: pd.DataFrame, alpha: float, synthetic: bool = False) -> go.Figure:
+    """Empirical coverage per interval method against the nominal ``1 - alpha`` line."""
+    labels = [METHOD_LABELS.get(m, m) for m in metrics["method"]]
+    fig = go.Figure(go.Bar(x=labels, y=metrics["coverage"], name="empirical coverage",
+                           text=[f"{c:.1%}" for c in metrics["coverage"]], textposition="outside"))
+    fig.add_hline(y=1 - alpha, line_dash="dash", line_color="#d62728",
+                  annotation_text=f"nominal {1 - alpha:.0%}")
+    title = "Coverage on the test window: nominal vs empirical"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, yaxis={"range": [0, 1.08], "tickformat": ".0%",
+                                          "title": "coverage"}, height=380,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return label_synthetic(fig, synthetic)
+
+
+def rolling_coverage_chart(rolling: pd.DataFrame, alpha: float, synthetic: bool = False
+                           ) -> go.Figure:
+    """Trailing one-day coverage per method over the test window."""
+    fig = go.Figure()
+    for method, rows in rolling.groupby("method", sort=False):
+        fig.add_trace(go.Scattergl(x=rows["ts"], y=rows["coverage"], mode="lines",
+                                   name=METHOD_LABELS.get(method, method)))
+    fig.add_hline(y=1 - alpha, line_dash="dash", line_color="#d62728")
+    title = "Rolling one-day coverage"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, yaxis={"tickformat": ".0%", "title": "coverage"},
+                      xaxis_title="time (UTC)", height=360,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return label_synthetic(fig, synthetic)
+
+
+def hourly_coverage_chart(hourly: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Coverage per hour of day (columns) and method (rows) as a heat strip."""
+    pivot = hourly.pivot(index="method", columns="hour", values="coverage")
+    fig = go.Figure(go.Heatmap(
+        z=pivot.to_numpy(), x=[f"{h:02d}" for h in pivot.columns],
+        y=[METHOD_LABELS.get(m, m) for m in pivot.index], zmin=0.5, zmax=1.0,
+        colorscale="RdYlGn", colorbar={"title": "coverage", "tickformat": ".0%"},
+        text=[[f"{v:.0%}" for v in row] for row in pivot.to_numpy()], texttemplate="%{text}",
+    ))
+    title = "Coverage by hour of day (UTC)"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=320, xaxis={"title": "hour", "type": "category"},
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return label_synthetic(fig, synthetic)
+
+
+def alarm_chart(alarm: dict, synthetic: bool = False) -> go.Figure:
+    """Exchangeability test martingale (log scale) with its rejection threshold."""
+    fig = go.Figure(go.Scattergl(x=alarm["ts"], y=alarm["martingale"], mode="lines",
+                                 name="test martingale"))
+    fig.add_hline(y=alarm["threshold"], line_dash="dash", line_color="#d62728",
+                  annotation_text=f"alarm at {alarm['threshold']:.0f}")
+    start = alarm["ts"][alarm["test_start"]]
+    fig.add_vline(x=start, line_dash="dot", line_color="#555")
+    # plotly cannot place a vline annotation on a datetime axis itself: add it separately
+    fig.add_annotation(x=start, y=1, yref="paper", text="test window starts", showarrow=False,
+                       xanchor="left", yanchor="top")
+    title = "Shift alarm: exchangeability martingale on calibration + test residuals"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, yaxis={"type": "log", "title": "martingale value",
+                                          "exponentformat": "power"},
+                      xaxis_title="time (UTC)", height=340,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return label_synthetic(fig, synthetic)
+
+
+def cold_start_chart(table: pd.DataFrame, alpha: float, source: str, target: str,
+                     synthetic: bool = False) -> go.Figure:
+    """Coverage on the target after k calibration hours, one line per method."""
+    labels = {"source_calibrated": "split, calibrated on the source only",
+              "split": "split, calibrated on the target's first k h", "aci": "ACI from k h"}
+    fig = go.Figure()
+    for method, rows in table.groupby("method", sort=False):
+        fig.add_trace(go.Scatter(x=rows["k_hours"], y=rows["coverage"], mode="lines+markers",
+                                 name=labels.get(method, method)))
+    fig.add_hline(y=1 - alpha, line_dash="dash", line_color="#d62728",
+                  annotation_text=f"nominal {1 - alpha:.0%}")
+    title = f"Cold start: fit on {source}, calibrate on the first k hours of {target}"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, xaxis_title="k (hours of target data)",
+                      yaxis={"tickformat": ".0%", "title": "coverage on the rest"}, height=360,
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return label_synthetic(fig, synthetic)

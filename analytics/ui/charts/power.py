@@ -1,0 +1,101 @@
+"""Power charts (hybrid power paper): per-minute power, the inference-share sweep, the daily
+profile."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
+
+_POWER_COLORS = {"total": "#222222", "batch": "#1f77b4", "inference": "#d62728"}
+
+
+def power_timeseries_chart(frame: pd.DataFrame, title: str, synthetic: bool = False) -> go.Figure:
+    """Total, batch and inference power per minute (kW) of one scenario.
+
+    Parameters
+    ----------
+    frame : scenario frame with ``ts``, ``total_power_w``, ``batch_power_w``,
+        ``inference_power_w``
+    title : scenario description
+    synthetic : label the figure as synthetic
+    """
+    fig = go.Figure()
+    for col, name in (("total_power_w", "total"), ("batch_power_w", "batch"),
+                      ("inference_power_w", "inference")):
+        fig.add_trace(go.Scattergl(x=frame["ts"], y=frame[col] / 1000.0, mode="lines", name=name,
+                                   line={"width": 1.4 if name == "total" else 1,
+                                         "color": _POWER_COLORS[name]}))
+    full = f"Power per minute - {title}" + (f" - {SYNTHETIC_LABEL}" if synthetic else "")
+    fig.update_layout(title=full, height=380, yaxis_title="power (kW)", xaxis_title="time",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40},
+                      legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right",
+                              "yanchor": "bottom"})
+    return label_synthetic(fig, synthetic)
+
+
+def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
+                      utilization: float | None = None, synthetic: bool = False) -> go.Figure:
+    """CV of total power and median ramps vs inference share, one line per utilisation.
+
+    Parameters
+    ----------
+    table : sweep rows with ``utilization``, ``inference_share``, ``cv``, ``ramp_1min``,
+        ``ramp_5min``, ``ramp_15min``
+    share, utilization : the scenario shown above the chart (marked on the curves)
+    synthetic : label the figure as synthetic
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        "coefficient of variation of total power", "median |change| of normalised power"))
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]
+    dashes = {"ramp_15min": "solid", "ramp_5min": "dash", "ramp_1min": "dot"}
+    for i, (u, g) in enumerate(table.sort_values("inference_share").groupby("utilization")):
+        color = palette[i % len(palette)]
+        fig.add_trace(go.Scatter(x=g["inference_share"], y=g["cv"], mode="lines+markers",
+                                 name=f"CV, U={u:g}", line={"color": color}), row=1, col=1)
+        for col, dash in dashes.items():
+            fig.add_trace(go.Scatter(x=g["inference_share"], y=g[col], mode="lines+markers",
+                                     name=f"{col.split('_')[1]} ramp, U={u:g}",
+                                     line={"color": color, "dash": dash}), row=1, col=2)
+    if share is not None:
+        for c in (1, 2):
+            fig.add_vline(x=share, line={"color": "grey", "dash": "dot"}, row=1, col=c)
+        if utilization is not None:
+            mine = table[(table["utilization"] - utilization).abs() < 1e-9]
+            if not mine.empty:
+                near = mine.iloc[(mine["inference_share"] - share).abs().argsort()[:1]]
+                fig.add_trace(go.Scatter(
+                    x=near["inference_share"], y=near["cv"], mode="markers",
+                    name=f"this scenario (share {share:g})",
+                    marker={"size": 14, "symbol": "circle-open", "color": "black"}),
+                    row=1, col=1)
+    fig.update_xaxes(title_text="inference share of offered GPU-time", range=[-0.03, 1.03])
+    fig.update_yaxes(title_text="CV", row=1, col=1)
+    fig.update_yaxes(title_text="fraction of mean power", row=1, col=2)
+    title = "Inference-share sweep (GPU count and utilisation fixed)"
+    fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=430,
+                      margin={"l": 60, "r": 20, "t": 80, "b": 40})
+    return label_synthetic(fig, synthetic)
+
+
+def power_daily_chart(profile: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Mean power by hour of day, each component relative to its own mean.
+
+    Parameters
+    ----------
+    profile : ``hour``, ``total``, ``batch``, ``inference`` (see
+        :func:`analytics.power.daily_profile`)
+    """
+    fig = go.Figure()
+    for name in ("total", "batch", "inference"):
+        if profile[name].notna().any():
+            fig.add_trace(go.Scatter(x=profile["hour"], y=profile[name], mode="lines+markers",
+                                     name=name, line={"color": _POWER_COLORS[name]}))
+    fig.add_hline(y=1.0, line={"color": "grey", "dash": "dot"})
+    title = "Daily profile: mean power by hour / component mean"
+    fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=340,
+                      xaxis={"title": "hour of day", "dtick": 3}, yaxis_title="relative power",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return label_synthetic(fig, synthetic)

@@ -1,0 +1,110 @@
+"""Serving charts (Festina paper): energy and SLO attainment per policy, time series, latency
+CDFs, profile curves, sensitivity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
+
+
+def serving_energy_chart(table: pd.DataFrame, rows: list[str], title: str,
+                         synthetic: bool = False) -> go.Figure:
+    """Energy normalised to Festina (bars) and TTFT / TBT attainment (markers, right axis).
+
+    ``table``: :meth:`analytics.serving.engine.Comparison.table` output; ``rows``: policies to show.
+    """
+    t = table.set_index("policy").loc[rows]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=rows, y=t["energy_vs_festina"], name="energy / Festina",
+                         text=[f"{v:.2f}x<br>{e:.3f} kWh" for v, e in
+                               zip(t["energy_vs_festina"], t["energy_kwh"], strict=True)],
+                         textposition="outside", marker_color="#1f77b4"))
+    for col, name, color in (("ttft_attainment", "TTFT attainment", "#ff7f0e"),
+                             ("tbt_attainment", "TBT attainment", "#2ca02c")):
+        fig.add_trace(go.Scatter(x=rows, y=100 * t[col], name=name, mode="markers+lines",
+                                 marker={"size": 10, "color": color}), secondary_y=True)
+    fig.update_yaxes(title_text="energy normalised to Festina", secondary_y=False)
+    fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True)
+    fig.update_layout(title=title + (" - SYNTHETIC" if synthetic else ""), height=420,
+                      legend={"orientation": "h", "y": -0.2})
+    return label_synthetic(fig, synthetic)
+
+
+def serving_timeseries_chart(ts: pd.DataFrame, policies: list[str],
+                             synthetic: bool = False) -> go.Figure:
+    """GPU clock, GPUs powered on, power (per policy) and the arrival rate over time."""
+    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=("mean SM clock of powered-on GPUs (MHz)", "GPUs on",
+                                        "power (kW)", "arrivals (req/s)"))
+    for p in policies:
+        g = ts[ts["policy"] == p]
+        for row, col in ((1, "clock_mhz"), (2, "gpus_on"), (3, "power_kw")):
+            fig.add_trace(go.Scattergl(x=g["t_min"], y=g[col], mode="lines", name=p,
+                                       legendgroup=p, showlegend=row == 1), row=row, col=1)
+    g = ts[ts["policy"] == policies[0]]
+    fig.add_trace(go.Scattergl(x=g["t_min"], y=g["arrivals_per_s"], mode="lines",
+                               name="arrivals", line={"color": "black"}), row=4, col=1)
+    fig.update_xaxes(title_text="minutes from the first request", row=4, col=1)
+    fig.update_layout(height=720, title="Clock, GPUs on, power and arrival rate"
+                      + (" - SYNTHETIC" if synthetic else ""))
+    return label_synthetic(fig, synthetic)
+
+
+def serving_cdf_chart(cdf: pd.DataFrame, slo_ms: float, metric: str,
+                      synthetic: bool = False) -> go.Figure:
+    """Per-model latency CDF (``model``, ``quantile``, ``value`` ms) with the SLO line."""
+    fig = go.Figure()
+    for m, g in cdf.groupby("model"):
+        fig.add_trace(go.Scatter(x=g["value"], y=g["quantile"], mode="lines", name=str(m)))
+    fig.add_vline(x=slo_ms, line_dash="dash", annotation_text="SLO")
+    fig.update_layout(title=f"Festina: per-model {metric} CDF"
+                      + (" - SYNTHETIC" if synthetic else ""),
+                      xaxis={"title": f"{metric} (ms)", "type": "log"},
+                      yaxis={"title": "fraction of requests"}, height=420)
+    return label_synthetic(fig, synthetic)
+
+
+def serving_profile_chart(curves: pd.DataFrame) -> go.Figure:
+    """Energy per token vs SM clock, one panel per phase, one line per model (DVFS model or
+    measured profile; normalised to each line's minimum so the U shapes compare)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill", "decode"))
+    for col, phase in ((1, "prefill"), (2, "decode")):
+        for m, g in curves[curves["phase"] == phase].groupby("model"):
+            y = g["energy_j_per_token"] / g["energy_j_per_token"].min()
+            fig.add_trace(go.Scatter(x=g["clock_mhz"], y=y, mode="lines", name=str(m),
+                                     legendgroup=str(m), showlegend=col == 1), row=1, col=col)
+        fig.update_xaxes(title_text="SM clock (MHz)", row=1, col=col)
+    fig.update_yaxes(title_text="energy per token / its minimum", row=1, col=1)
+    fig.update_layout(title="Profile viewer: energy per token vs clock (U-shaped)", height=420)
+    return fig
+
+
+def serving_sensitivity_chart(sens: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Festina's energy saving vs max-clock (%) against the SM power exponent gamma, one line per
+    static floor; the calibrated gamma of each floor is a star, SLO deltas are in the hover.
+
+    Parameters
+    ----------
+    sens : frame from :func:`analytics.serving.engine.sensitivity`
+    synthetic : label the figure as synthetic
+    """
+    fig = go.Figure()
+    for (sc, idle), g in sens.groupby(["static_scale", "idle_w"]):
+        g = g.sort_values("gamma")
+        fig.add_trace(go.Scatter(
+            x=g["gamma"], y=100 * g["saving"], mode="lines+markers",
+            name=f"static {idle:.0f} W (x{sc:g})",
+            marker={"symbol": ["star" if c else "circle" for c in g["calibrated"]],
+                    "size": [14 if c else 7 for c in g["calibrated"]]},
+            customdata=np.column_stack([g["ttft_pp"], g["tbt_pp"]]),
+            hovertemplate="gamma %{x:.2f}: saving %{y:.1f} %<br>TTFT %{customdata[0]:+.2f} pp, "
+                          "TBT %{customdata[1]:+.2f} pp<extra></extra>"))
+    title = "Festina saving vs max-clock by SM power exponent (star = calibrated)"
+    fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=380,
+                      xaxis_title="gamma (SM dynamic power ~ f^gamma)",
+                      yaxis_title="energy saving vs max-clock (%)")
+    return label_synthetic(fig, synthetic)

@@ -1,0 +1,41 @@
+"""Telemetry charts: live / stored GPU series with a serving window, power CDFs against
+AcmeTrace references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+
+def telemetry_chart(frame: pd.DataFrame, metric: str, window: tuple | None = None,
+                    title: str = "") -> go.Figure:
+    """A telemetry metric over time, one line per (host, GPU), the serving window shaded."""
+    fig = go.Figure()
+    for (host, gpu), g in frame.groupby(["host", "gpu_id"]):
+        fig.add_trace(go.Scattergl(x=g["ts"], y=g[metric], mode="lines+markers",
+                                   name=f"{host} GPU {gpu}", marker={"size": 3}))
+    if window is not None:
+        fig.add_vrect(x0=window[0], x1=window[1], fillcolor="rgba(46,139,87,0.12)",
+                      line_width=0, annotation_text="serving window",
+                      annotation_position="top left")
+    fig.update_layout(title=title or metric, height=340, xaxis_title="time (UTC)",
+                      yaxis_title=metric, margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return fig
+
+
+def power_cdf_chart(frame: pd.DataFrame, refs: pd.DataFrame) -> go.Figure:
+    """CDF of per-GPU power in the dataset against reference clusters (AcmeTrace)."""
+    fig = go.Figure()
+    v = np.sort(frame["power_w"].dropna().to_numpy())
+    if v.size:
+        fig.add_trace(go.Scatter(x=v, y=np.arange(1, v.size + 1) / v.size * 100, mode="lines",
+                                 name="this dataset", line={"width": 3}))
+    for (src, cluster), r in refs[refs["metric"] == "gpu_power_watts"].groupby(
+            ["source", "cluster"]):
+        fig.add_trace(go.Scatter(x=r["value"], y=r["cdf_percent"], mode="lines",
+                                 name=f"{src} {cluster}", line={"dash": "dot"}))
+    fig.update_layout(title="Per-GPU power distribution vs reference clusters", height=340,
+                      xaxis_title="power (W)", yaxis_title="CDF (%)",
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return fig
