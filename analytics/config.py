@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
+from analytics.hardware.catalog import CAPACITY_KINDS, GpuSpec
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Default start instant for traces whose timestamps are relative (BurstGPT seconds from 0:00 of
@@ -190,66 +192,7 @@ def parse_bin(spec: str | int) -> int:
     return seconds
 
 
-@dataclass(frozen=True)
-class GPUKind:
-    """One GPU kind of the catalog. ``None`` means no sourced value: the UI asks for one and
-    analyses that need it leave the kind out, saying so.
-
-    Attributes
-    ----------
-    name : catalog key
-    memory_gb : HBM capacity per GPU (GB)
-    tdp_w : board power limit (W)
-    idle_w : measured power of an idle GPU (W)
-    price_usd_per_h : price per GPU-hour (scenario input, editable)
-    ref_tok_s : reference serving throughput, output tokens/s per GPU, Llama-3.1-8B-Instruct at
-        the highest-throughput batch the benchmark ran
-    sources : field -> where the value comes from
-    """
-
-    name: str
-    memory_gb: float
-    tdp_w: float
-    idle_w: float | None
-    price_usd_per_h: float | None
-    ref_tok_s: float | None
-    sources: tuple[tuple[str, str], ...]
-
-
-_AWS = ("AWS EC2 on-demand list price, us-east-1, for the 8-GPU instance / 8 "
-        "(scenario default; edit for your contract)")
-_ACME_IDLE = ("AcmeTrace (Hu et al., NSDI'24) Kalos per-GPU DCGM power CDF, 1st percentile "
-              "(A100-SXM4-80GB clusters): 60.2 W")
-
-GPU_CATALOG: tuple[GPUKind, ...] = (
-    GPUKind("A100-40GB", 40, 400, None, 32.7726 / 8, 1850.3, (
-        ("memory_gb", "NVIDIA A100 datasheet (SXM4 40GB)"),
-        ("tdp_w", "NVIDIA A100 datasheet: 400 W (SXM4)"),
-        ("price_usd_per_h", f"p4d.24xlarge $32.7726/h; {_AWS}"),
-        ("ref_tok_s", "ML.ENERGY leaderboard v2, chat, Meta-Llama-3.1-8B-Instruct, "
-                      "A100-SXM4-40GB, TP1, max batch 320: 1,850.3 tok/s"),
-    )),
-    GPUKind("A100-80GB", 80, 400, 60.2, 40.9657 / 8, None, (
-        ("memory_gb", "NVIDIA A100 datasheet (SXM4 80GB)"),
-        ("tdp_w", "NVIDIA A100 datasheet: 400 W (SXM4)"),
-        ("idle_w", _ACME_IDLE),
-        ("price_usd_per_h", f"p4de.24xlarge $40.9657/h; {_AWS}"),
-    )),
-    GPUKind("H100-80GB", 80, 700, None, 98.32 / 8, 9806.0, (
-        ("memory_gb", "NVIDIA H100 datasheet (SXM5 80GB)"),
-        ("tdp_w", "NVIDIA H100 datasheet: up to 700 W (SXM)"),
-        ("price_usd_per_h", f"p5.48xlarge $98.32/h (2024 list); {_AWS}"),
-        ("ref_tok_s", "ML.ENERGY leaderboard v3, lm-arena-chat, Llama-3.1-8B-Instruct, H100, "
-                      "TP1, max_num_seqs 512: 9,806 tok/s"),
-    )),
-    GPUKind("H200-141GB", 141, 700, None, None, None, (
-        ("memory_gb", "NVIDIA H200 datasheet: 141 GB HBM3e"),
-        ("tdp_w", "NVIDIA H200 datasheet: up to 700 W (SXM)"),
-    )),
-    GPUKind("B200", 180, 1000, None, None, 14799.0, (
-        ("memory_gb", "NVIDIA DGX B200 datasheet: 1,440 GB for 8 GPUs"),
-        ("tdp_w", "NVIDIA HGX B200: 1,000 W per GPU"),
-        ("ref_tok_s", "ML.ENERGY leaderboard v3, lm-arena-chat, Llama-3.1-8B-Instruct, B200, "
-                      "TP1, max_num_seqs 2048: 14,799 tok/s"),
-    )),
-)
+# The capacity / dispatch view of THE GPU catalog (analytics.hardware.catalog), re-exported here
+# because pages may import config but not the analytics packages. GPUKind is the catalog record.
+GPUKind = GpuSpec
+GPU_CATALOG: tuple[GpuSpec, ...] = CAPACITY_KINDS

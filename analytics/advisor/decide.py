@@ -34,17 +34,16 @@ from scipy import stats
 
 from analytics.advisor import model as cm
 from analytics.advisor import priors as pr
-from analytics.config import GPU_CATALOG
 from analytics.hardware import catalog as hardware
 
 
 def default_prices() -> dict[str, float]:
-    """USD per GPU-hour where a public list price is sourced (``config.GPU_CATALOG``: AWS
+    """USD per GPU-hour where a public list price is sourced (``hardware.CATALOG``: AWS
     on-demand per 8-GPU instance / 8). Hardware without a sourced price is left out: its arms
     are shown as "no price" until the user enters one."""
     out = {}
-    for g in GPU_CATALOG:
-        if g.price_usd_per_h is not None and g.name in hardware.SPECS:  # same keys
+    for g in hardware.CATALOG.values():
+        if g.price_usd_per_h is not None:
             out[g.name] = float(g.price_usd_per_h)
     return out
 
@@ -129,7 +128,7 @@ ARM_PRECISIONS = ("bf16", "fp16", "fp8")
 
 def arms(hardware_keys=None) -> pd.DataFrame:
     """The arm grid: hardware x TP in {1, 2, 4, 8} x precision in {bf16, fp16, fp8}."""
-    keys = list(hardware_keys or hardware.SPECS)
+    keys = list(hardware_keys or hardware.CATALOG)
     return pd.DataFrame([{"hardware": h, "tp": t, "precision": p}
                          for h in keys for t in ARM_TP for p in ARM_PRECISIONS])
 
@@ -181,7 +180,7 @@ def utility(throughput_tok_s: float, power_w: float | None, n_gpus: int, hw: str
             u: UtilityParams) -> dict:
     """Utility terms of one arm (USD over ``runtime_h``); ``utility`` is NaN without a price."""
     price = u.prices_usd_per_gpu_h.get(hw)
-    spec = hardware.SPECS.get(hw)
+    spec = hardware.CATALOG.get(hw)
     if power_w is None or not np.isfinite(power_w):
         power_w = n_gpus * spec.tdp_w if spec and spec.tdp_w else 0.0  # TDP bound
     kvf = kv_factor(occupancy, u)
@@ -313,7 +312,7 @@ def _pick_h100_fp8(cell: pd.DataFrame) -> int:
 
 
 def _peak_tflops(row) -> float:
-    spec = hardware.SPECS.get(row["hardware"])
+    spec = hardware.CATALOG.get(row["hardware"])
     if spec is None:
         return 0.0
     t = spec.fp8_tflops if row["precision"] == "fp8" and spec.fp8_tflops else spec.bf16_tflops
@@ -371,7 +370,7 @@ def backtest(cost: cm.CostModel, u: UtilityParams | None = None,
 
     arms_df["u_true"] = arms_df.apply(u_of, axis=1, args=("throughput_tok_s", "power_w"))
     arms_df["u_pred"] = arms_df.apply(u_of, axis=1, args=("throughput_tok_s_q50", "power_w_q50"))
-    spec_tdp = arms_df["hardware"].map(lambda h: hardware.SPECS[h].tdp_w or 0.0)
+    spec_tdp = arms_df["hardware"].map(lambda h: hardware.CATALOG[h].tdp_w or 0.0)
     arms_df["rate_usd_h"] = arms_df["n_gpus"] * arms_df["hardware"].map(u.prices_usd_per_gpu_h) \
         + arms_df["n_gpus"] * spec_tdp / 1000 * u.usd_per_kwh
     cells = {c: g for c, g in arms_df.groupby("cell")}

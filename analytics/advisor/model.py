@@ -118,8 +118,8 @@ def make_schema(df: pd.DataFrame) -> dict:
 def featurize(df: pd.DataFrame, schema: dict) -> pd.DataFrame:
     """Feature matrix, shape (n_rows, n_features); column order fixed by ``schema``."""
     def spec(col):
-        return df["hardware"].map(lambda h: getattr(hardware.SPECS.get(h), col, None)
-                                  if h in hardware.SPECS else None).astype(float)
+        return df["hardware"].map(lambda h: getattr(hardware.CATALOG.get(h), col, None)
+                                  if h in hardware.CATALOG else None).astype(float)
 
     def log(col):
         return np.log(df[col].astype(float).where(df[col].astype(float) > 0))

@@ -1,9 +1,13 @@
-"""Accelerator spec table and hardware-name normalisation for benchmark data.
+"""THE GPU catalog (:data:`CATALOG`, one :class:`GpuSpec` per GPU kind, a source per value) and
+hardware-name normalisation for benchmark data.
+
+Datasheet numbers (memory, bandwidth, TFLOPS, TDP), measured idle power, list prices, reference
+serving throughput and the DVFS clock range all live in one record per kind; the capacity page's
+kinds (:data:`CAPACITY_KINDS`) and the serving DVFS kinds (:data:`DVFS_KINDS`) are views of it.
 
 Benchmarks name hardware in many ways (``NVIDIA A100-SXM4-40GB``, ``Nvidia A100 GPU``, ``H100``,
-``AMD MI300X GPU``). :func:`normalise` maps them onto the keys of :data:`SPECS`, whose numbers come
-from vendor datasheets (cited per field). A field no datasheet we checked states is ``None`` and
-is shown as "not stated", never guessed.
+``AMD MI300X GPU``). :func:`normalise` maps them onto the keys of :data:`CATALOG`. A field no
+source we checked states is ``None`` and is shown as "not stated", never guessed.
 
 Precision names are normalised too (:func:`precision`), with the effective bits per weight used by
 the launch advisor's memory model (OmniPilot paper, Sec. 3 features: "precision one-hot + effective
@@ -17,19 +21,28 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Spec:
-    """Datasheet numbers of one accelerator (per device).
+class GpuSpec:
+    """Everything headroom knows about one GPU kind, each value with its source.
+
+    ``None`` means no source we checked states the value: it is shown as "not stated" and an
+    analysis that needs it leaves the kind out (or asks the user for it), never guesses.
 
     Attributes
     ----------
-    key : canonical name used in ``bench_runs.hardware``
+    key : canonical name used in ``bench_runs.hardware`` and every table (``name`` is an alias)
     vendor : NVIDIA / AMD / Intel / SambaNova
     memory_gb : device memory, GB
     mem_bw_gbs : peak memory bandwidth, GB/s
     bf16_tflops : peak dense BF16 tensor throughput, TFLOP/s (without sparsity)
-    fp8_tflops : peak dense FP8 tensor throughput, TFLOP/s (``None``: no FP8 support / not stated)
+    fp8_tflops : peak dense FP8 tensor throughput, TFLOP/s (``None``: no FP8 / not stated)
     tdp_w : maximum board / module power, W
-    sources : (field, citation) pairs
+    idle_w : power of a powered-on GPU computing nothing (holding weights), W
+    price_usd_per_h : price per GPU-hour, USD (scenario default, editable)
+    ref_tok_s : reference serving throughput, output tokens/s per GPU, Llama-3.1-8B-Instruct at
+        the highest-throughput batch the benchmark ran
+    f_max_mhz, f_min_mhz : top SM clock and the lowest clock DVFS policies may choose, MHz
+    pcie_gbs : host-to-device bandwidth for loading weights, GB/s one way
+    sources : (field, citation) pairs; ``"all"`` covers every datasheet field
     """
 
     key: str
@@ -40,6 +53,17 @@ class Spec:
     fp8_tflops: float | None
     tdp_w: float | None
     sources: tuple[tuple[str, str], ...]
+    idle_w: float | None = None
+    price_usd_per_h: float | None = None
+    ref_tok_s: float | None = None
+    f_max_mhz: float | None = None
+    f_min_mhz: float | None = None
+    pcie_gbs: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The catalog key (the name the capacity and dispatch tables use)."""
+        return self.key
 
 
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (2021): SXM4; BF16 312 TFLOPS dense (624 sparse)"
@@ -61,21 +85,71 @@ _MAX1550 = ("Intel Data Center GPU Max 1550 product brief: 128 GB HBM2e, 3.2 TB/
             "(Ponte Vecchio; Argonne labels it 'Intel PVC GPU' and 'Intel Max 1550')")
 _SN40L = "SambaNova SN40L: 64 GB HBM per RDU (SambaNova SN40L paper, 2024); no TDP stated"
 
-SPECS: dict[str, Spec] = {s.key: s for s in (
-    Spec("A100-40GB", "NVIDIA", 40, 1555, 312, None, 400,
-         (("all", _A100 + "; 40 GB HBM2, 1,555 GB/s, 400 W"),)),
-    Spec("A100-80GB", "NVIDIA", 80, 2039, 312, None, 400,
-         (("all", _A100 + "; 80 GB HBM2e, 2,039 GB/s, 400 W"),)),
-    Spec("H100-80GB", "NVIDIA", 80, 3350, 989.5, 1979, 700, (("all", _H100),)),
-    Spec("H200-141GB", "NVIDIA", 141, 4800, 989.5, 1979, 700, (("all", _H200),)),
-    Spec("GH200", "NVIDIA", 96, 4000, 989.5, 1979, None, (("all", _GH200),)),
-    Spec("B200", "NVIDIA", 180, 8000, 2250, 4500, 1000, (("all", _B200),)),
-    Spec("MI250", "AMD", 128, 3200, 362.1, None, 560, (("all", _MI250),)),
-    Spec("MI300X", "AMD", 192, 5300, 1307.4, 2614.9, 750, (("all", _MI300X),)),
-    Spec("Gaudi2", "Intel", 96, 2460, None, None, 600, (("all", _GAUDI2),)),
-    Spec("Max1550", "Intel", 128, 3200, None, None, 600, (("all", _MAX1550),)),
-    Spec("SN40L", "SambaNova", 64, None, None, None, None, (("all", _SN40L),)),
+_AWS = ("AWS EC2 on-demand list price, us-east-1, for the 8-GPU instance / 8 "
+        "(scenario default; edit for your contract)")
+_ACME_IDLE = ("AcmeTrace (Hu et al., NSDI'24; staged acmetrace/acme_power_util_cdf.csv): Kalos "
+              "A100 per-GPU DCGM power, 1st percentile 60.2 W (A100-SXM4-80GB clusters)")
+_H100_IDLE = ("nvidia-smi on 'NVIDIA H100 80GB HBM3' with 72,790 MiB resident and 0 % "
+              "utilisation: 140-145 W (github.com/wilicc/gpu-burn issue #114, 2024-10-25)")
+_HOPPER_CLOCK = ("nvidia-smi -q -d CLOCK on an H200 (Hopper GH100, same SM clock table as H100 "
+                 "SXM): Max Clocks Graphics 1980 MHz, idle clock 345 MHz "
+                 "(github.com/awslabs/amazon-eks-ami pull #1985, 2024-10-01)")
+_A100_CLOCK = ("A100 SXM4 nvidia-smi supported graphics clocks top out at 1410 MHz "
+               "(github.com/1Panel-dev/1Panel issue #11910); no staged source states its floor, "
+               "so the Hopper floor (345 MHz) is reused -- a parameter")
+_PCIE5 = "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s (bidirectional) -> 64 GB/s one way"
+_PCIE4 = "NVIDIA A100 datasheet: PCIe Gen4 64 GB/s (bidirectional) -> 32 GB/s one way"
+
+#: THE GPU catalog: one record per GPU kind (every other table is a view of it).
+CATALOG: dict[str, GpuSpec] = {s.key: s for s in (
+    GpuSpec("A100-40GB", "NVIDIA", 40, 1555, 312, None, 400,
+            (("all", _A100 + "; 40 GB HBM2, 1,555 GB/s, 400 W"), ("idle_w", _ACME_IDLE),
+             ("price_usd_per_h", f"p4d.24xlarge $32.7726/h; {_AWS}"),
+             ("ref_tok_s", "ML.ENERGY leaderboard v2, chat, Meta-Llama-3.1-8B-Instruct, "
+                           "A100-SXM4-40GB, TP1, max batch 320: 1,850.3 tok/s"),
+             ("clock", _A100_CLOCK), ("pcie", _PCIE4)),
+            idle_w=60.2, price_usd_per_h=32.7726 / 8, ref_tok_s=1850.3,
+            f_max_mhz=1410, f_min_mhz=345, pcie_gbs=32),
+    GpuSpec("A100-80GB", "NVIDIA", 80, 2039, 312, None, 400,
+            (("all", _A100 + "; 80 GB HBM2e, 2,039 GB/s, 400 W"), ("idle_w", _ACME_IDLE),
+             ("price_usd_per_h", f"p4de.24xlarge $40.9657/h; {_AWS}")),
+            idle_w=60.2, price_usd_per_h=40.9657 / 8),
+    GpuSpec("H100-80GB", "NVIDIA", 80, 3350, 989.5, 1979, 700,
+            (("all", _H100), ("idle_w", _H100_IDLE),
+             ("price_usd_per_h", f"p5.48xlarge $98.32/h (2024 list); {_AWS}"),
+             ("ref_tok_s", "ML.ENERGY leaderboard v3, lm-arena-chat, Llama-3.1-8B-Instruct, "
+                           "H100, TP1, max_num_seqs 512: 9,806 tok/s"),
+             ("clock", _HOPPER_CLOCK), ("pcie", _PCIE5)),
+            idle_w=140.0, price_usd_per_h=98.32 / 8, ref_tok_s=9806.0,
+            f_max_mhz=1980, f_min_mhz=345, pcie_gbs=64),
+    GpuSpec("H200-141GB", "NVIDIA", 141, 4800, 989.5, 1979, 700, (("all", _H200),)),
+    GpuSpec("GH200", "NVIDIA", 96, 4000, 989.5, 1979, None, (("all", _GH200),)),
+    GpuSpec("B200", "NVIDIA", 180, 8000, 2250, 4500, 1000,
+            (("all", _B200),
+             ("ref_tok_s", "ML.ENERGY leaderboard v3, lm-arena-chat, Llama-3.1-8B-Instruct, "
+                           "B200, TP1, max_num_seqs 2048: 14,799 tok/s")),
+            ref_tok_s=14799.0),
+    GpuSpec("MI250", "AMD", 128, 3200, 362.1, None, 560, (("all", _MI250),)),
+    GpuSpec("MI300X", "AMD", 192, 5300, 1307.4, 2614.9, 750, (("all", _MI300X),)),
+    GpuSpec("Gaudi2", "Intel", 96, 2460, None, None, 600, (("all", _GAUDI2),)),
+    GpuSpec("Max1550", "Intel", 128, 3200, None, None, 600, (("all", _MAX1550),)),
+    GpuSpec("SN40L", "SambaNova", 64, None, None, None, None, (("all", _SN40L),)),
 )}
+
+#: Views of :data:`CATALOG`: the kinds the capacity / dispatch pages offer (NVIDIA data-centre
+#: parts with a datasheet TDP), and the kinds with a cited clock range and static power (the
+#: serving DVFS model needs both).
+CAPACITY_KINDS: tuple[GpuSpec, ...] = tuple(
+    CATALOG[k] for k in ("A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "B200"))
+DVFS_KINDS: dict[str, GpuSpec] = {k: s for k, s in CATALOG.items()
+                                  if s.f_max_mhz is not None and s.idle_w is not None}
+
+
+def source_of(spec: GpuSpec, field_name: str) -> str | None:
+    """Citation of one field of a record (the datasheet citation ``"all"`` as a fallback)."""
+    found = dict(spec.sources)
+    return found.get(field_name) or found.get("all")
+
 
 # (pattern, key): first match wins; matched against the lower-cased name with spaces/underscores
 # turned into '-'.
@@ -112,8 +186,8 @@ def normalise(name: str | None) -> str | None:
 
 
 def memory_gb(key: str | None) -> float | None:
-    """Device memory (GB) of a canonical hardware key; ``None`` when the key is not in SPECS."""
-    spec = SPECS.get(key or "")
+    """Device memory (GB) of a canonical hardware key; ``None`` when the key is not in CATALOG."""
+    spec = CATALOG.get(key or "")
     return None if spec is None else spec.memory_gb
 
 

@@ -153,7 +153,7 @@ def describe_inputs(inputs: PowerInputs, scenario) -> dict:
                             f"{SPEEDS[scenario.speed]}",
         "batch_power": inputs.power_source,
         "hw_factor": HW_FACTOR_A100_TO_H100,
-        "hw_factor_source": "H100 SXM 700 W / A100 SXM4 400 W board power (GPU_CATALOG)",
+        "hw_factor_source": "H100 SXM 700 W / A100 SXM4 400 W board power (hardware CATALOG)",
         "notes": list(inputs.notes),
     }
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analytics.config import GPU_CATALOG
+from analytics.hardware.catalog import CATALOG
 
 
 @dataclass(frozen=True)
@@ -89,16 +89,12 @@ ACME_KALOS_POWER_W = (55.7, 61.9, 63.0, 63.9, 65.0, 66.4, 72.9, 90.4, 94.0, 96.9
                       148.7, 236.4, 325.3, 371.8, 388.7, 396.7, 403.6, 413.0, 599.7)
 
 
-def _tdp(name: str) -> float:
-    return next(k.tdp_w for k in GPU_CATALOG if k.name == name)
-
-
 #: Hardware adjustment of batch power to the H100 baseline of the inference measurements (hybrid
 #: power paper, Methods, "Batch-inference co-simulation": batch GPU power times a constant factor).
 #: Here the ratio of board power limits, H100 SXM 700 W / A100 SXM4 400 W (datasheets, see
-#: :data:`analytics.config.GPU_CATALOG`) = 1.75, because AcmeTrace's GPUs are A100s (the paper
+#: :data:`analytics.hardware.catalog.CATALOG`) = 1.75, because AcmeTrace's GPUs are A100s (the paper
 #: scaled V100 traces the same way).
-HW_FACTOR_A100_TO_H100 = _tdp("H100-80GB") / _tdp("A100-80GB")
+HW_FACTOR_A100_TO_H100 = CATALOG["H100-80GB"].tdp_w / CATALOG["A100-80GB"].tdp_w
 
 
 def templates_from_mlenergy(path: str | Path, speed: str = "M",

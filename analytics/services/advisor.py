@@ -127,8 +127,10 @@ def hardware_specs() -> pd.DataFrame:
     return pd.DataFrame([{"hardware": s.key, "vendor": s.vendor, "memory_gb": s.memory_gb,
                           "mem_bw_gbs": s.mem_bw_gbs, "bf16_tflops_dense": s.bf16_tflops,
                           "fp8_tflops_dense": s.fp8_tflops, "tdp_w": s.tdp_w,
-                          "source": "; ".join(v for _, v in s.sources)}
-                         for s in hardware.SPECS.values()])
+                          "idle_w": s.idle_w, "price_usd_per_h": s.price_usd_per_h,
+                          "source": "; ".join(f"{k}: {v}" if k != "all" else v
+                                              for k, v in s.sources)}
+                         for s in hardware.CATALOG.values()])
 
 
 def default_prices() -> dict[str, float]:

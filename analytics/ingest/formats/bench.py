@@ -298,7 +298,7 @@ class Argonne:
         if cols.tput:
             warns.append("throughput_tok_s = Throughput x out/(in+out) (output tokens only)")
         over = frame.filter(pl.col("power_w") > 1.1 * pl.col("n_gpus") * pl.col("hardware")
-                            .replace_strict({k: s.tdp_w for k, s in hardware.SPECS.items()},
+                            .replace_strict({k: s.tdp_w for k, s in hardware.CATALOG.items()},
                                             default=None, return_dtype=pl.Float64)).height
         if over:
             warns.append(f"{over} rows report power above 110% of the datasheet TDP "
