@@ -146,10 +146,24 @@ def _scalar_type(default: Any, annotation: Any):
     return str
 
 
+def _checked(convert, k: Knob):
+    """argparse ``type`` that converts a value and refuses one outside the knob's bounds."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {convert.__name__}") from exc
+        if k.violates(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range {k.range_text()}")
+        return value
+    parse.__name__ = convert.__name__
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
     """Add one ``--field-name`` flag per CLI knob of ``cls`` (default: the field default, so
-    an unset flag leaves the record's default). Bounds are checked by :func:`check` after
-    parsing, so the message names the field. Booleans become ``--x / --no-x``."""
+    an unset flag leaves the record's default). A value outside the knob's bounds is refused
+    by argparse (exit 2, the message gives the range). Booleans become ``--x / --no-x``."""
     for f in dataclasses.fields(cls):
         k = f.metadata.get(_META)
         if k is None or not k.cli or f.name in skip:
@@ -161,10 +175,11 @@ def add_arguments(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = 
             parser.add_argument(*names, dest=f.name, default=f.default, help=help_of(cls, f.name),
                                 action=argparse.BooleanOptionalAction)
             continue
-        parser.add_argument(names[0], dest=f.name, type=typ, default=f.default,
+        checked = typ if k.choices is not None else _checked(typ, k)
+        parser.add_argument(names[0], dest=f.name, type=checked, default=f.default,
                             choices=k.choices, help=help_of(cls, f.name))
         for alias in k.aliases:
-            parser.add_argument(alias, dest=f.name, type=typ, help=argparse.SUPPRESS)
+            parser.add_argument(alias, dest=f.name, type=checked, help=argparse.SUPPRESS)
 
 
 def from_namespace(cls, ns: argparse.Namespace, **overrides):

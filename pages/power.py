@@ -51,7 +51,7 @@ with st.expander("More settings"):
 
 ckpt = None if ckpt_label == "none" else float(ckpt_label.split()[0])
 scenario = cache.power_scenario_of(
-    inference_share=float(share), utilization=float(utilization), gpus=int(gpus),
+    inference_share=float(share), utilization=float(utilization), n_gpus=int(gpus),
     days=float(days), scheduler=scheduler, checkpoint_min=ckpt, capped=bool(capped),
     speed=speed)
 try:

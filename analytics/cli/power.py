@@ -21,6 +21,7 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
+from analytics import params
 from analytics import power as powersim
 from analytics.cli.common import log
 from analytics.cli.common import unit_interval as _util  # utilization in (0, 1]
@@ -54,10 +55,9 @@ def add_parsers(sub) -> None:
     """Add the ``powersim`` subcommand to the ``headroom`` parser."""
     p = sub.add_parser("powersim", help="hybrid batch + inference power profiles: coefficient of "
                                         "variation and ramps vs inference share")
-    p.add_argument("--inference-share", type=_share, default=0.5,
-                   help="share of offered GPU-time that is inference, 0..1 (default 0.5)")
-    p.add_argument("--utilization", type=_util, default=0.8,
-                   help="target utilisation: offered GPU-time / pool GPU-time (default 0.8)")
+    params.add_arguments(p, powersim.Scenario, skip=("checkpoint_min",))
+    p.add_argument("--checkpoint-min", type=float, default=60.0,
+                   help=params.help_of(powersim.Scenario, "checkpoint_min") + "; 0 = none")
     p.add_argument("--sweep", action="store_true",
                    help="also sweep the inference share at --sweep-utilizations")
     p.add_argument("--shares", type=_list(_share), default=powersim.DEFAULT_SHARES,
@@ -72,18 +72,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--inference", default=None,
                    help="demand dataset at <= 1 min resolution, or 'synthetic' (default: the "
                         "longest in the store, else the synthetic envelope)")
-    p.add_argument("--gpus", type=_positive_int, default=256, help="GPUs in the pool")
-    p.add_argument("--days", type=float, default=7.0, help="measured window, days")
-    p.add_argument("--warmup-days", type=float, default=2.0, help="discarded warm-up, days")
-    p.add_argument("--scheduler", choices=list(powersim.SCHEDULERS), default="fcfs",
-                   help="fcfs (with backfilling) or swf (smallest work first)")
-    p.add_argument("--checkpoint-min", type=float, default=60.0,
-                   help="checkpoint segment length in minutes; 0 = no checkpointing")
-    p.add_argument("--capped", action="store_true",
-                   help="cap inference at --cap-factor x its mean GPU allocation")
-    p.add_argument("--cap-factor", type=float, default=1.25)
-    p.add_argument("--speed", choices=list(powersim.TEMPLATES), default="M",
-                   help="LLM serving speed: F/M/S = vLLM max_num_seqs 32/64/128 (ML.ENERGY)")
     p.add_argument("--clock-offset-h", type=float, default=None,
                    help="hours from UTC to the job trace's site clock (default: -5 for MIT "
                         "SuperCloud, else 0)")
@@ -111,13 +99,9 @@ def run(args, settings) -> dict:
     ValueError
         Bad parameters or no job trace (exit 2 with the message).
     """
-    if args.capped and args.cap_factor < 1:
-        raise ValueError("--cap-factor must be >= 1")
-    scenario = powersim.Scenario(
-        inference_share=args.inference_share, utilization=args.utilization, gpus=args.gpus,
-        days=args.days, warmup_days=args.warmup_days, scheduler=args.scheduler,
-        checkpoint_min=args.checkpoint_min if args.checkpoint_min > 0 else None,
-        capped=args.capped, cap_factor=args.cap_factor, speed=args.speed)
+    scenario = params.from_namespace(
+        powersim.Scenario, args,
+        checkpoint_min=args.checkpoint_min if args.checkpoint_min > 0 else None)
     with open_store(settings.db_path) as con:
         log("fitting the batch arrival model")
         inputs = power.load_inputs(con, args.jobs, args.inference, args.seed,

@@ -31,7 +31,7 @@ class Scenario:
     ----------
     inference_share : share of the total offered GPU-time that is inference, in [0, 1]
     utilization : target utilisation: offered (batch + inference) GPU-time / pool GPU-time
-    gpus : GPUs in the pool
+    n_gpus : GPUs in the pool
     days : measured window, days
     warmup_days : simulated before the window and discarded (queues fill; long jobs start)
     scheduler : ``"fcfs"`` (with backfilling) or ``"swf"``
@@ -51,7 +51,7 @@ class Scenario:
                                   lo=0.0, hi=1.0)
     utilization: float = knob(0.8, "target utilisation: offered (batch + inference) GPU-time / "
                               "pool GPU-time", lo=0.0, hi=1.0, lo_open=True)
-    gpus: int = knob(256, "GPUs in the pool", lo=1)
+    n_gpus: int = knob(256, "GPUs in the pool", lo=1, flag="--gpus", aliases=("--n-gpus",))
     days: float = knob(7.0, "measured window", "days", lo=0.0, lo_open=True)
     warmup_days: float = knob(2.0, "simulated before the window and discarded", "days", lo=0.0)
     scheduler: str = knob("fcfs", "batch queue order: fcfs (with backfilling) or swf (smallest "
@@ -91,7 +91,7 @@ def run_scenario(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generat
                  ) -> ScenarioResult:
     """Simulate one scenario and measure its window.
 
-    Offered load is ``utilization x gpus`` GPUs on average: inference gets
+    Offered load is ``utilization x n_gpus`` GPUs on average: inference gets
     ``inference_share`` of it (:func:`inference_load`), batch the rest, by scaling the fitted
     arrival rate by ``(1 - share) x U x C / offered_gpus(trace)``. Runtimes are capped at the
     simulated length (a job longer than the run cannot contribute more), and the run starts
@@ -110,7 +110,7 @@ def run_scenario(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generat
     warm_min = int(round(scenario.warmup_days * 1440))
     n_min = warm_min + int(round(scenario.days * 1440))
     horizon_s = n_min * 60.0
-    offered = scenario.utilization * scenario.gpus
+    offered = scenario.utilization * scenario.n_gpus
     demand_idx = (np.arange(n_min) - warm_min) % inputs.demand_tokens_per_min.size
     load = inference_load(inputs.demand_tokens_per_min[demand_idx],
                           offered * scenario.inference_share, TEMPLATES[scenario.speed])
@@ -118,17 +118,17 @@ def run_scenario(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generat
     natural = inputs.arrivals.offered_gpus(horizon_s)
     scale = batch_gpus / natural if natural > 0 else 0.0
     sim_days = int(math.ceil(n_min / 1440))
-    jobs = generate_jobs(inputs.arrivals, rng, sim_days, scale, horizon_s, scenario.gpus * 1000,
+    jobs = generate_jobs(inputs.arrivals, rng, sim_days, scale, horizon_s, scenario.n_gpus * 1000,
                          inputs.power_pct, inputs.power_w, prefill=True)
     cap = None
     if scenario.capped and scenario.inference_share > 0:
         cap = int(math.ceil(scenario.cap_factor * float(load.demand_gpus.mean())))
-    params = SimParams(scenario.gpus, scenario.scheduler, True, scenario.checkpoint_min, cap)
+    params = SimParams(scenario.n_gpus, scenario.scheduler, True, scenario.checkpoint_min, cap)
     res = simulate(jobs, params, horizon_s, load if scenario.inference_share > 0 else None)
     window = res.minutes.iloc[warm_min:].reset_index(drop=True)
     window.insert(0, "ts", inputs.demand_start
                   + pd.to_timedelta(window["minute"] - warm_min, unit="min"))
-    return ScenarioResult(window, window_metrics(window, res, warm_min * 60.0, scenario.gpus),
+    return ScenarioResult(window, window_metrics(window, res, warm_min * 60.0, scenario.n_gpus),
                           scenario)
 
 

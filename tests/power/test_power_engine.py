@@ -162,7 +162,7 @@ def test_mmc_utilisation_and_wait_match_closed_form():
 def test_same_seed_same_records_and_swf_order():
     jobs_df = _synthetic_trace(np.random.default_rng(3))
     inputs = powersim.prepare_inputs(jobs_df, None, np.random.default_rng(0), "synthetic jobs")
-    sc = powersim.Scenario(inference_share=0.4, utilization=0.7, gpus=32, days=1,
+    sc = powersim.Scenario(inference_share=0.4, utilization=0.7, n_gpus=32, days=1,
                            warmup_days=0.5, checkpoint_min=30)
     a = powersim.run_scenario(inputs, sc, np.random.default_rng(11))
     b = powersim.run_scenario(inputs, sc, np.random.default_rng(11))
