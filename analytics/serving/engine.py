@@ -259,6 +259,28 @@ def _water_fill(needs: list[float]) -> list[float]:
     return out
 
 
+def rank_candidates(cands: list[tuple[float, int]], free_mem_gb, free_sm,
+                    tie: float = TIE_BREAK) -> tuple[float, int]:
+    """Festina's placement choice (Sec. 3.3): the lowest-energy candidate, where candidates
+    within ``tie`` (2 %) of the lowest energy are ties, broken by most free memory, then most
+    free SMs, then the lowest GPU index.
+
+    Parameters
+    ----------
+    cands : ``(energy, gpu)`` pairs (energy in J, or any cost where lower is better); non-empty
+    free_mem_gb : callable ``gpu -> free memory`` (GB)
+    free_sm : callable ``gpu -> free SM fraction`` (0 to 1)
+    tie : relative energy band counted as a tie
+
+    Returns
+    -------
+    The chosen ``(energy, gpu)`` pair.
+    """
+    best = min(c[0] for c in cands)
+    ties = [c for c in cands if c[0] <= best * (1 + tie) + 1e-12]
+    return max(ties, key=lambda c: (free_mem_gb(c[1]), free_sm(c[1]), -c[1]))
+
+
 class _Tenant:
     __slots__ = ("g", "j", "share", "queue", "pf_rid", "pf_left", "heap", "counter", "ready_at",
                  "draining", "rate", "itl", "dyn", "phase", "queued_tokens", "last_arrival",
@@ -642,11 +664,9 @@ class _Sim:
         return 1.0 - sum(ten.share for ten in G.tenants.values() if ten.phase)
 
     def _rank(self, cands: list, t: float):
-        """Festina tie-break: lowest energy; within 2 % most free memory, then most free SMs."""
-        best = min(c[0] for c in cands)
-        ties = [c for c in cands if c[0] <= best * (1 + TIE_BREAK) + 1e-12]
-        return max(ties, key=lambda c: (self.capacity_gb - self.gpus[c[1]].mem,
-                                        self._free_sm(self.gpus[c[1]], t), -c[1]))
+        """Festina tie-break (:func:`rank_candidates`) on this pool's memory and SM state."""
+        return rank_candidates(cands, lambda g: self.capacity_gb - self.gpus[g].mem,
+                               lambda g: self._free_sm(self.gpus[g], t))
 
     # ------------------------------------------------------------------ global scheduler lookups
     def _tenant_dyn_w(self, ten: _Tenant, ci: int, share: float | None = None) -> float:
