@@ -566,8 +566,8 @@ COMMANDS = {"ingest": _cmd_ingest, "datasets": _cmd_datasets, "delete": _cmd_del
 
 
 def _cmd_serve_energy(args, settings) -> dict:
-    from analytics.serving import engine as serving
-    from analytics.serving import profiles as serving_profiles
+    from analytics import serving
+    from analytics import serving as serving_profiles
 
     names = ("max_clock", "static_dvfs", "stage1", "stage2", "stage3", "stage4", "festina")
     if args.policy != "all" and args.policy not in names:

@@ -500,7 +500,7 @@ def advisor_request(**kwargs):
 # --------------------------------------------------------------------------- serving (Festina)
 @st.cache_data(show_spinner=False)
 def _serving_inputs(db_path: str, version: int) -> dict:
-    from analytics.serving import profiles as serving_profiles
+    from analytics import serving as serving_profiles
 
     ledger = store.list_datasets(connection())
     traces = []
@@ -528,7 +528,7 @@ def serving_inputs() -> dict:
 
 @st.cache_data(show_spinner=False)
 def _serving_profiles(db_path: str, version: int, gpu: str, measured: bytes | None):
-    from analytics.serving import profiles as serving_profiles
+    from analytics import serving as serving_profiles
 
     profs = serving_profiles.profiles_from_bench(store.bench_runs(connection()), gpu)
     if measured:
@@ -539,7 +539,7 @@ def _serving_profiles(db_path: str, version: int, gpu: str, measured: bytes | No
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _serving_run(db_path: str, version: int, trace: str, params, measured: bytes | None):
-    from analytics.serving import engine as serving
+    from analytics import serving
 
     profs = _serving_profiles(db_path, version, params.gpu, measured)
     tr = serving.trace_arrays(store.dataset_rows(connection(), trace), params.window_s)
@@ -561,7 +561,7 @@ def _serving_run(db_path: str, version: int, trace: str, params, measured: bytes
 
 def serving_params(**kwargs):
     """A :class:`analytics.serving.engine.ServingParams` (pages may not import analytics.serving.engine)."""
-    from analytics.serving import engine as serving
+    from analytics import serving
 
     return serving.ServingParams(**kwargs)
 
@@ -575,7 +575,7 @@ def serving_run(trace: str, params, measured: bytes | None = None) -> dict:
 @st.cache_data(show_spinner=False, max_entries=8)
 def _serving_sensitivity(db_path: str, version: int, trace: str, params,
                          measured: bytes | None) -> pd.DataFrame:
-    from analytics.serving import engine as serving
+    from analytics import serving
 
     profs = _serving_profiles(db_path, version, params.gpu, measured)
     tr = serving.trace_arrays(store.dataset_rows(connection(), trace), params.window_s)
@@ -591,7 +591,7 @@ def serving_sensitivity(trace: str, params, measured: bytes | None = None) -> pd
 @st.cache_data(show_spinner=False)
 def _serving_curves(db_path: str, version: int, gpu: str, gamma: float | None, batch: int,
                     measured: bytes | None, static_scale: float) -> pd.DataFrame:
-    from analytics.serving import engine as serving
+    from analytics import serving
 
     return serving.profile_curves(_serving_profiles(db_path, version, gpu, measured), gpu,
                                   batch=batch, gamma=gamma, static_scale=static_scale)
@@ -607,7 +607,7 @@ def serving_curves(gpu: str, gamma: float | None = None, batch: int = 32,
 
 def serving_dvfs_sources(gpu: str) -> list[tuple[str, str]]:
     """Citations of the clock range and static power of a GPU kind."""
-    from analytics.serving import profiles as serving_profiles
+    from analytics import serving as serving_profiles
 
     g = serving_profiles.GPU_DVFS[gpu]
     return [("clock range", f"{g.f_min_mhz:.0f}-{g.f_max_mhz:.0f} MHz"),

@@ -4,16 +4,15 @@ curve, and the real Azure conv trace with 16 co-hosted models."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
 
-from analytics import cli, store
+from analytics import cli, serving, store
 from analytics.ingest import files as ingest
-from analytics.serving import engine as serving
-from analytics.serving import profiles as sp
 
 BENCH = ("ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
          "llm_inference_bench_argonne/Fig_21__all_results_TTFT.csv")
@@ -29,7 +28,7 @@ def real(tmp_path_factory):
     for rel in (CONV, CODE, *BENCH):
         path = shared(rel)
         ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    profs = sp.profiles_from_bench(store.bench_runs(con), "H100-80GB")
+    profs = serving.profiles_from_bench(store.bench_runs(con), "H100-80GB")
     trace = serving.trace_arrays(store.dataset_rows(con, "AzureLLMInferenceTrace_conv"))
     code = serving.trace_arrays(store.dataset_rows(con, "AzureLLMInferenceTrace_code"))
     con.close()
@@ -55,17 +54,49 @@ def test_clock_formula_matches_hand_computation():
     # F = (P_p T_p F_p + P_d T_d F_d) / (P_p T_p + P_d T_d)
     p_p, t_p, f_p, p_d, t_d, f_d = 600.0, 0.2, 1500.0, 350.0, 1.5, 900.0
     hand = (600 * 0.2 * 1500 + 350 * 1.5 * 900) / (600 * 0.2 + 350 * 1.5)
-    assert sp.phase_clock(p_p, t_p, f_p, p_d, t_d, f_d) == pytest.approx(hand)
+    assert serving.phase_clock(p_p, t_p, f_p, p_d, t_d, f_d) == pytest.approx(hand)
     assert hand == pytest.approx(1011.6279, rel=1e-6)
-    assert sp.phase_clock(1, 0, 1200, 1, 0, 800) == 1200  # no work: the higher phase clock
+    assert serving.phase_clock(1, 0, 1200, 1, 0, 800) == 1200  # no work: the higher phase clock
+    # the simulator's form: summed over the phases of every co-resident busy tenant
+    terms = [(600.0, 0.2, 0.75), (350.0, 1.5, 0.45), (420.0, 0.4, 0.9)]
+    hand3 = (600 * 0.2 * 0.75 + 350 * 1.5 * 0.45 + 420 * 0.4 * 0.9) / (600 * 0.2 + 350 * 1.5
+                                                                       + 420 * 0.4)
+    assert serving.phase_clock_weighted(terms, 1.0) == pytest.approx(hand3)
+    assert serving.phase_clock_weighted(terms[:2], 1.0) == serving.phase_clock(*terms[0], *terms[1])
+    assert serving.phase_clock_weighted([], 1.0) == 1.0  # no busy tenant: the top clock
+
+
+def test_params_are_knobs_with_the_documented_bounds():
+    from analytics import params as knobs
+
+    assert "ms" in knobs.help_of(serving.ServingParams, "ttft_slo_ms")
+    serving.check_params(serving.ServingParams())
+    for bad, msg in (({"static_scale": 1e308}, "static_scale = 1e+308 is out of range (0, 100]"),
+                     ({"safety_margin": 0.995}, "safety_margin"), ({"n_gpus": 0}, "n_gpus"),
+                     ({"gamma": 0.0}, "gamma"), ({"chunk_tokens": -1}, "chunk_tokens"),
+                     ({"window_s": float("nan")}, "window_s")):
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            serving.check_params(serving.ServingParams(**bad))
+    serving.check_params(serving.ServingParams(gamma=None, window_s=None, safety_margin=0.99))
+
+
+def test_policies_are_registered_records():
+    reg = serving.POLICY_REGISTRY
+    assert list(reg)[:2] == ["max_clock", "static_dvfs"] and set(serving.STAGES) <= set(reg)
+    assert reg["festina"].consolidate and reg["stage4"].serverless and not reg["stage3"].serverless
+    assert reg["stage1"] == serving.Policy("stage1", "1 SLO-aware dispatch")
+    with pytest.raises(ValueError, match="unknown policy 'fastest'; choose from max_clock"):
+        serving.get_policy("fastest")
+    with pytest.raises(ValueError, match="already registered"):
+        serving.register_policy(serving.Policy("festina"))
 
 
 def test_dvfs_energy_curve_is_u_shaped(real):
-    gpu = sp.GPU_DVFS["H100-80GB"]
+    gpu = serving.GPU_DVFS["H100-80GB"]
     f = np.linspace(gpu.f_min_mhz, gpu.f_max_mhz, 60)
-    dv = sp.DvfsParams(sp.calibrate_gamma(real["profiles"], gpu))
+    dv = serving.DvfsParams(serving.calibrate_gamma(real["profiles"], gpu))
     for prof in real["profiles"]:
-        curve = sp.energy_curve(prof, gpu, f, batch=32, params=dv)
+        curve = serving.energy_curve(prof, gpu, f, batch=32, params=dv)
         for phase in ("prefill", "decode"):
             e = curve[curve["phase"] == phase]["energy_j_per_token"].to_numpy()
             k = int(np.argmin(e))
@@ -119,22 +150,22 @@ def test_measured_profile_replaces_the_dvfs_model(real):
     csv = (b"model,gpu,phase,sm_share,clock_mhz,latency_ms,power_w\n"
            b"*,H100,decode,1,1980,10,600\n*,H100,decode,1,990,12,300\n"
            b"*,H100,prefill,1,1980,100,690\n*,H100,prefill,1,990,200,320\n")
-    table = sp.parse_measured_profiles(csv)
-    profs = sp.apply_measured(real["profiles"], table)
-    gpu = sp.GPU_DVFS["H100-80GB"]
+    table = serving.parse_measured_profiles(csv)
+    profs = serving.apply_measured(real["profiles"], table)
+    gpu = serving.GPU_DVFS["H100-80GB"]
     p = profs[0]
     assert "measured profile" in p.rows
-    ratio = sp.decode_itl_s(p, gpu, 8, 990) / sp.decode_itl_s(p, gpu, 8, 1980)
+    ratio = serving.decode_itl_s(p, gpu, 8, 990) / serving.decode_itl_s(p, gpu, 8, 1980)
     assert ratio == pytest.approx(1.2)
-    assert sp.dynamic_power_w(p, gpu, "prefill", 1, 990, 1.0) == pytest.approx(320 - gpu.idle_w)
+    assert serving.dynamic_power_w(p, gpu, "prefill", 1, 990, 1.0) == pytest.approx(320 - gpu.idle_w)
     # the simulation never extrapolates a measured table below its lowest measured clock
     comp = serving.simulate(_window(real, 60), profs, serving.ServingParams(window_s=60),
                             ("stage3",))
     seg = comp.results["stage3"].segments
     assert seg["clock_mhz"].min() == pytest.approx(990.0)
     assert any("gamma not used" in n for n in comp.notes)
-    with pytest.raises(sp.ProfileError, match="line 2, column sm_share"):
-        sp.parse_measured_profiles(b"model,gpu,phase,sm_share,clock_mhz,latency_ms,power_w\n"
+    with pytest.raises(serving.ProfileError, match="line 2, column sm_share"):
+        serving.parse_measured_profiles(b"model,gpu,phase,sm_share,clock_mhz,latency_ms,power_w\n"
                                    b"*,H100,decode,1.5,1980,10,600\n")
 
 
@@ -175,34 +206,34 @@ def test_cli_bad_input(real, capsys):
 def test_gamma_calibration_reproduces_the_measured_decode_saving(real):
     """gamma is solved so the largest predicted decode saving of the dense profiles is the 32 %
     Ma et al. (arXiv 2605.11999) measured with SM clock locking; MoE profiles are left out."""
-    gpu = sp.GPU_DVFS["H100-80GB"]
-    gamma = sp.calibrate_gamma(real["profiles"], gpu)
-    cal = sp.calibration_profiles(real["profiles"])
+    gpu = serving.GPU_DVFS["H100-80GB"]
+    gamma = serving.calibrate_gamma(real["profiles"], gpu)
+    cal = serving.calibration_profiles(real["profiles"])
     assert not any("A3B" in p.model for p in cal) and len(cal) == 8
-    best = max(sp.decode_saving(p, gpu, b, gamma) for p in cal for b in p.dec_batches)
-    assert best == pytest.approx(sp.DECODE_SAVING_TARGET, abs=1e-3)
+    best = max(serving.decode_saving(p, gpu, b, gamma) for p in cal for b in p.dec_batches)
+    assert best == pytest.approx(serving.DECODE_SAVING_TARGET, abs=1e-3)
     assert gamma == pytest.approx(2.98, abs=0.02)  # lands on the CMOS textbook value
     # a larger exponent saves more: the calibration is not degenerate
-    assert max(sp.decode_saving(p, gpu, b, 4.0) for p in cal for b in p.dec_batches) > 0.4
+    assert max(serving.decode_saving(p, gpu, b, 4.0) for p in cal for b in p.dec_batches) > 0.4
     with pytest.raises(ValueError, match="out of reach"):
-        sp.calibrate_gamma(real["profiles"], gpu, target=0.99)
+        serving.calibrate_gamma(real["profiles"], gpu, target=0.99)
 
 
 def test_lookup_table_matches_profiles_on_grid_and_rounds_conservatively(real):
-    gpu = sp.GPU_DVFS["H100-80GB"]
+    gpu = serving.GPU_DVFS["H100-80GB"]
     clocks = np.linspace(gpu.f_min_mhz, gpu.f_max_mhz, 24)
     prof = real["profiles"][0]
-    lut = sp.build_lookup([prof], gpu, clocks)
+    lut = serving.build_lookup([prof], gpu, clocks)
     bi, si, ci = lut.b(32), lut.s(0.5), lut.c(clocks[10])
     assert lut.decode_itl_s[0, bi, si, ci] == pytest.approx(
-        float(sp.decode_itl_s(prof, gpu, 32, clocks[10], 0.5)))
+        float(serving.decode_itl_s(prof, gpu, 32, clocks[10], 0.5)))
     assert lut.prefill_dyn_w[0, si, ci] == pytest.approx(
-        float(sp.dynamic_power_w(prof, gpu, "prefill", 1, clocks[10], 0.5)))
+        float(serving.dynamic_power_w(prof, gpu, "prefill", 1, clocks[10], 0.5)))
     # off-grid batch rounds up and share rounds down: the lookup never under-predicts latency
     for b, s in ((33, 0.55), (5, 0.3), (700, 0.99)):
-        exact = float(sp.decode_itl_s(prof, gpu, b, clocks[5], s))
+        exact = float(serving.decode_itl_s(prof, gpu, b, clocks[5], s))
         assert lut.decode_itl_s[0, lut.b(b), lut.s(s), lut.c(clocks[5])] >= exact
-        exact_p = float(sp.prefill_time_s(prof, gpu, 1.0, clocks[5], s))
+        exact_p = float(serving.prefill_time_s(prof, gpu, 1.0, clocks[5], s))
         assert lut.prefill_s_per_tok[0, lut.s(s), lut.c(clocks[5])] >= exact_p
 
 
@@ -330,8 +361,8 @@ def test_the_pullable_pair_gives_h100_profiles(tmp_path):
         ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     bench = store.bench_runs(con)
     con.close()
-    assert sp.available_gpus(bench) == ["H100-80GB"]
-    profs = sp.profiles_from_bench(bench, "H100-80GB")
+    assert serving.available_gpus(bench) == ["H100-80GB"]
+    profs = serving.profiles_from_bench(bench, "H100-80GB")
     assert len(profs) >= 5
     assert all("Fig_22__all_results_TTFT_ITL" in p.rows for p in profs)
 
