@@ -188,8 +188,8 @@ class ServingEngine:
         """Power GPU ``g`` on at ``t`` at its policy's idle clock; opens an EWR window."""
         device = self.gpus[g]
         device.on, device.last_t, device.draining = True, t, False
-        device.clock = self.kind.f_max_mhz if self.policy.clock == "max" else (
-            device.static_clock if self.policy.clock == "static" else float(self.grid.clocks[0]))
+        device.clock = self.policy.idle_clock_mhz(device.static_clock, float(self.grid.clocks[0]),
+                                                  self.kind.f_max_mhz)
         device.energy_at_window = [device.energy_j[2] + device.energy_j[3], sum(device.energy_j)]
 
     def power_off(self, g: int) -> None:

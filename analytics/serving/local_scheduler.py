@@ -162,14 +162,14 @@ class LocalScheduler:
         device = sim.gpus[g]
         act = [replica for replica in device.tenants.values() if t >= replica.ready_at - 1e-12 and
                (replica.prefill_rid >= 0 or replica.running)]
-        rule = sim.policy.clock
+        policy = sim.policy
         if not act:
-            device.clock = (sim.kind.f_max_mhz if rule == "max" else device.static_clock
-                            if rule == "static" else float(sim.grid.clocks[0]))
+            device.clock = policy.idle_clock_mhz(device.static_clock, float(sim.grid.clocks[0]),
+                                                 sim.kind.f_max_mhz)
             return act
         n = len(act)
-        if rule in ("max", "static"):
-            x = 1.0 if rule == "max" else device.static_clock / sim.kind.f_max_mhz
+        if policy.fixed_clock:
+            x = 1.0 if policy.clock == "max" else device.static_clock / sim.kind.f_max_mhz
             for replica in act:
                 replica.share = 1.0 / n
         else:
@@ -177,7 +177,7 @@ class LocalScheduler:
             for replica in act:
                 v_p, v_d = self.need(t, replica)
                 needs.append((v_p, v_d, min(max(v_p, v_d), 1.0)))  # unreachable: whole GPU
-            if not sim.policy.adaptive_share:  # stage 2: equal shares, pinned by the neediest
+            if not policy.adaptive_share:  # stage 2: equal shares, pinned by the neediest
                 x = 0.0
                 for replica, (_, _, v) in zip(act, needs, strict=True):
                     xo = (sim.grid.xopt_prefill[replica.model] if replica.prefill_rid >= 0

@@ -143,6 +143,19 @@ class Policy:
     serverless: bool = False
     consolidate: bool = False
 
+    @property
+    def fixed_clock(self) -> bool:
+        """True for the clock rules that never follow load (``max``, ``static``)."""
+        return self.clock in ("max", "static")
+
+    def idle_clock_mhz(self, static_clock_mhz: float, grid_min_mhz: float,
+                       f_max_mhz: float) -> float:
+        """Clock of a powered-on GPU with no busy replica, MHz: the top clock (``max``), the
+        provisioned one (``static``), else the lowest grid clock."""
+        if self.clock == "max":
+            return f_max_mhz
+        return static_clock_mhz if self.clock == "static" else grid_min_mhz
+
 
 #: registered policies by name (insertion order: baselines, then the ablation stages)
 POLICY_REGISTRY: dict[str, Policy] = {}

@@ -91,6 +91,21 @@ def test_policies_are_registered_records():
         serving.register_policy(serving.Policy("festina"))
 
 
+def test_a_registered_policy_runs_through_simulate(real):
+    """A new policy is one register_policy call: a copy of stage 3's record runs exactly as
+    stage 3 does."""
+    trace = _window(real, 60)
+    p = serving.ServingParams(window_s=60)
+    serving.register_policy(serving.Policy("stage3_copy", "", "eq9", True, True))
+    try:
+        comp = serving.simulate(trace, real["profiles"], p, ("stage3", "stage3_copy"))
+    finally:
+        serving.POLICY_REGISTRY.pop("stage3_copy")
+    a, b = comp.results["stage3"], comp.results["stage3_copy"]
+    assert a.summary == b.summary
+    pd.testing.assert_frame_equal(a.segments, b.segments)
+
+
 def test_dvfs_energy_curve_is_u_shaped(real):
     gpu = serving.GPU_DVFS["H100-80GB"]
     f = np.linspace(gpu.f_min_mhz, gpu.f_max_mhz, 60)
