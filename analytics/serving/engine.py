@@ -110,7 +110,6 @@ class ServingEngine:
         self.seq = 0
         self.segments: list[tuple] = []
         self.static_clocks = static_clocks or {}
-        self.arrivals_by_model = np.zeros(len(slots))
         self.lookup = build_lookup(slots, gpu, self.grid.clocks, self.dvfs)  # offline profile table
         self.scheduler = LocalScheduler(self)
         self.placement = Placement(self)
@@ -243,7 +242,6 @@ class ServingEngine:
                 self.advance(a, t)
                 self.replan(a, t)
             elif event == RETRY:
-                self.arrivals_by_model[int(self.model_of[a])] -= 1
                 self.placement.dispatch(a, t)
             elif event == CONSOLIDATE:
                 self.consolidator.consolidate(t)

@@ -181,7 +181,6 @@ class Placement:
         with no memory anywhere it retries after ``RETRY_S`` (never a silent drop)."""
         sim = self.sim
         j = int(sim.model_of[rid])
-        sim.arrivals_by_model[j] += 1
         reps = [device.tenants[j] for device in sim.gpus if device.on and not device.draining
                 and j in device.tenants and not device.tenants[j].draining]
         offers = [(replica, *self.offer(replica.gpu, j, rid, t, replica)) for replica in reps]
@@ -209,7 +208,6 @@ class Placement:
         sim.advance(g, t)
         chosen.queue.append(rid)
         chosen.queued_tokens += sim.prompt[rid]
-        chosen.last_arrival = t
         sim.gpu_of[rid] = g
         sim.replan(g, t)
 

@@ -28,12 +28,12 @@ class Replica:
     phase : ``"prefill"``, ``"decode"``, ``"mixed"`` (chunked prefill) or ``""`` (idle/loading)
     prefill_rate : prompt tokens per s now; ``itl`` decode iteration time now, s
     dyn_w : dynamic power now, W; ``prefill_frac`` prefill share of a mixed iteration's time
-    last_arrival, idle_since : last request time; start of the current idle spell (-1: busy)
+    idle_since : start of the current idle spell (-1: busy)
     """
 
     __slots__ = ("gpu", "model", "share", "queue", "prefill_rid", "prefill_left", "running",
                  "iterations", "ready_at", "draining", "prefill_rate", "itl", "dyn_w", "phase",
-                 "queued_tokens", "last_arrival", "idle_since", "prefill_frac")
+                 "queued_tokens", "idle_since", "prefill_frac")
 
     def __init__(self, gpu: int, model: int, ready_at: float):
         self.gpu, self.model, self.ready_at = gpu, model, ready_at
@@ -46,7 +46,6 @@ class Replica:
         self.prefill_rate = self.itl = self.dyn_w = self.prefill_frac = 0.0
         self.phase = ""  # "prefill" | "decode" | "mixed" (chunked) | "" (idle or loading)
         self.queued_tokens = 0.0
-        self.last_arrival = ready_at
         self.idle_since = -1.0
 
     def busy(self) -> bool:
