@@ -22,10 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analytics import store  # noqa: E402
-from analytics.ingest import files as ingest
-from analytics.serving import engine as serving
-from analytics.serving import profiles as sp  # noqa: E402
+from analytics import serving, store  # noqa: E402
+from analytics.ingest import files as ingest  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 FILES = ("azure_llm/AzureLLMInferenceTrace_conv.csv",
@@ -41,7 +39,7 @@ def main() -> None:
         con = store.connect(Path(tmp) / "bench.duckdb")
         for rel in FILES:
             ingest.ingest_files(con, [ingest.FileIn(DATA / rel, Path(rel).name)])
-        profs = sp.profiles_from_bench(store.bench_runs(con), "H100-80GB")
+        profs = serving.profiles_from_bench(store.bench_runs(con), "H100-80GB")
         trace = serving.trace_arrays(store.dataset_rows(con, "AzureLLMInferenceTrace_conv"),
                                      args.window_s)
         con.close()
@@ -57,7 +55,7 @@ def main() -> None:
         print(f"{pol:12s} {len(trace):,} requests x {runs} runs in {wall:6.2f} s -> "
               f"{rates[pol]:8.0f} simulated requests / s")
     print(f"festina / max_clock throughput ratio: {rates['festina'] / rates['max_clock']:.2f}")
-    measured = sp.apply_measured(profs, sp.parse_measured_profiles(
+    measured = serving.apply_measured(profs, serving.parse_measured_profiles(
         b"model,gpu,phase,sm_share,clock_mhz,latency_ms,power_w\n"
         b"*,H100,decode,1,1980,10,600\n*,H100,decode,1,990,12,300\n"
         b"*,H100,decode,0.5,1980,16,420\n*,H100,decode,0.5,990,20,240\n"
@@ -70,27 +68,28 @@ def main() -> None:
 def _direct_offer(sim, j: int, rid: int, share: float) -> float:
     """What one lookup answers, computed from the profile model: TTFT / ITL / power over the
     clock grid at ``share``, then the lowest clock meeting both SLOs and the energy there."""
-    prof, gk, f = sim.slots[j], sim.gk, sim.clocks
-    pf = sp.prefill_time_s(prof, gk, 1.0, f, share)
-    itl = sp.decode_itl_s(prof, gk, 1, f, share)
+    prof, kind, f = sim.slots[j], sim.kind, sim.grid.clocks
+    pf = serving.prefill_time_s(prof, kind, 1.0, f, share)
+    itl = serving.decode_itl_s(prof, kind, 1, f, share)
     ok = np.flatnonzero((sim.prompt[rid] * pf <= sim.ttft_s) & (itl <= sim.tbt_s))
     c = int(ok[0]) if ok.size else len(f) - 1
-    e_p = float(sp.dynamic_power_w(prof, gk, "prefill", 1, f[c], share, sim.dv)) \
+    e_p = float(serving.dynamic_power_w(prof, kind, "prefill", 1, f[c], share, sim.dvfs)) \
         * sim.prompt[rid] * pf[c]
-    e_d = float(sp.dynamic_power_w(prof, gk, "decode", 1, f[c], share, sim.dv)) * itl[c]
-    return e_p + e_d * (sim.out[rid] - 1)
+    e_d = float(serving.dynamic_power_w(prof, kind, "decode", 1, f[c], share, sim.dvfs)) * itl[c]
+    return e_p + e_d * (sim.output[rid] - 1)
 
 
 def lookup_vs_model(trace, profiles, params, label: str, n: int = 3000) -> None:
-    sim = serving._Sim(trace, np.zeros(len(trace), np.int64),
-                       serving.model_slots(profiles, params.n_models), sp.GPU_DVFS[params.gpu],
-                       serving.resolve_gamma(params, profiles, sp.GPU_DVFS[params.gpu])[0],
-                       serving.MODES["festina"])
-    sim._power_on(0, 0.0)
+    gpu = serving.GPU_DVFS[params.gpu]
+    sim = serving.ServingEngine(trace, np.zeros(len(trace), np.int64),
+                                serving.model_slots(profiles, params.n_models), gpu,
+                                serving.resolve_gamma(params, profiles, gpu)[0],
+                                serving.get_policy("festina"))
+    sim.power_on(0, 0.0)
     rids = np.arange(n) % len(trace)
     t0 = time.perf_counter()
     for rid in rids:
-        sim._offer(0, int(rid) % params.n_models, int(rid), 0.0)
+        sim.placement.offer(0, int(rid) % params.n_models, int(rid), 0.0)
     t_lut = (time.perf_counter() - t0) / n
     t0 = time.perf_counter()
     for rid in rids:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from analytics.cli.common import BadInput, log, margin, nonneg, positive
 from analytics.services import open_store, serving
-from analytics.serving.engine import ServingParams
+from analytics.serving import ServingParams
 
 
 def add_parsers(sub) -> None:

@@ -141,8 +141,8 @@ CATALOG: dict[str, GpuSpec] = {s.key: s for s in (
 #: serving DVFS model needs both).
 CAPACITY_KINDS: tuple[GpuSpec, ...] = tuple(
     CATALOG[k] for k in ("A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "B200"))
-DVFS_KINDS: dict[str, GpuSpec] = {k: s for k, s in CATALOG.items()
-                                  if s.f_max_mhz is not None and s.idle_w is not None}
+DVFS_KINDS: dict[str, GpuSpec] = {  # the serving page's default first
+    k: CATALOG[k] for k in ("H100-80GB", "A100-40GB")}
 
 
 def source_of(spec: GpuSpec, field_name: str) -> str | None:

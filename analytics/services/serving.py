@@ -2,7 +2,7 @@
 benchmarks to a comparison of serving policies, used by ``headroom serve-energy`` and the
 Serving page alike.
 
-trace rows (store) -> :func:`analytics.serving.engine.trace_arrays` -> profiles from
+trace rows (store) -> :func:`analytics.serving.trace_arrays` -> profiles from
 ``bench_runs`` (optionally replaced by a measured profile CSV) -> simulate every policy ->
 table / timeseries / CDFs / JSON.
 """
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analytics import store
-from analytics.serving import engine as serving
-from analytics.serving import profiles as serving_profiles
+from analytics import serving, store
 
 #: Every policy, in the order the comparison shows them: the baselines, the ablation, Festina.
 ALL_POLICIES = ("max_clock", "static_dvfs", "stage1", "stage2", "stage3", "stage4", "festina")
@@ -32,9 +30,9 @@ def inputs(con) -> dict:
     bench = store.bench_runs(con)
     gpus, why = [], ""
     try:
-        gpus = serving_profiles.available_gpus(bench)
+        gpus = serving.available_gpus(bench)
         if gpus:
-            serving_profiles.prefill_reference(bench, gpus[0])
+            serving.prefill_reference(bench, gpus[0])
     except ValueError as exc:
         gpus, why = [], str(exc)
     synthetic = dict(zip(ledger["name"], ledger["synthetic"], strict=True))
@@ -53,10 +51,10 @@ def profiles(con, gpu: str, measured: bytes | None = None, measured_name: str = 
         if missing:
             raise ValueError(f"--bench {missing[0]!r}: no bench dataset of that name")
         bench = bench[bench["dataset"].isin(bench_datasets)]
-    profs = serving_profiles.profiles_from_bench(bench, gpu)
+    profs = serving.profiles_from_bench(bench, gpu)
     if measured:
-        profs = serving_profiles.apply_measured(
-            profs, serving_profiles.parse_measured_profiles(measured, measured_name))
+        profs = serving.apply_measured(
+            profs, serving.parse_measured_profiles(measured, measured_name))
     return profs
 
 
@@ -73,8 +71,8 @@ def trace(con, name: str, window_s: float | None = None) -> pd.DataFrame:
 def compare(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICIES,
             measured: bytes | None = None, measured_name: str = "uploaded profile",
             bench_datasets: tuple[str, ...] | None = None):
-    """Simulate ``policies`` on a stored trace; returns the :class:`~analytics.serving.engine.
-    Comparison` (per-policy energy_kwh, TTFT/TBT attainment, results, notes).
+    """Simulate ``policies`` on a stored trace; returns the :class:`~analytics.serving.Comparison`
+    (per-policy energy_kwh, TTFT/TBT attainment, results, notes).
 
     Raises ValueError for an unknown policy, a bad parameter or no usable profile.
     """
@@ -108,7 +106,7 @@ def sensitivity(con, trace_name: str, params, measured: bytes | None = None,
                 measured_name: str = "uploaded profile",
                 bench_datasets: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Festina vs max-clock over the DVFS exponent x static power grid
-    (:func:`analytics.serving.engine.sensitivity`)."""
+    (:func:`analytics.serving.sensitivity`)."""
     serving.check_params(params)
     profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
     return serving.sensitivity(trace(con, trace_name, params.window_s), profs, params)
@@ -142,6 +140,7 @@ def curves(con, gpu: str, gamma: float | None = None, batch: int = 32,
 
 def dvfs_sources(gpu: str) -> list[tuple[str, str]]:
     """Citations of the clock range and static power of a GPU kind."""
-    g = serving_profiles.GPU_DVFS[gpu]
+    g = serving.GPU_DVFS[gpu]
+    cited = [(f, src) for f, src in g.sources if f in ("clock", "idle_w", "pcie")]
     return [("clock range", f"{g.f_min_mhz:.0f}-{g.f_max_mhz:.0f} MHz"),
-            ("static power", f"{g.idle_w:g} W"), *g.sources]
+            ("static power", f"{g.idle_w:g} W"), *cited]

@@ -24,7 +24,7 @@ from analytics.config import GPUKind, ParseOptions, Settings
 from analytics.envelope import grid as grids
 from analytics.envelope.pipeline import EnvelopeParams, EnvelopeResult
 from analytics.services import advisor, data, decisions, demand, power, serving, telemetry
-from analytics.serving.engine import ServingParams
+from analytics.serving import ServingParams
 
 DEMAND_KINDS = data.DEMAND_KINDS
 DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S
@@ -312,7 +312,7 @@ _serving_curves = cached(serving.curves)
 
 
 def serving_params(**kwargs) -> ServingParams:
-    """A :class:`analytics.serving.engine.ServingParams` (pages may not import the engine)."""
+    """A :class:`analytics.serving.ServingParams` (pages may not import the engine)."""
     return ServingParams(**kwargs)
 
 

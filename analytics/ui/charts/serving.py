@@ -15,7 +15,7 @@ def serving_energy_chart(table: pd.DataFrame, rows: list[str], title: str,
                          synthetic: bool = False) -> go.Figure:
     """Energy normalised to Festina (bars) and TTFT / TBT attainment (markers, right axis).
 
-    ``table``: :meth:`analytics.serving.engine.Comparison.table` output; ``rows``: policies to show.
+    ``table``: :meth:`analytics.serving.Comparison.table` output; ``rows``: policies to show.
     """
     t = table.set_index("policy").loc[rows]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -89,7 +89,7 @@ def serving_sensitivity_chart(sens: pd.DataFrame, synthetic: bool = False) -> go
 
     Parameters
     ----------
-    sens : frame from :func:`analytics.serving.engine.sensitivity`
+    sens : frame from :func:`analytics.serving.sensitivity`
     synthetic : label the figure as synthetic
     """
     fig = go.Figure()

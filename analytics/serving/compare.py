@@ -1,0 +1,261 @@
+"""Policy comparison of the serving what-ifs: :func:`simulate` runs the registered policies on one
+trace over one horizon (:class:`Comparison`), static DVFS provisioning and re-provisioning,
+the DVFS-exponent resolution (:func:`resolve_gamma`) and the :func:`sensitivity` sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from analytics.hardware import catalog as hardware
+from analytics.serving.dvfs import (
+    DECODE_SAVING_TARGET,
+    GPU_DVFS,
+    DvfsParams,
+    GpuDvfs,
+    calibrate_gamma,
+    decode_itl_s,
+    prefill_time_s,
+)
+from analytics.serving.engine import ServingEngine, SimResult
+from analytics.serving.params import (
+    POLICIES,
+    STAGES,
+    STATIC_ROUNDS,
+    ServingParams,
+    check_params,
+    get_policy,
+)
+from analytics.serving.profiles import Profile
+from analytics.serving.workload import assign_models, model_slots
+
+
+@dataclass
+class Comparison:
+    """All policies on one trace: ``results`` by policy name, the trace, the profiles used."""
+
+    results: dict[str, SimResult]
+    trace: pd.DataFrame
+    slots: list[Profile]
+    popularity: np.ndarray
+    params: ServingParams
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        """One row per policy / stage: summary metrics plus energy normalised to Festina."""
+        rows = [{"policy": k, **v.summary} for k, v in self.results.items()]
+        df = pd.DataFrame(rows)
+        fest = self.results["festina"].summary["energy_kwh"] if "festina" in self.results \
+            else np.nan
+        df["energy_vs_festina"] = df["energy_kwh"] / fest
+        if "max_clock" in self.results:
+            mc = self.results["max_clock"].summary
+            df["saving_vs_max_clock"] = 1 - df["energy_kwh"] / mc["energy_kwh"]
+            df["ttft_pp_vs_max_clock"] = 100 * (df["ttft_attainment"] - mc["ttft_attainment"])
+            df["tbt_pp_vs_max_clock"] = 100 * (df["tbt_attainment"] - mc["tbt_attainment"])
+        return df
+
+
+def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
+                  ) -> tuple[ServingParams, list[str]]:
+    """``params`` with ``gamma`` set (calibrated when None) and a note saying where it came
+    from. Profiles with nothing to calibrate on (all measured) fall back to 3 and say so."""
+    if params.gamma is not None:
+        return params, [f"DVFS exponent gamma = {params.gamma:g} (given)"]
+    if profiles and all({"prefill", "decode"} <= set(p.measured) for p in profiles):
+        return replace(params, gamma=DvfsParams().gamma), [
+            "DVFS exponent gamma not used: measured profiles replace the DVFS model"]
+    try:
+        gamma = calibrate_gamma(profiles, gpu)
+        note = (f"DVFS exponent gamma = {gamma:.2f}, calibrated so the largest decode-energy "
+                f"saving the model predicts for the dense profiles equals the "
+                f"{DECODE_SAVING_TARGET:.0%} measured with SM clock locking (Ma et al., arXiv "
+                "2605.11999)")
+    except ValueError as exc:
+        gamma = DvfsParams().gamma
+        note = f"DVFS exponent gamma = {gamma:g} (CMOS textbook value): {exc}"
+    return replace(params, gamma=gamma), [note]
+
+
+def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
+             policies: tuple[str, ...] = POLICIES + STAGES[:-1],
+             rng: np.random.Generator | None = None) -> Comparison:
+    """Run the policies on one trace.
+
+    Parameters
+    ----------
+    trace : frame from :func:`trace_arrays` (``arrival_s``, ``prompt``, ``output``)
+    profiles : bench profiles of ``params.gpu`` (:func:`analytics.serving.profiles.profiles_from_bench`)
+    params : what-if parameters
+    policies : names from :data:`analytics.serving.params.POLICY_REGISTRY`; ``static_dvfs``
+        implies a ``max_clock`` run first
+    rng : generator for the model assignment (default ``default_rng(params.seed)``)
+
+    Returns
+    -------
+    Comparison (``results`` keyed by policy; ``stage1`` shares the ``max_clock`` run: same mode)
+
+    Raises
+    ------
+    ValueError : unknown GPU kind or policy, empty trace, no profiles
+    """
+    gpu, slots, fits, params = _prepare(profiles, params, policies, trace)
+    rng = rng if rng is not None else np.random.default_rng(params.seed)
+    params, notes = resolve_gamma(params, profiles, gpu)
+    models, pop = assign_models(len(trace), params.n_models, params.zipf_s, rng)
+    order = list(dict.fromkeys(("max_clock",) + tuple(policies)
+                               if "static_dvfs" in policies else policies))
+    sims: dict[str, ServingEngine] = {}
+    runs: dict[str, int] = {}
+    base_sim = None
+    for pol in order:
+        if pol == "stage1" and "max_clock" in sims:
+            continue  # stage 1 is max-clock: one run serves both
+        if pol == "static_dvfs":
+            sim, runs[pol] = _run_static_dvfs(trace, models, slots, gpu, params, base_sim)
+        else:
+            sim, runs[pol] = ServingEngine(trace, models, slots, gpu, params, get_policy(pol)), 1
+            sim.run()
+        if pol in ("max_clock", "stage1") and base_sim is None:
+            base_sim = sim
+        sims[pol] = sim
+    # one horizon for all policies: the last completion of any of them
+    horizon = max(sim.end for sim in sims.values())
+    results: dict[str, SimResult] = {}
+    for pol, sim in sims.items():
+        sim.extend_to(horizon)
+        results[pol] = replace(sim.result(pol), sim_runs=runs[pol])
+    if "stage1" in order and "stage1" not in results:
+        results["stage1"] = replace(results["max_clock"], policy="stage1")
+    results = {k: results[k] for k in dict.fromkeys(tuple(policies)) if k in results} | \
+        {k: v for k, v in results.items() if k not in policies}
+    notes += [f"{len(profiles) - len(fits)} benchmarked models do not fit one GPU with their "
+              "KV budget and are not co-hosted"] if len(fits) < len(profiles) else []
+    notes += [f"{len(trace):,} requests over {trace['arrival_s'].max() / 60:.1f} min; "
+             f"{params.n_models} models on {params.n_gpus} x {params.gpu}; Zipf s="
+             f"{params.zipf_s} popularity (seed {params.seed})"]
+    return Comparison(results, trace, slots, pop, params, notes)
+
+
+def _prepare(profiles: list[Profile], params: ServingParams, policies: tuple[str, ...],
+             trace: pd.DataFrame) -> tuple[GpuDvfs, list[Profile], list[Profile], ServingParams]:
+    """Validate the inputs of :func:`simulate`; the GPU kind (static floor scaled), the model
+    slots, the profiles that fit one GPU with their KV budget, and ``params``."""
+    if params.gpu not in GPU_DVFS:
+        raise ValueError(f"unknown GPU kind {params.gpu!r}; choose one of {sorted(GPU_DVFS)}")
+    check_params(params)
+    for pol in policies:
+        get_policy(pol)
+    if trace.empty:
+        raise ValueError("no requests in the chosen window of the trace")
+    gpu = GPU_DVFS[params.gpu]
+    if params.static_scale != 1.0:
+        gpu = replace(gpu, idle_w=gpu.idle_w * params.static_scale)
+    cap = hardware.SPECS[gpu.key].memory_gb * params.mem_util
+    fits = [p for p in profiles if p.weights_gb * (1 + params.kv_factor) <= cap]
+    if not fits:
+        raise ValueError(f"no benchmarked model fits one {params.gpu} with its KV budget "
+                         f"({cap:.0f} GB usable); lower kv_factor")
+    return gpu, model_slots(fits, params.n_models), fits, params
+
+
+def _run_static_dvfs(trace: pd.DataFrame, models: np.ndarray, slots: list[Profile], gpu: GpuDvfs,
+                     params: ServingParams, base_sim: ServingEngine
+                     ) -> tuple[ServingEngine, int]:
+    """Static DVFS: clocks provisioned from the max-clock run ``base_sim``
+    (:func:`static_clocks`), then up to :data:`STATIC_ROUNDS` re-provisioning rounds. Returns
+    the last run and the number of simulator passes."""
+    policy = get_policy("static_dvfs")
+    static = static_clocks(gpu, slots, base_sim, params)
+    sim = ServingEngine(trace, models, slots, gpu, params, policy, static)
+    sim.run()
+    runs = 1
+    for _ in range(STATIC_ROUNDS):
+        # re-provision: GPUs that lost SLO attainment vs max-clock go 3 grid steps up
+        lag = lagging_gpus(sim, base_sim, params)
+        if not lag:
+            break
+        clocks = sim.grid.clocks
+        for g in lag:
+            k = int(np.searchsorted(clocks, static[g] - 1e-6))
+            static[g] = float(clocks[min(k + 3, len(clocks) - 1)])
+        sim = ServingEngine(trace, models, slots, gpu, params, policy, static)
+        sim.run()
+        runs += 1
+    return sim, runs
+
+
+def static_clocks(gpu: GpuDvfs, slots: list[Profile], sim: ServingEngine, params: ServingParams
+                   ) -> dict[int, float]:
+    """DynamoLLM-style: per GPU the lowest grid clock meeting both SLOs (with margin) at the worst
+    batch and prefill backlog of each resident model seen in the max-clock run, equal shares,
+    and never below a resident's energy-optimal clock (prefill, or decode at its worst batch):
+    a lower clock would cost energy and SLO slack at once."""
+    out = {}
+    for g, device in enumerate(sim.gpus):
+        n = max(len(device.tenants), 1)
+        best = gpu.f_max_mhz
+        grid = sim.grid
+        floor = max((max(grid.xopt_prefill[j], grid.xopt_decode(j, max(device.worst_batch.get(j, 1), 1)))
+                     for j in device.tenants), default=0.0) * gpu.f_max_mhz
+        for f in sim.grid.clocks:
+            ok = True
+            for j in device.tenants:
+                prof = slots[j]
+                b = max(device.worst_batch.get(j, 1), 1)
+                backlog = max(device.worst_backlog.get(j, 0.0), 1.0)
+                if float(decode_itl_s(prof, gpu, b, f, 1.0 / n)) > sim.tbt_s or \
+                        float(prefill_time_s(prof, gpu, backlog, f, 1.0 / n)) > sim.ttft_s:
+                    ok = False
+                    break
+            if ok:
+                best = float(f)
+                break
+        out[g] = max(best, float(sim.grid.clocks[int(np.searchsorted(sim.grid.clocks, floor - 1e-6))])
+                     if floor <= sim.grid.clocks[-1] else best)
+    return out
+
+
+def lagging_gpus(sim: ServingEngine, base: ServingEngine, params: ServingParams, slack: float = 0.01
+                  ) -> list[int]:
+    """GPUs whose requests meet both SLOs less often than in the max-clock run by > ``slack``."""
+    def att(s: ServingEngine) -> pd.Series:
+        ttft = (s.t_first - s.arrival) * 1000.0
+        tbt = np.where(s.output > 1, (s.t_done - s.t_first) / np.maximum(s.output - 1, 1) * 1000.0, 0)
+        ok = np.isfinite(s.t_done) & (ttft <= params.ttft_slo_ms) & (tbt <= params.tbt_slo_ms)
+        return pd.Series(ok).groupby(s.gpu_of).mean()
+
+    a, b = att(sim), att(base)
+    return [int(g) for g in a.index if g >= 0 and a[g] < b.get(g, 1.0) - slack]
+
+
+def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
+                gammas: tuple[float | None, ...] = (None, 1.5, 2.0, 3.0),
+                static_scales: tuple[float, ...] = (0.5, 1.0, 1.5)) -> pd.DataFrame:
+    """How Festina's saving over max-clock moves with the two DVFS-model inputs no staged file
+    measures directly: the dynamic-power exponent ``gamma`` (None = calibrated) and the static
+    floor (x ``static_scale`` of the cited idle power).
+
+    Returns one row per (static_scale, gamma): ``static_scale``, ``idle_w``, ``gamma``,
+    ``calibrated``, ``max_clock_kwh``, ``festina_kwh``, ``saving`` (fraction),
+    ``ttft_pp`` / ``tbt_pp`` (Festina minus max-clock attainment, percentage points),
+    ``festina_gpus_on``, ``festina_clock_mhz``.
+    """
+    rows = []
+    for sc in static_scales:
+        for g in gammas:
+            comp = simulate(trace, profiles, replace(params, gamma=g, static_scale=sc),
+                            ("max_clock", "festina"))
+            f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
+            rows.append({
+                "static_scale": sc, "idle_w": GPU_DVFS[params.gpu].idle_w * sc,
+                "gamma": comp.params.gamma, "calibrated": g is None,
+                "max_clock_kwh": m["energy_kwh"], "festina_kwh": f["energy_kwh"],
+                "saving": 1 - f["energy_kwh"] / m["energy_kwh"],
+                "ttft_pp": 100 * (f["ttft_attainment"] - m["ttft_attainment"]),
+                "tbt_pp": 100 * (f["tbt_attainment"] - m["tbt_attainment"]),
+                "festina_gpus_on": f["mean_gpus_on"], "festina_clock_mhz": f["mean_clock_mhz"]})
+    return pd.DataFrame(rows)

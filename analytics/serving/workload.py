@@ -1,0 +1,59 @@
+"""Workload of the serving what-ifs: a request trace -> arrival / prompt / output arrays, the Zipf
+assignment of requests to co-hosted models, and the model slots (profiles per model).
+
+Requests -> models
+    Model popularity is Zipf: ``p_j ~ 1 / rank_j**zipf_s`` with the ranks shuffled by the seeded
+    generator (which model is popular is random, the skew is not); each request draws its model
+    from ``p`` (``zipf_s`` is a parameter, default 1.0: no staged trace names the models).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analytics.serving.profiles import Profile
+
+
+def trace_arrays(requests: pd.DataFrame, window_s: float | None = None) -> pd.DataFrame:
+    """Arrivals from a ``requests`` table: ``arrival_s`` (from the first request), ``prompt``,
+    ``output`` tokens (each >= 1), in time order, optionally the first ``window_s`` seconds.
+
+    Raises ValueError when the trace has no token counts (e.gpu. GPU-seconds-only traces).
+    """
+    if requests.empty:
+        raise ValueError("the trace has no requests")
+    if requests["prompt_tokens"].isna().all() or requests["completion_tokens"].isna().all():
+        raise ValueError("the trace has no prompt / completion token counts; the serving "
+                         "simulation needs both (e.gpu. the Azure LLM or Mooncake traces)")
+    ts = pd.to_datetime(requests["ts"]).to_numpy("datetime64[us]").astype(np.int64) / 1e6
+    order = np.argsort(ts, kind="stable")
+    t = ts[order] - ts[order][0]
+    out = pd.DataFrame({
+        "arrival_s": t,
+        "prompt": np.maximum(requests["prompt_tokens"].fillna(1).to_numpy(np.int64)[order], 1),
+        "output": np.maximum(requests["completion_tokens"].fillna(1).to_numpy(np.int64)[order],
+                             1),
+    })
+    if window_s is not None:
+        out = out[out["arrival_s"] < window_s].reset_index(drop=True)
+    return out
+
+
+def assign_models(n_requests: int, n_models: int, zipf_s: float,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Zipf model popularity with seeded ranks, and one model per request.
+
+    Returns ``(model_of_request (n_requests,), popularity (n_models,))``.
+    """
+    ranks = rng.permutation(n_models) + 1
+    pop = 1.0 / ranks.astype(float) ** zipf_s
+    pop /= pop.sum()
+    return rng.choice(n_models, size=n_requests, p=pop), pop
+
+
+def model_slots(profiles: list[Profile], n_models: int) -> list[Profile]:
+    """``n_models`` co-hosted models: the bench profiles cycled in model-id order."""
+    if not profiles:
+        raise ValueError("no serving profiles")
+    return [profiles[i % len(profiles)] for i in range(n_models)]
