@@ -170,14 +170,15 @@ def add_arguments(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = 
             continue
         flag = _flag(f.name, k)
         names = [flag, *k.aliases]
+        text = help_of(cls, f.name).replace("%", "%%")  # argparse formats help with %
         typ = _scalar_type(f.default, f.type)
         if typ is None:
-            parser.add_argument(*names, dest=f.name, default=f.default, help=help_of(cls, f.name),
+            parser.add_argument(*names, dest=f.name, default=f.default, help=text,
                                 action=argparse.BooleanOptionalAction)
             continue
         checked = typ if k.choices is not None else _checked(typ, k)
         parser.add_argument(names[0], dest=f.name, type=checked, default=f.default,
-                            choices=k.choices, help=help_of(cls, f.name))
+                            choices=k.choices, help=text)
         for alias in k.aliases:
             parser.add_argument(alias, dest=f.name, type=checked, help=argparse.SUPPRESS)
 

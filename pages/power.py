@@ -30,23 +30,24 @@ inference_name = c2.selectbox(
 
 c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 1])
 share = c1.slider("inference share", 0.0, 1.0, 0.5, 0.05, key="power_share",
-                  help="share of the offered GPU-time that is inference (0 = batch only)")
+                  help=cache.power_help("inference_share"))
 utilization = c2.select_slider("target utilisation", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
                                value=0.8, key="power_util",
-                               help="offered (batch + inference) GPU-time / pool GPU-time")
+                               help=cache.power_help("utilization"))
 ckpt_label = c3.selectbox("checkpoint length", ["15 min", "60 min", "240 min", "none"], index=1,
-                          key="power_ckpt", help="batch jobs run in segments of this length")
+                          key="power_ckpt", help=cache.power_help("checkpoint_min"))
 scheduler = c4.radio("scheduler", ["fcfs", "swf"], horizontal=True, key="power_sched",
-                     help="FCFS with backfilling behind the head job's reservation, or "
-                          "smallest-work-first")
+                     help=cache.power_help("scheduler"))
 capped = c5.toggle("capped", key="power_capped",
-                   help="inference may hold at most 1.25 x its mean allocation")
+                   help=cache.power_help("capped"))
 with st.expander("More settings"):
     a1, a2, a3, a4 = st.columns(4)
-    gpus = a1.number_input("GPUs in the pool", 16, 2048, 256, 16, key="power_gpus")
-    days = a2.number_input("measured days", 1, 28, 7, key="power_days")
+    gpus = a1.number_input("GPUs in the pool", 16, 2048, 256, 16, key="power_gpus",
+                           help=cache.power_help("n_gpus"))
+    days = a2.number_input("measured days", 1, 28, 7, key="power_days",
+                           help=cache.power_help("days"))
     speed = a3.radio("serving speed (ML.ENERGY max batch 32 / 64 / 128)", ["F", "M", "S"],
-                     index=1, horizontal=True, key="power_speed")
+                     index=1, horizontal=True, key="power_speed", help=cache.power_help("speed"))
     seed = a4.number_input("seed", 0, 10_000, 0, key="power_seed")
 
 ckpt = None if ckpt_label == "none" else float(ckpt_label.split()[0])

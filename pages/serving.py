@@ -32,13 +32,17 @@ if not inputs["gpus"]:
 c1, c2, c3, c4 = st.columns(4)
 trace = c1.selectbox("Trace", inputs["traces"], key="serving_trace")
 gpu = c2.selectbox("GPU kind", inputs["gpus"], key="serving_gpu")
-n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus")
-n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models")
+n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus",
+                         help=cache.serving_help("n_gpus"))
+n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models",
+                           help=cache.serving_help("n_models"))
 c5, c6, c7, c8 = st.columns(4)
-ttft = c5.number_input("TTFT SLO (ms)", 10, 60000, 1000, step=100, key="serving_ttft")
-tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt")
+ttft = c5.number_input("TTFT SLO (ms)", 10, 60000, 1000, step=100, key="serving_ttft",
+                       help=cache.serving_help("ttft_slo_ms"))
+tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt",
+                      help=cache.serving_help("tbt_slo_ms"))
 margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
-                   help="slack kept below each SLO by the controllers (Festina: 5 %)")
+                   help=cache.serving_help("safety_margin"))
 window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
                              key="serving_window",
                              help="a shorter window keeps the page fast; the CLI runs all")
@@ -50,16 +54,16 @@ with st.expander("Model parameters"):
                                  "(Ma et al., arXiv 2605.11999)")
     gamma_in = d2.number_input("SM power exponent gamma", 0.5, 6.0, 3.0, 0.1,
                                key="serving_gamma", disabled=calibrate,
-                               help="SM dynamic power ~ f^gamma (CMOS textbook: 3)")
+                               help=cache.serving_help("dvfs_gamma"))
     static_scale = d3.number_input("static power x", 0.25, 3.0, 1.0, 0.25,
                                    key="serving_static",
-                                   help="multiplies the cited static floor of the GPU kind")
+                                   help=cache.serving_help("static_scale"))
     zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
-                           key="serving_zipf")
+                           key="serving_zipf", help=cache.serving_help("zipf_s"))
     seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
     chunk = st.number_input("chunked prefill: tokens per iteration (0 = off, a prefill "
                             "pauses decode)", 0, 65_536, 0, 512, key="serving_chunk",
-                            help="vLLM --enable-chunked-prefill with max_num_batched_tokens")
+                            help=cache.serving_help("chunk_tokens"))
     upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
                               "latency_ms, power_w) - replaces the DVFS model",
                               type=["csv"], key="serving_profile")
@@ -70,7 +74,7 @@ synthetic = inputs["synthetic"].get(trace, False)
 params = cache.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gpu,
                               ttft_slo_ms=float(ttft), tbt_slo_ms=float(tbt),
                               safety_margin=float(margin), zipf_s=float(zipf),
-                              gamma=gamma, static_scale=float(static_scale), seed=int(seed),
+                              dvfs_gamma=gamma, static_scale=float(static_scale), seed=int(seed),
                               chunk_tokens=int(chunk),
                               window_s=float(window_min) * 60 if window_min else None)
 try:

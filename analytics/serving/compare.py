@@ -61,12 +61,12 @@ class Comparison:
 
 def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
                   ) -> tuple[ServingParams, list[str]]:
-    """``params`` with ``gamma`` set (calibrated when None) and a note saying where it came
+    """``params`` with ``dvfs_gamma`` set (calibrated when None) and a note saying where it came
     from. Profiles with nothing to calibrate on (all measured) fall back to 3 and say so."""
-    if params.gamma is not None:
-        return params, [f"DVFS exponent gamma = {params.gamma:g} (given)"]
+    if params.dvfs_gamma is not None:
+        return params, [f"DVFS exponent gamma = {params.dvfs_gamma:g} (given)"]
     if profiles and all({"prefill", "decode"} <= set(p.measured) for p in profiles):
-        return replace(params, gamma=DvfsParams().gamma), [
+        return replace(params, dvfs_gamma=DvfsParams().gamma), [
             "DVFS exponent gamma not used: measured profiles replace the DVFS model"]
     try:
         gamma = calibrate_gamma(profiles, gpu)
@@ -77,7 +77,7 @@ def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
     except ValueError as exc:
         gamma = DvfsParams().gamma
         note = f"DVFS exponent gamma = {gamma:g} (CMOS textbook value): {exc}"
-    return replace(params, gamma=gamma), [note]
+    return replace(params, dvfs_gamma=gamma), [note]
 
 
 def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
@@ -247,12 +247,12 @@ def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingPar
     rows = []
     for sc in static_scales:
         for g in gammas:
-            comp = simulate(trace, profiles, replace(params, gamma=g, static_scale=sc),
+            comp = simulate(trace, profiles, replace(params, dvfs_gamma=g, static_scale=sc),
                             ("max_clock", "festina"))
             f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
             rows.append({
                 "static_scale": sc, "idle_w": GPU_DVFS[params.gpu].idle_w * sc,
-                "gamma": comp.params.gamma, "calibrated": g is None,
+                "gamma": comp.params.dvfs_gamma, "calibrated": g is None,
                 "max_clock_kwh": m["energy_kwh"], "festina_kwh": f["energy_kwh"],
                 "saving": 1 - f["energy_kwh"] / m["energy_kwh"],
                 "ttft_pp": 100 * (f["ttft_attainment"] - m["ttft_attainment"]),

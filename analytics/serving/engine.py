@@ -79,7 +79,7 @@ class ServingEngine:
     models : (N,) model slot of each request
     slots : profile per model slot (M)
     gpu : GPU kind (static floor possibly scaled)
-    params : what-if parameters with ``gamma`` resolved
+    params : what-if parameters with ``dvfs_gamma`` resolved
     policy : the registered policy to run
     static_clocks : provisioned clock per GPU, MHz (static DVFS)
     """
@@ -88,7 +88,7 @@ class ServingEngine:
                  gpu: GpuDvfs, params: ServingParams, policy: Policy,
                  static_clocks: dict[int, float] | None = None):
         self.params, self.policy, self.kind, self.slots = params, policy, gpu, slots
-        self.dvfs = DvfsParams(gamma=params.gamma if params.gamma is not None else 3.0)
+        self.dvfs = DvfsParams(gamma=params.dvfs_gamma if params.dvfs_gamma is not None else 3.0)
         self.arrival = trace["arrival_s"].to_numpy(float)
         self.prompt = trace["prompt"].to_numpy(float)
         self.output = trace["output"].to_numpy(np.int64)

@@ -69,7 +69,7 @@ class ServingParams:
         parameter) and a GPU left without models is powered off
     consolidation_s : period of EWR consolidation, s (parameter)
     ewr_threshold : EWR above which a GPU is a consolidation candidate (parameter)
-    gamma : dynamic-power exponent of the DVFS model; None (default) calibrates it to the
+    dvfs_gamma : dynamic-power exponent of the DVFS model; None (default) calibrates it to the
         measured decode saving of clock locking (:func:`analytics.serving.dvfs.calibrate_gamma`)
     static_scale : multiplies the cited static floor ``GpuDvfs.idle_w`` (sensitivity studies;
         1 = as measured)
@@ -79,8 +79,8 @@ class ServingParams:
     """
 
     n_models: int = knob(16, "co-hosted models (bench profiles cycled when fewer)", lo=1,
-                         flag="--models")
-    n_gpus: int = knob(8, "GPUs in the pool", lo=1, flag="--gpus")
+                         flag="--models", aliases=("--n-models",))
+    n_gpus: int = knob(8, "GPUs in the pool", lo=1, flag="--gpus", aliases=("--n-gpus",))
     gpu: str = knob("H100-80GB", "GPU kind with a cited clock range and idle power "
                     "(H100-80GB or A100-40GB)", flag="--gpu-kind")
     ttft_slo_ms: float = knob(1000.0, "time-to-first-token SLO", "ms", 0, 3.6e6, lo_open=True)
@@ -100,9 +100,10 @@ class ServingParams:
     consolidation_s: float = knob(60.0, "period of EWR consolidation (Festina)", "s")
     ewr_threshold: float = knob(0.5, "energy waste ratio above which a GPU is a consolidation "
                                 "candidate")
-    gamma: float | None = knob(None, "SM dynamic power exponent, P ~ f^gamma (default: "
-                               "calibrated to the measured decode saving of SM clock locking; "
-                               "CMOS textbook: 3)", "", 0, 10, lo_open=True)
+    dvfs_gamma: float | None = knob(None, "SM dynamic power exponent, P ~ f^gamma (default: "
+                                    "calibrated to the measured decode saving of SM clock "
+                                    "locking; CMOS textbook: 3)", "", 0, 10, lo_open=True,
+                                    aliases=("--gamma",))
     static_scale: float = knob(1.0, "multiplies the cited static (idle) power of the GPU kind",
                                "", 0, 100, lo_open=True)
     n_clocks: int = knob(24, "clock grid points between the lowest and the top SM clock")

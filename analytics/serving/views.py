@@ -64,7 +64,7 @@ def profile_curves(profiles: list[Profile], gpu: str, batch: int = 32, n_clocks:
     KeyError for a GPU kind without a :data:`analytics.serving.dvfs.GPU_DVFS` entry."""
     g = replace(GPU_DVFS[gpu], idle_w=GPU_DVFS[gpu].idle_w * static_scale)
     if gamma is None:
-        gamma = resolve_gamma(ServingParams(gpu=gpu), profiles, g)[0].gamma
+        gamma = resolve_gamma(ServingParams(gpu=gpu), profiles, g)[0].dvfs_gamma
     f = np.linspace(g.f_min_mhz, g.f_max_mhz, n_clocks)
     return pd.concat([energy_curve(p, g, f, batch, DvfsParams(gamma)).assign(model=p.model)
                       for p in profiles], ignore_index=True)
@@ -96,7 +96,7 @@ def to_json(comp: Comparison) -> dict:
     out["params"] = {"gpu": p.gpu, "n_gpus": p.n_gpus, "n_models": p.n_models,
                      "ttft_slo_ms": p.ttft_slo_ms, "tbt_slo_ms": p.tbt_slo_ms,
                      "safety_margin": p.safety_margin, "zipf_s": p.zipf_s, "seed": p.seed,
-                     "window_s": p.window_s, "gamma": p.gamma, "kv_factor": p.kv_factor,
+                     "window_s": p.window_s, "dvfs_gamma": p.dvfs_gamma, "kv_factor": p.kv_factor,
                      "static_scale": p.static_scale, "chunk_tokens": p.chunk_tokens,
                      "requests": int(len(comp.trace))}
     out["notes"] = list(comp.notes)

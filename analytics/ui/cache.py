@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from analytics import params, store
 from analytics import power as power_sim
-from analytics import store
 from analytics import telemetry as telemetry_core
 from analytics.advisor import decide
 from analytics.config import GPUKind, ParseOptions, Settings
@@ -311,6 +311,11 @@ _serving_sensitivity = cached(serving.sensitivity, max_entries=8)
 _serving_curves = cached(serving.curves)
 
 
+def serving_help(field: str) -> str:
+    """Widget help of a serving what-if knob (the same text as the CLI flag's help)."""
+    return params.help_of(ServingParams, field)
+
+
 def serving_params(**kwargs) -> ServingParams:
     """A :class:`analytics.serving.ServingParams` (pages may not import the engine)."""
     return ServingParams(**kwargs)
@@ -363,6 +368,11 @@ def power_no_jobs_hint() -> str:
 @st.cache_data(show_spinner="Fitting the batch arrival model ...", max_entries=8)
 def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: str, seed: int):
     return power.load_inputs(connection(), jobs_name, inference_name, seed)
+
+
+def power_help(field: str) -> str:
+    """Widget help of a power scenario knob (the same text as the CLI flag's help)."""
+    return params.help_of(power_sim.Scenario, field)
 
 
 def power_scenario_of(**kwargs):

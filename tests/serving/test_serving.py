@@ -73,11 +73,11 @@ def test_params_are_knobs_with_the_documented_bounds():
     serving.check_params(serving.ServingParams())
     for bad, msg in (({"static_scale": 1e308}, "static_scale = 1e+308 is out of range (0, 100]"),
                      ({"safety_margin": 0.995}, "safety_margin"), ({"n_gpus": 0}, "n_gpus"),
-                     ({"gamma": 0.0}, "gamma"), ({"chunk_tokens": -1}, "chunk_tokens"),
+                     ({"dvfs_gamma": 0.0}, "dvfs_gamma"), ({"chunk_tokens": -1}, "chunk_tokens"),
                      ({"window_s": float("nan")}, "window_s")):
         with pytest.raises(ValueError, match=re.escape(msg)):
             serving.check_params(serving.ServingParams(**bad))
-    serving.check_params(serving.ServingParams(gamma=None, window_s=None, safety_margin=0.99))
+    serving.check_params(serving.ServingParams(dvfs_gamma=None, window_s=None, safety_margin=0.99))
 
 
 def test_policies_are_registered_records():
@@ -206,7 +206,7 @@ def test_real_azure_conv_16_models_festina_saves_energy_within_2pp(real, capsys)
     assert abs(f["ttft_attainment"] - m["ttft_attainment"]) <= 0.02
     assert abs(f["tbt_attainment"] - m["tbt_attainment"]) <= 0.02
     assert doc["festina_vs_max_clock"]["energy_saving"] == pytest.approx(0.165, abs=0.01)
-    assert doc["params"]["gamma"] == pytest.approx(2.98, abs=0.02)
+    assert doc["params"]["dvfs_gamma"] == pytest.approx(2.98, abs=0.02)
     assert any("calibrated" in n for n in doc["notes"])
 
 
@@ -282,7 +282,7 @@ def test_serverless_packs_light_load_and_scales_out_only_for_memory(real):
     light = _trace([(2.0 * i, 500, 50) for i in range(20)])
     seen = {}
     for kv in (0.5, 2.0):  # 16 GB of weights x (1 + kv) vs 72 GB usable: two fit, then one
-        p = serving.ServingParams(n_models=2, n_gpus=3, kv_factor=kv, gamma=3.0)
+        p = serving.ServingParams(n_models=2, n_gpus=3, kv_factor=kv, dvfs_gamma=3.0)
         comp = serving.simulate(light, [_llama(real)], p, ("max_clock", "festina"))
         fest, mc = comp.results["festina"], comp.results["max_clock"]
         assert set(mc.segments["gpu"]) == {0, 1, 2} and mc.summary["mean_gpus_on"] == 3.0
@@ -300,7 +300,7 @@ def test_serverless_scales_out_when_the_ttft_slo_needs_it(real):
     burst = _trace([(0.01 * i, 6000, 20) for i in range(40)])
     used = {}
     for slo in (60_000.0, 3_000.0):
-        p = serving.ServingParams(n_models=1, n_gpus=4, ttft_slo_ms=slo, gamma=3.0)
+        p = serving.ServingParams(n_models=1, n_gpus=4, ttft_slo_ms=slo, dvfs_gamma=3.0)
         res = serving.simulate(burst, [_llama(real)], p, ("festina",)).results["festina"]
         assert res.summary["served"] == len(burst)
         used[slo] = res.requests["gpu"].nunique()
@@ -356,7 +356,7 @@ def test_prefill_clock_rises_when_a_stalled_sequence_has_little_budget(real):
     trace = _trace([(0.0, 100, 400), (2.0, 16_000, 2)])
     clock, reqs = {}, {}
     for tbt in (100.0, 9.0):
-        p = serving.ServingParams(n_models=1, n_gpus=1, tbt_slo_ms=tbt, gamma=3.0)
+        p = serving.ServingParams(n_models=1, n_gpus=1, tbt_slo_ms=tbt, dvfs_gamma=3.0)
         res = serving.simulate(trace, [_llama(real)], p, ("stage3",)).results["stage3"]
         seg = res.segments
         clock[tbt] = float(seg.loc[np.isclose(seg["t0_s"], 2.0), "clock_mhz"].iloc[0])
