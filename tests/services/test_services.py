@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import shared
 
 from analytics import cli
 from analytics.config import DemandTarget
 from analytics.ingest import files as ingest
 from analytics.services import data, demand, serving
-from tests.conftest import shared
 
 LORA = "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv"
 WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
