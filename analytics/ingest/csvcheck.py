@@ -388,7 +388,7 @@ def check_range(frame: pl.DataFrame, cols: str | list[str], display: str, *,
     with ``low_open``); an open side is ``None``. Empty cells are not checked."""
     for col in [cols] if isinstance(cols, str) else cols:
         values = frame[col]
-        bad = pl.Series([False] * frame.height)
+        bad = pl.Series([False] * frame.height, dtype=pl.Boolean)
         if low is not None:
             bad = bad | ((values <= low) if low_open else (values < low)).fill_null(False)
         if high is not None:

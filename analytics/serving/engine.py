@@ -231,7 +231,7 @@ class ServingEngine:
             if i >= n and self.n_done >= n:
                 break  # all work done: timers beyond (keep-alive, consolidation) are moot
             if i < n and (not self.events or self.arrival[i] <= self.events[0][0]):
-                self.placement.dispatch(i, float(self.arrival[i]))
+                self.placement.route_request(i, float(self.arrival[i]))
                 i += 1
                 continue
             t, _, event, a, b = heapq.heappop(self.events)
@@ -242,7 +242,7 @@ class ServingEngine:
                 self.advance(a, t)
                 self.replan(a, t)
             elif event == RETRY:
-                self.placement.dispatch(a, t)
+                self.placement.route_request(a, t)
             elif event == CONSOLIDATE:
                 self.consolidator.consolidate(t)
                 if t + self.params.consolidation_s < last_arrival:

@@ -129,7 +129,7 @@ class Policy:
     label : ablation label (``""`` for the baselines)
     clock : local clock rule: ``"max"`` (top clock), ``"static"`` (one provisioned clock per
         GPU), ``"pinned"`` (raised to the neediest tenant), ``"eq9"`` (Festina Eq. 9)
-    energy_dispatch : route to the SLO-safe replica with the lowest lookup energy (else the
+    energy_routing : route to the SLO-safe replica with the lowest lookup energy (else the
         lowest predicted TTFT)
     adaptive_share : SM shares follow each tenant's SLO need (else equal shares)
     serverless : replicas load and unload on demand, empty GPUs power off
@@ -139,7 +139,7 @@ class Policy:
     name: str
     label: str = ""
     clock: str = "max"
-    energy_dispatch: bool = False
+    energy_routing: bool = False
     adaptive_share: bool = False
     serverless: bool = False
     consolidate: bool = False
@@ -186,7 +186,7 @@ for _policy in (
         Policy("max_clock"),
         Policy("static_dvfs", clock="static"),
         Policy("stage1", "1 SLO-aware dispatch"),
-        Policy("stage2", "2 + frequency-aware dispatch", "pinned", energy_dispatch=True),
+        Policy("stage2", "2 + frequency-aware dispatch", "pinned", energy_routing=True),
         Policy("stage3", "3 + fine-grained runtime", "eq9", True, adaptive_share=True),
         Policy("stage4", "4 + SLO-aware placement", "eq9", True, True, serverless=True),
         Policy("festina", "5 + consolidation (Festina)", "eq9", True, True, True, True)):

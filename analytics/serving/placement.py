@@ -174,7 +174,7 @@ class Placement:
             return None
         return sim.load(self.rank([(o[1], g) for g, o in pool.items()], t)[1], j, t)
 
-    def dispatch(self, rid: int, t: float) -> None:
+    def route_request(self, rid: int, t: float) -> None:
         """Route request ``rid`` at time ``t``: to the SLO-safe replica of its model with the
         lowest predicted TTFT (baselines) or lookup energy (2 % tie-break, stages 2+); else a new
         replica (:meth:`place`), else the replica with the lowest TTFT, else evict idle replicas;
@@ -187,7 +187,7 @@ class Placement:
         safe = [o for o in offers if o[2] <= sim.ttft_s and o[3] <= sim.tbt_s]
         chosen = None
         if safe:
-            if not sim.policy.energy_dispatch:
+            if not sim.policy.energy_routing:
                 chosen = min(safe, key=lambda r: (r[2], r[0].gpu))[0]
             else:
                 g = self.rank([(e, replica.gpu) for replica, e, _, _ in safe], t)[1]

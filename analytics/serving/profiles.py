@@ -30,14 +30,14 @@ column is used as measured (W of the whole GPU at that share, clock and phase).
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import polars as pl
 
 from analytics.hardware import catalog as hardware
+from analytics.ingest.csvcheck import ROW, FormatError, check_allowed, check_range, read_csv_checked
 from analytics.serving.dvfs import GPU_DVFS
 
 #: Argonne TTFT reference model (Fig. 21 table) and its parameter count (billions)
@@ -222,37 +222,21 @@ def parse_measured_profiles(data: bytes, display: str = "profile.csv") -> pd.Dat
         Missing column, non-numeric / non-positive value, unknown phase or share outside (0, 1],
         naming ``display``, the line and the column.
     """
-    text = data.decode("utf-8-sig")
-    reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    for col in MEASURED_COLUMNS:
-        if col not in header:
-            raise ProfileError(f"{display}: line 1, column {col}: missing column (need "
-                               f"{', '.join(MEASURED_COLUMNS)})")
-    recs = []
-    for line, row in enumerate(reader, start=2):
-        row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
-        if not any(row.values()):
-            continue
-        rec = {"model": row["model"], "gpu": hardware.normalise(row["gpu"])}
-        if row["phase"] not in ("prefill", "decode"):
-            raise ProfileError(f"{display}: line {line}, column phase: {row['phase']!r} is not "
-                               "prefill or decode")
-        rec["phase"] = row["phase"]
-        for col in ("sm_share", "clock_mhz", "latency_ms", "power_w"):
-            try:
-                v = float(row[col])
-            except ValueError as exc:
-                raise ProfileError(f"{display}: line {line}, column {col}: {row[col]!r} is not "
-                                   "a number") from exc
-            if not np.isfinite(v) or v <= 0 or (col == "sm_share" and v > 1):
-                raise ProfileError(f"{display}: line {line}, column {col}: {row[col]!r} out of "
-                                   "range" + (" (0, 1]" if col == "sm_share" else " (> 0)"))
-            rec[col] = v
-        recs.append(rec)
-    if not recs:
+    try:  # the one CSV validator of headroom (analytics.ingest.csvcheck)
+        frame = read_csv_checked(data, display, {
+            "model": pl.String, "gpu": pl.String, "phase": pl.String, "sm_share": pl.Float64,
+            "clock_mhz": pl.Float64, "latency_ms": pl.Float64, "power_w": pl.Float64})
+        check_allowed(frame, "phase", ("prefill", "decode"), display)
+        check_range(frame, "sm_share", display, low=0, high=1, low_open=True)
+        check_range(frame, ["clock_mhz", "latency_ms", "power_w"], display, low=0,
+                    low_open=True)
+    except FormatError as exc:
+        raise ProfileError(str(exc)) from exc
+    if frame.height == 0:
         raise ProfileError(f"{display}: line 2, column model: no profile rows")
-    return pd.DataFrame(recs)
+    out = frame.drop(ROW).to_pandas()
+    out["gpu"] = [hardware.normalise(g) for g in out["gpu"]]
+    return out[list(MEASURED_COLUMNS)]
 
 
 def apply_measured(profiles: list[Profile], measured: pd.DataFrame | None) -> list[Profile]:
