@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from analytics.hardware import catalog as hardware
 from analytics.serving.dvfs import (
     DECODE_SAVING_TARGET,
     GPU_DVFS,
@@ -154,7 +153,7 @@ def _prepare(profiles: list[Profile], params: ServingParams, policies: tuple[str
     gpu = GPU_DVFS[params.gpu]
     if params.static_scale != 1.0:
         gpu = replace(gpu, idle_w=gpu.idle_w * params.static_scale)
-    cap = hardware.SPECS[gpu.key].memory_gb * params.mem_util
+    cap = gpu.memory_gb * params.mem_util
     fits = [p for p in profiles if p.weights_gb * (1 + params.kv_factor) <= cap]
     if not fits:
         raise ValueError(f"no benchmarked model fits one {params.gpu} with its KV budget "

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analytics.hardware import catalog as hardware
 from analytics.serving.consolidation import Consolidator
 from analytics.serving.dvfs import ClockGrid, DvfsParams, GpuDvfs
 from analytics.serving.local_scheduler import LocalScheduler
@@ -100,7 +99,7 @@ class ServingEngine:
         self.n_done = 0
         self.end = 0.0
         self.gpus = [GpuState() for _ in range(params.n_gpus)]
-        self.capacity_gb = hardware.SPECS[gpu.key].memory_gb * params.mem_util
+        self.capacity_gb = gpu.memory_gb * params.mem_util
         self.need_gb = [s.weights_gb * (1 + params.kv_factor) for s in slots]
         # measured profiles are not extrapolated below their lowest measured clock
         self.grid = ClockGrid(slots, gpu, params.n_clocks, self.dvfs)

@@ -15,7 +15,7 @@ Nominal (top clock, whole GPU), per model and GPU kind
   (Fig. 21: batch 16 x 1,024 prompt tokens, vLLM, one GPU): ``16*1024 / TTFT``, for
   ``meta-llama/Meta-Llama-3-8B`` on that GPU, scaled to other models by parameter count (prefill
   is compute-bound, ~2*params FLOPs per token). For a GPU without an Argonne row, the H100 row is
-  scaled by the datasheet BF16 TFLOPs ratio (:data:`analytics.hardware.catalog.SPECS`).
+  scaled by the datasheet BF16 TFLOPs ratio (:data:`analytics.hardware.catalog.CATALOG`).
   Prefill power ``P_p``: no staged source measures prefill power on its own, so it is the highest
   decode power measured for the model on that GPU (the largest batch, where the GPU is
   compute-saturated) -- an approximation, stated in the UI.
@@ -152,7 +152,7 @@ def prefill_reference(bench: pd.DataFrame, gpu: str) -> tuple[float, str]:
             "LLM-Inference-Bench TTFT table (Fig_21__all_results_TTFT.csv) on the Data page or "
             "with `headroom ingest`")
     r = ref.iloc[0]
-    ratio = hardware.SPECS[gpu].bf16_tflops / hardware.SPECS["H100-80GB"].bf16_tflops
+    ratio = hardware.CATALOG[gpu].bf16_tflops / hardware.CATALOG["H100-80GB"].bf16_tflops
     tok_s = r["concurrency"] * r["in_len"] / (r["ttft_ms"] / 1000.0) * ratio
     return float(tok_s), (f"Argonne {r['dataset']}: H100 vLLM {PREFILL_REF_MODEL} TTFT "
                           f"{r['ttft_ms']:.1f} ms, scaled by BF16 TFLOPs {ratio:.2f}")
@@ -178,7 +178,7 @@ def profiles_from_bench(bench: pd.DataFrame, gpu: str) -> list[Profile]:
             "ml_energy/leaderboard_v2/llm_text_generation_runs.csv (A100) on the Data page or "
             "with `headroom ingest`")
     ref_tok_s, ref_cite = prefill_reference(bench, gpu)
-    spec = hardware.SPECS[gpu]
+    spec = hardware.CATALOG[gpu]
     out = []
     for model, r in sorted(rows.items()):
         bsz = r["concurrency"].to_numpy(float)

@@ -112,8 +112,8 @@ def test_bench_ingest_is_one_transaction_and_deduplicates(con):
 def test_hardware_normalisation_and_specs():
     assert hardware.normalise("NVIDIA H100 80GB HBM3") == "H100-80GB"
     assert hardware.normalise("AMD MI300X GPU") == "MI300X"
-    assert hardware.SPECS["H100-80GB"].fp8_tflops == 2 * hardware.SPECS["H100-80GB"].bf16_tflops
-    assert all(s.sources for s in hardware.SPECS.values())
+    assert hardware.CATALOG["H100-80GB"].fp8_tflops == 2 * hardware.CATALOG["H100-80GB"].bf16_tflops
+    assert all(s.sources for s in hardware.CATALOG.values())
 
 
 def test_pull_registry_hashes_match_the_staged_benchmark_files():
