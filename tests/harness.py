@@ -89,9 +89,11 @@ def need_browser():
 
 @contextlib.contextmanager
 def browser_page(height: int = 1000):
-    """Yield ``(sync_api, page)``: a headless Chromium page 1400 px wide (default timeout
-    ``WAIT_MS``); the browser is closed on exit. Creates ``ARTIFACTS`` for screenshots."""
+    """Yield ``(sync_api, page)``: a headless Chromium page 1400 px wide; page actions, waits and
+    ``sync_api.expect`` assertions time out after ``WAIT_MS``; the browser is closed on exit.
+    Creates ``ARTIFACTS`` for screenshots."""
     sync_api = need_browser()
+    sync_api.expect.set_options(timeout=WAIT_MS)  # expect()'s own default is 5 s
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,

@@ -184,9 +184,8 @@ def test_dispatch_page_with_real_sites(app_env):
 
 
 def test_telemetry_page_without_driver_and_with_dcgm_upload(app_env):
-    from test_telemetry import DCGM
-
     from analytics import telemetry
+    from tests.ingest.test_telemetry_formats import DCGM  # the DCGM scrape sample lives there
 
     at = new_app().run()
     at.switch_page("pages/telemetry.py").run()
@@ -239,10 +238,9 @@ def test_telemetry_page_live_chart_with_a_gpu(app_env, monkeypatch):
 def test_telemetry_window_from_a_vllm_bench_result(app_env):
     import json
 
-    from test_telemetry import DCGM
-
     from analytics import store
     from analytics.ingest import files as ingest
+    from tests.ingest.test_telemetry_formats import DCGM  # the DCGM scrape sample lives there
 
     con = store.connect(app_env["db"])
     path = app_env["raw"].parent / "scrape.prom"
