@@ -1,24 +1,12 @@
-"""Shared fixtures: where the staged real data is, a fresh store per test, AppTest set-up."""
+"""Shared fixtures: where the staged real data is, a fresh store per test, AppTest set-up, and a
+Streamlit server for the browser tests. The helpers behind them live in ``harness.py``."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
+from harness import REPO, SHARED_DATA, seed, shared, streamlit_server
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("HEADROOM_SHARED_DATA", REPO.parent / "shared" / "data"))
-
-
-def shared(rel: str) -> Path:
-    """Path of a staged real file; skips the test when the staged data is absent (CI has it)."""
-    path = SHARED_DATA / rel
-    if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"staged data missing in CI: {path}")
-        pytest.skip(f"staged data not found: {path}")
-    return path
+__all__ = ["REPO", "SHARED_DATA", "shared"]  # re-exported: tests do ``from conftest import shared``
 
 
 @pytest.fixture
@@ -75,3 +63,20 @@ def week_grid():
     g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
     con.close()
     return g
+
+
+@pytest.fixture
+def app_url(tmp_path, request):
+    """URL of a Streamlit server running ``app.py`` on a fresh store and an empty data folder.
+
+    Parametrise it indirectly with a tuple of staged files (paths under the shared data folder)
+    that the store holds before the app starts. The server log is ``tmp_path/streamlit.log``.
+    """
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    db = tmp_path / "e2e.duckdb"
+    files = getattr(request, "param", ())
+    if files:
+        seed(db, *files)
+    with streamlit_server(db, raw, tmp_path / "streamlit.log") as url:
+        yield url

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import pytest
-
-from e2e import test_browser as tb
+from harness import ARTIFACTS, browser_page, read_metric, wait_settled
 
 pytestmark = pytest.mark.browser
-app_url = tb.app_url  # the fixture: a Streamlit server on a store seeded with staged files
-ARTIFACTS, _metric, _page = tb.ARTIFACTS, tb._metric, tb._page
 
 
 @pytest.mark.parametrize("app_url", [("ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
                                       "mit_supercloud/slurm-log-queueing-clean.csv")],
                          indirect=True)
 def test_submit_request_and_see_ranked_arms(app_url):
-    with _page(1600) as (_, page):
+    with browser_page(1600) as (_, page):
         page.goto(app_url)
         page.get_by_role("link", name="Placement", exact=True).click()
         page.get_by_text("Arms: output throughput q50").wait_for()
-        before = _metric(page, "ranked arms")
+        wait_settled(page)
+        before = read_metric(page, "ranked arms")
         assert int(before) > 0
         conc = page.get_by_label("concurrency")
         conc.fill("4096")
@@ -29,8 +27,8 @@ def test_submit_request_and_see_ranked_arms(app_url):
         # a huge KV cache makes the small arms infeasible: fewer ranked arms than before
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=\"stMetric\"]')].some(m => "
-            "m.innerText.includes('infeasible') && !m.innerText.endsWith('\\n0'))",
-            timeout=120_000)
-        assert int(_metric(page, "infeasible (memory)")) > 0
+            "m.innerText.includes('infeasible') && !m.innerText.endsWith('\\n0'))")
+        wait_settled(page)
+        assert int(read_metric(page, "infeasible (memory)")) > 0
         assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
         page.screenshot(path=str(ARTIFACTS / "placement_page.png"), full_page=True)

@@ -3,18 +3,11 @@ BurstGPT per-minute series it simulates, and moving the inference share changes 
 
 from __future__ import annotations
 
-from conftest import REPO, shared
-from streamlit.testing.v1 import AppTest
-
-APP = str(REPO / "app.py")
-
-
-def _app() -> AppTest:
-    return AppTest.from_file(APP, default_timeout=300)
+from harness import metrics, new_app, seed
 
 
 def test_power_page_without_jobs_says_how_to_add_them(app_env):
-    at = _app().run()
+    at = new_app().run()
     at.switch_page("pages/power.py").run()
     assert not at.exception
     assert at.title[0].value == "Power"
@@ -22,20 +15,14 @@ def test_power_page_without_jobs_says_how_to_add_them(app_env):
 
 
 def test_power_page_simulates_and_share_changes_the_metrics(app_env):
-    from analytics import store
-    from analytics.ingest import files as ingest
-
-    con = store.connect(app_env["db"])
-    files = [shared("mit_supercloud/slurm-log-queueing-clean.csv"),
-             shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")]
-    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in files])
-    con.close()
-    at = _app().run()
+    seed(app_env["db"], "mit_supercloud/slurm-log-queueing-clean.csv",
+         "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    at = new_app().run()
     at.switch_page("pages/power.py").run()
     assert not at.exception
     assert at.title[0].value == "Power"
     assert at.selectbox(key="power_inference").value == "burstgpt1_week1_per_minute_tps"
-    before = {m.label: m.value for m in at.metric}
+    before = metrics(at)
     assert set(before) >= {"CV of total power", "p50 ramp 1min", "p50 ramp 15min"}
     charts = at.get("plotly_chart")
     assert len(charts) == 3  # power over time, share sweep, daily profile
@@ -45,7 +32,7 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
 
     at.slider(key="power_share").set_value(0.0).run()
     assert not at.exception
-    after = {m.label: m.value for m in at.metric}
+    after = metrics(at)
     assert after["CV of total power"] != before["CV of total power"]
     assert after["p50 ramp 1min"] == "0.00%"  # batch only: segments change power rarely
     assert after["inference shortfall"] == "0.0%"

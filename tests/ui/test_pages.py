@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, shared
-from streamlit.testing.v1 import AppTest
+from harness import metrics, new_app, seed, shared
 
-APP = str(REPO / "app.py")
-
-
-def _app() -> AppTest:
-    # generous: pages that fit models take seconds alone, minutes on a loaded 2-core machine
-    return AppTest.from_file(APP, default_timeout=300)
+WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
 
 
 @pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py",
                                   "pages/capacity.py", "pages/dispatch.py",
                                   "pages/telemetry.py"])
 def test_every_page_renders_on_empty_store(app_env, page):
-    at = _app().run()
+    at = new_app().run()
     at.switch_page(page).run()
     assert not at.exception
     assert at.title[0].value == {"pages/data.py": "Data", "pages/demand.py": "Demand",
@@ -29,7 +23,7 @@ def test_every_page_renders_on_empty_store(app_env, page):
 
 
 def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):
-    at = _app().run()
+    at = new_app().run()
     assert "No data yet" in at.info[0].value
     assert "headroom pull" in at.info[0].value
     at.button(key="demo").click().run()
@@ -44,7 +38,7 @@ def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):
 
 def test_upload_azure_conv_adds_dataset_and_demand_page_charts_it(app_env):
     data = shared("azure_llm/AzureLLMInferenceTrace_conv.csv").read_bytes()
-    at = _app().run()
+    at = new_app().run()
     at.file_uploader(key="uploads").set_value(("AzureLLMInferenceTrace_conv.csv", data, "text/csv"))
     at.run()
     at.button(key="ingest").click().run()
@@ -58,17 +52,17 @@ def test_upload_azure_conv_adds_dataset_and_demand_page_charts_it(app_env):
     at.switch_page("pages/demand.py").run()
     assert not at.exception
     assert len(at.get("plotly_chart")) == 1
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["bins"] == "12"
-    assert metrics["requests"] == "19,366"
+    shown = metrics(at)
+    assert shown["bins"] == "12"
+    assert shown["requests"] == "19,366"
     at.selectbox(key="bin").set_value("1min").run()
-    assert {m.label: m.value for m in at.metric}["bins"] == "60"  # 18:15 .. 19:14 inclusive
+    assert metrics(at)["bins"] == "60"  # 18:15 .. 19:14 inclusive
 
 
 def test_upload_bad_file_shows_error_and_store_is_unchanged(app_env):
     from analytics import store
 
-    at = _app().run()
+    at = new_app().run()
     bad = b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,12,4\n2023-11-16 18:15:47.1,x,3\n"
     at.file_uploader(key="uploads").set_value(("bad.csv", bad, "text/csv"))
     at.run()
@@ -83,29 +77,13 @@ def test_upload_bad_file_shows_error_and_store_is_unchanged(app_env):
 
 
 def test_demand_page_refuses_finer_bins_than_the_per_minute_aggregate(app_env):
-    from analytics import store
-    from analytics.ingest import files as ingest
-
-    con = store.connect(app_env["db"])
-    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    con.close()
-    at = _app().run()
+    seed(app_env["db"], WEEK)
+    at = new_app().run()
     at.switch_page("pages/demand.py").run()
     assert not at.exception
     assert at.selectbox(key="bin").options[0] == "1min"
-    assert {m.label: m.value for m in at.metric}["requests"] == "not in data"
-    assert {m.label: m.value for m in at.metric}["bins"] == "2,016"
-
-
-def _ingest_week(app_env):
-    from analytics import store
-    from analytics.ingest import files as ingest
-
-    con = store.connect(app_env["db"])
-    path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    con.close()
+    assert metrics(at)["requests"] == "not in data"
+    assert metrics(at)["bins"] == "2,016"
 
 
 def test_demand_page_envelope_matches_cli_numbers(app_env, capsys):
@@ -113,25 +91,25 @@ def test_demand_page_envelope_matches_cli_numbers(app_env, capsys):
 
     from analytics import cli
 
-    _ingest_week(app_env)
-    at = _app().run()
+    seed(app_env["db"], WEEK)
+    at = new_app().run()
     at.switch_page("pages/demand.py").run()
     assert not at.exception
-    metrics = {m.label: m.value for m in at.metric}
+    shown = metrics(at)
     capsys.readouterr()
     # in-process: the app's cached connection holds the DuckDB file's write lock
     assert cli.main(["--db", str(app_env["db"]), "envelope", "burstgpt1_week1_per_minute_tps"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert metrics["ACI coverage"] == f"{doc['intervals']['aci']['coverage']:.1%}"
-    assert metrics["mean width"] == f"{doc['intervals']['aci']['mean_width']:,.0f}"
+    assert shown["ACI coverage"] == f"{doc['intervals']['aci']['coverage']:.1%}"
+    assert shown["mean width"] == f"{doc['intervals']['aci']['mean_width']:,.0f}"
     table = at.dataframe[0].value
     hgb = table[table["model"] == "hgb"].iloc[0]
     assert hgb["WAPE %"] == pytest.approx(doc["point"]["hgb"]["wape"] * 100)
 
 
 def test_coverage_page_shows_every_method(app_env):
-    _ingest_week(app_env)
-    at = _app().run()
+    seed(app_env["db"], WEEK)
+    at = new_app().run()
     at.switch_page("pages/coverage.py").run()
     assert not at.exception
     assert at.title[0].value == "Coverage"
@@ -147,15 +125,9 @@ def test_coverage_page_shows_every_method(app_env):
 
 
 def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
-    from analytics import store
-    from analytics.ingest import files as ingest
-
-    _ingest_week(app_env)
-    con = store.connect(app_env["db"])
-    path = shared("alibaba_gpu_traces/v2026_genai/lora_request_trace.csv")
-    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    con.close()
-    at = _app().run()
+    seed(app_env["db"], WEEK)
+    seed(app_env["db"], "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv")
+    at = new_app().run()
     at.sidebar.selectbox(key="dataset").set_value("lora_request_trace").run()
     at.switch_page("pages/demand.py").run()
     assert not at.exception
@@ -175,7 +147,7 @@ def test_first_run_ingests_recognised_files_in_the_data_folder(app_env):
     for rel in ("azure_llm/AzureLLMInferenceTrace_code.csv", "burstgpt/BurstGPT_1_head400.csv"):
         shutil.copy(shared(rel), app_env["raw"])
     (app_env["raw"] / "notes.txt").write_text("not a trace\n")
-    at = _app().run()
+    at = new_app().run()
     assert not at.exception
     ledger = at.dataframe[0].value.set_index("name")
     assert ledger.loc["AzureLLMInferenceTrace_code", "rows"] == 8819
@@ -186,29 +158,23 @@ def test_first_run_ingests_recognised_files_in_the_data_folder(app_env):
 
 
 def test_capacity_page_factor_moves_with_the_target(app_env):
-    _ingest_week(app_env)
-    at = _app().run()
+    seed(app_env["db"], WEEK)
+    at = new_app().run()
     at.switch_page("pages/capacity.py").run()
     assert not at.exception and at.title[0].value == "Capacity"
-    before = {m.label: m.value for m in at.metric}
+    before = metrics(at)
     at.slider(key="target_violation").set_value(0.2).run()
-    after = {m.label: m.value for m in at.metric}
+    after = metrics(at)
     assert float(after["overbooking factor"]) < float(before["overbooking factor"])
     assert int(after["test violations"].split("/")[0]) > int(before["test violations"].split("/")[0])
     assert len(at.get("plotly_chart")) == 3
 
 
 def test_dispatch_page_with_real_sites(app_env):
-    from analytics import store
-    from analytics.ingest import files as ingest
-
-    _ingest_week(app_env)
-    con = store.connect(app_env["db"])
-    files = [shared(f"sustaindc_dcrl/CarbonIntensity/{ba}_NG_&_avgCI.csv")
-             for ba in ("CISO", "ERCO", "BPAT")]
-    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in files])
-    con.close()
-    at = _app().run()
+    seed(app_env["db"], WEEK)
+    seed(app_env["db"], *(f"sustaindc_dcrl/CarbonIntensity/{ba}_NG_&_avgCI.csv"
+                          for ba in ("CISO", "ERCO", "BPAT")))
+    at = new_app().run()
     at.switch_page("pages/dispatch.py").run()
     assert not at.exception and at.title[0].value == "Dispatch"
     m = {x.label: float(x.value.split()[0]) for x in at.metric}
@@ -218,11 +184,10 @@ def test_dispatch_page_with_real_sites(app_env):
 
 
 def test_telemetry_page_without_driver_and_with_dcgm_upload(app_env):
-    from test_telemetry import DCGM
-
     from analytics import telemetry
+    from tests.ingest.test_telemetry_formats import DCGM  # the DCGM scrape sample lives there
 
-    at = _app().run()
+    at = new_app().run()
     at.switch_page("pages/telemetry.py").run()
     assert not at.exception and at.title[0].value == "Telemetry"
     if not telemetry.status()["available"]:
@@ -250,7 +215,7 @@ def test_first_run_reports_a_bad_file_and_keeps_the_good_one(app_env):
     (app_env["raw"] / "broken.csv").write_text(
         "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
         "inf,ChatGPT,1,1,2,API log\n")
-    at = _app().run()
+    at = new_app().run()
     assert not at.exception
     assert "line 2, column Timestamp" in at.error[0].value
     assert at.dataframe[0].value["name"].tolist() == ["AzureLLMInferenceTrace_code"]
@@ -263,7 +228,7 @@ def test_telemetry_page_live_chart_with_a_gpu(app_env, monkeypatch):
 
     fake = FakeNVML()
     monkeypatch.setattr(telemetry, "_nvml", lambda: fake)
-    at = _app().run()
+    at = new_app().run()
     at.switch_page("pages/telemetry.py").run()
     assert not at.exception
     assert "NVML sees 2 GPU(s)" in at.success[0].value
@@ -273,17 +238,16 @@ def test_telemetry_page_live_chart_with_a_gpu(app_env, monkeypatch):
 def test_telemetry_window_from_a_vllm_bench_result(app_env):
     import json
 
-    from test_telemetry import DCGM
-
     from analytics import store
     from analytics.ingest import files as ingest
+    from tests.ingest.test_telemetry_formats import DCGM  # the DCGM scrape sample lives there
 
     con = store.connect(app_env["db"])
     path = app_env["raw"].parent / "scrape.prom"
     path.write_text(DCGM)
     ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     con.close()
-    at = _app().run()
+    at = new_app().run()
     at.switch_page("pages/telemetry.py").run()
     result = {"date": "20240510-120100", "duration": 60.0, "completed": 10}
     at.file_uploader(key="vllm_result").set_value(

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, shared
-from streamlit.testing.v1 import AppTest
+from harness import metrics, new_app, seed
 
-APP = str(REPO / "app.py")
 FILES = ("azure_llm/AzureLLMInferenceTrace_conv.csv",
          "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
          "llm_inference_bench_argonne/Fig_21__all_results_TTFT.csv")
 
 
 def test_serving_page_empty_store_says_how_to_add_data(app_env):
-    at = AppTest.from_file(APP, default_timeout=300).run()
+    at = new_app().run()
     at.switch_page("pages/serving.py").run()
     assert not at.exception
     assert at.title[0].value == "Serving"
@@ -21,26 +19,20 @@ def test_serving_page_empty_store_says_how_to_add_data(app_env):
 
 
 def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
-    from analytics import store
-    from analytics.ingest import files as ingest
-
-    con = store.connect(app_env["db"])
-    for rel in FILES:
-        path = shared(rel)
-        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    con.close()
-    at = AppTest.from_file(APP, default_timeout=300).run()
+    for rel in FILES:  # one ingest per file, in this order
+        seed(app_env["db"], rel)
+    at = new_app().run()
     at.switch_page("pages/serving.py").run()
     assert not at.exception
     at.number_input(key="serving_window").set_value(3).run()
     at.number_input(key="serving_tbt").set_value(20).run()  # tight: the margin matters
     assert not at.exception
     assert len(at.get("plotly_chart")) == 5
-    before = {m.label: m.value for m in at.metric}
+    before = metrics(at)
     assert before["Festina energy"].endswith("kWh")
     at.slider(key="safety_margin").set_value(0.4).run()
     assert not at.exception
-    after = {m.label: m.value for m in at.metric}
+    after = metrics(at)
     assert after["Festina energy"] != before["Festina energy"]
     assert after["Festina TBT attainment"] != before["Festina TBT attainment"]
     # the sensitivity sweep runs on demand and shows the calibrated exponent

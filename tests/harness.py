@@ -1,0 +1,204 @@
+"""Shared test harness: staged-data paths, store seeding, the AppTest factory, and the browser
+helpers (Chromium launch, a Streamlit server on a free port, metric reading, waits on the app).
+
+``conftest.py`` re-exports ``REPO``, ``SHARED_DATA`` and ``shared`` and builds its fixtures
+(``app_url``) on these helpers; test modules import the rest from here. Every browser wait is on
+an element or value, never a fixed time: Streamlit reruns asynchronously, so a test first waits
+for the value the change must produce (or for a metric to differ from its value before the
+change) and then for the run to finish (:func:`wait_settled`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("HEADROOM_SHARED_DATA", REPO.parent / "shared" / "data"))
+APP = str(REPO / "app.py")
+ARTIFACTS = REPO / "tests" / "artifacts"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+               "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync"]
+# generous limits: the app fits models and simulates, on a shared 2-core machine minutes per run;
+# the variables raise them further where the machine is even busier (the tests stay the same)
+APPTEST_TIMEOUT_S = float(os.environ.get("HEADROOM_APPTEST_TIMEOUT", 300))  # one AppTest run
+WAIT_MS = float(os.environ.get("HEADROOM_BROWSER_WAIT_MS", 120_000))  # one browser wait
+
+
+def shared(rel: str) -> Path:
+    """Path of a staged real file; skips the test when the staged data is absent (CI has it)."""
+    path = SHARED_DATA / rel
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"staged data missing in CI: {path}")
+        pytest.skip(f"staged data not found: {path}")
+    return path
+
+
+def seed(db: Path, *rels: str) -> None:
+    """Ingest the staged files ``rels`` (paths under the shared data folder) into the store
+    ``db``, in one ``ingest_files`` call, and close the connection (the app opens its own)."""
+    # imported on use: conftest imports this module, and most tests never seed a store
+    from analytics import store
+    from analytics.ingest import files as ingest
+
+    paths = [shared(rel) for rel in rels]
+    con = store.connect(db)
+    try:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name) for path in paths])
+    finally:
+        con.close()
+
+
+def new_app():
+    """A fresh ``AppTest`` of ``app.py`` with a generous per-run timeout (``APPTEST_TIMEOUT_S``,
+    300 s unless ``HEADROOM_APPTEST_TIMEOUT`` says otherwise: pages that fit models take seconds
+    alone, minutes on a loaded 2-core machine)."""
+    # imported on use: Streamlit is heavy and only the page tests need it
+    from streamlit.testing.v1 import AppTest
+
+    return AppTest.from_file(APP, default_timeout=APPTEST_TIMEOUT_S)
+
+
+def metrics(at) -> dict[str, str]:
+    """The metrics an ``AppTest`` run shows, label -> displayed value."""
+    return {m.label: m.value for m in at.metric}
+
+
+# --- browser -------------------------------------------------------------------------------
+
+def need_browser():
+    """The ``playwright.sync_api`` module; a failure in CI (``CI`` set) when Chromium or
+    Playwright is missing, a skip elsewhere."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests are required in CI but {CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} not installed")
+    return pytest.importorskip("playwright.sync_api")
+
+
+@contextlib.contextmanager
+def browser_page(height: int = 1000):
+    """Yield ``(sync_api, page)``: a headless Chromium page 1400 px wide; page actions, waits and
+    ``sync_api.expect`` assertions time out after ``WAIT_MS``; the browser is closed on exit.
+    Creates ``ARTIFACTS`` for screenshots."""
+    sync_api = need_browser()
+    sync_api.expect.set_options(timeout=WAIT_MS)  # expect()'s own default is 5 s
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": height})
+        page.set_default_timeout(WAIT_MS)
+        try:
+            yield sync_api, page
+        finally:
+            browser.close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(db: Path, raw: Path, log_path: Path, start_s: float = 60):
+    """Run ``streamlit run app.py`` on a free port over the store ``db`` and data folder ``raw``;
+    yield its URL once ``/_stcore/health`` answers. The server log goes to ``log_path``.
+
+    Raises
+    ------
+    RuntimeError
+        When the server exits (the message is its log) or does not answer within ``start_s``.
+    """
+    port = free_port()
+    env = {**os.environ, "HEADROOM_DB": str(db), "HEADROOM_DATA_DIR": str(raw)}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", APP,
+             "--server.port", str(port), "--server.address", "127.0.0.1",
+             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_healthy(url, proc, log_path, start_s)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log_path: Path, start_s: float) -> None:
+    """Poll the server's health endpoint every 0.5 s until it answers (the page under test is
+    not open yet, so this polls a process, not the app's state)."""
+    deadline = time.time() + start_s
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            return
+        except OSError as exc:
+            if proc.poll() is not None:
+                raise RuntimeError(log_path.read_text()) from exc
+            time.sleep(0.5)
+    raise RuntimeError(f"streamlit did not start within {start_s:.0f} s")
+
+
+def metric_box(page, label: str):
+    """The first ``st.metric`` whose text contains ``label`` (a Playwright locator)."""
+    return page.locator('[data-testid="stMetric"]', has_text=label).first
+
+
+def read_metric(page, label: str) -> str:
+    """The displayed value of the first ``st.metric`` whose text contains ``label``."""
+    return metric_box(page, label).locator('[data-testid="stMetricValue"]').inner_text()
+
+
+_SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return app !== null
+    && app.getAttribute('data-test-connection-state') === 'CONNECTED'
+    && app.getAttribute('data-test-script-state') === 'notRunning'
+    && document.querySelector('[data-testid="stStatusWidgetRunningIcon"]') === null
+    && document.querySelector('[data-stale="true"]') === null;
+}"""
+
+_CHANGED_JS = """(before) => Object.entries(before).some(([label, old]) => {
+  const box = [...document.querySelectorAll('[data-testid="stMetric"]')]
+    .find(m => m.textContent.includes(label));
+  if (!box) return false;
+  const value = box.querySelector('[data-testid="stMetricValue"]');
+  return value !== null && value.innerText !== old;
+})"""
+
+
+def wait_settled(page, timeout: float = WAIT_MS) -> None:
+    """Wait until the app is connected, its script is not running, the running icon of the
+    status widget (``stStatusWidget``) is gone and no element is stale (left from the last run).
+
+    Call it after waiting for a value the change must produce: right after a widget change the
+    rerun may not have started yet, and the page would look settled on the old run.
+    """
+    page.wait_for_function(_SETTLED_JS, timeout=timeout)
+
+
+def wait_metrics_change(page, before: dict[str, str], timeout: float = WAIT_MS) -> None:
+    """Wait until at least one metric in ``before`` (label -> value read before the change)
+    shows another value, then until the run has settled (:func:`wait_settled`)."""
+    page.wait_for_function(_CHANGED_JS, arg=before, timeout=timeout)
+    wait_settled(page, timeout)
