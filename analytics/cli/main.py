@@ -15,7 +15,7 @@ from pathlib import Path
 
 from analytics import store, telemetry
 from analytics.config import DEFAULT_T0, GPU_CATALOG, ParseOptions, Settings, Weights, parse_bin
-from analytics.decisions import capacity, dispatch
+from analytics.decisions import capacity, dispatch, mix
 from analytics.envelope import grid
 from analytics.envelope import pipeline as envelope
 from analytics.ingest import files as ingest
@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="tolerated share of bins whose demand exceeds capacity")
     p.add_argument("--delta", type=_open_unit, default=0.1,
                    help="Learn-then-Test failure probability of the certificate")
-    p.add_argument("--objective", choices=list(capacity.OBJECTIVES[:2]), default="cost",
+    p.add_argument("--objective", choices=list(mix.OBJECTIVES[:2]), default="cost",
                    help="GPU mix objective: cost or power (carbon: use the Capacity page or "
                         "dispatch)")
     p.add_argument("--scale", type=_positive, default=1.0,

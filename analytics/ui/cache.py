@@ -18,6 +18,7 @@ import streamlit as st
 from analytics import store, telemetry
 from analytics.config import ParseOptions, Settings, Weights
 from analytics.decisions import capacity, dispatch
+from analytics.decisions.sites import pue
 from analytics.envelope import grid
 from analytics.envelope import pipeline as envelope
 from analytics.ingest import files as ingest
@@ -306,7 +307,7 @@ def pue_curve(t_min: float = -10.0, t_max: float = 45.0):
     import numpy as np
 
     t = np.linspace(t_min, t_max, 56)
-    return t, dispatch.pue(t)
+    return t, pue(t)
 
 
 @st.cache_data(ttl=60, show_spinner=False)
