@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from analytics import store  # noqa: E402
-from analytics.envelope import forecast, grid  # noqa: E402
-from analytics.envelope import intervals as conformal  # noqa: E402
+from analytics.envelope import forecast, grid, metrics  # noqa: E402
 from analytics.envelope import pipeline as envelope  # noqa: E402
+from analytics.envelope.online import online_conformal  # noqa: E402
 from analytics.ingest import files as ingest  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "burstgpt" / "derived"
@@ -98,14 +98,14 @@ def main() -> None:
     print(f"1. online conformal on real BurstGPT week 1 (5 min): {len(cal)} calibration bins, "
           f"{len(test)} test bins, alpha 0.1, {args.repeat} runs each")
     for label, gamma in (("rolling", 0.0), ("ACI g=0.005", 0.005)):
-        (own, t_own) = timed(lambda g=gamma: conformal.online_conformal(
+        (own, t_own) = timed(lambda g=gamma: online_conformal(
             y[test], yhat[test], y[cal] - yhat[cal], 0.1, g), args.repeat)
         (ref, t_ref) = timed(lambda g=gamma: mapie_online(fitted["hgb"], f.X, y, cal, test,
                                                           0.1, g), args.repeat)
         diff = max(np.abs(own[0] - ref[0]).max(), np.abs(own[1] - ref[1]).max())
         m_own, m_ref = statistics.median(t_own), statistics.median(t_ref)
-        print(f"  {label:12s} coverage own {conformal.coverage(y[test], own[0], own[1]):.4f} "
-              f"MAPIE {conformal.coverage(y[test], ref[0], ref[1]):.4f}  max |bound diff| "
+        print(f"  {label:12s} coverage own {metrics.coverage(y[test], own[0], own[1]):.4f} "
+              f"MAPIE {metrics.coverage(y[test], ref[0], ref[1]):.4f}  max |bound diff| "
               f"{diff:.3g}  time own {m_own * 1e3:.1f} ms, MAPIE {m_ref * 1e3:.0f} ms  "
               f"-> MAPIE / own = {m_ref / m_own:.0f}x")
 

@@ -6,7 +6,7 @@ import argparse
 
 from analytics.cli.common import BadInput, add_grid_args, grid_request, open_unit, positive, unit_interval
 from analytics.config import GPU_CATALOG
-from analytics.decisions import capacity
+from analytics.decisions import mix
 from analytics.envelope.pipeline import EnvelopeParams
 from analytics.services import decisions, open_store
 
@@ -29,7 +29,7 @@ def add_parsers(sub) -> None:
                    help="tolerated share of bins whose demand exceeds capacity")
     p.add_argument("--delta", type=open_unit, default=0.1,
                    help="Learn-then-Test failure probability of the certificate")
-    p.add_argument("--objective", choices=list(capacity.OBJECTIVES[:2]), default="cost",
+    p.add_argument("--objective", choices=list(mix.OBJECTIVES[:2]), default="cost",
                    help="GPU mix objective: cost or power (carbon: use the Capacity page or "
                         "dispatch)")
     p.add_argument("--scale", type=positive, default=1.0,

@@ -1,3 +1,7 @@
 """Decisions from envelopes: admission and overbooking, the GPU mix, carbon-aware dispatch
 across sites (conformal demand envelopes paper, Sec. 5-6).
+
+Modules: ``capacity`` (admission, Learn-then-Test overbooking, GPU-hours vs peak), ``mix`` (the
+integer GPU-mix MILP), ``dispatch`` (the carbon-aware dispatch LP and its baselines) and
+``sites`` (dispatch sites and their PUE model; ``build_sites`` is the one store reader here).
 """

@@ -17,7 +17,9 @@ and the demand above capacity is the workload shortfall (8.81 % there).
   smallest ``f`` still rejected is chosen. With probability ``1 - delta`` its violation risk on
   exchangeable future bins is at most the target.
 * **GPU mix**: per period, integer GPU counts ``n_k`` with ``sum_k n_k * r_k >= c`` at minimum
-  cost, power or carbon, with ``n_k <= available_k``: a MILP (``scipy.optimize.milp``, HiGHS).
+  cost, power or carbon, with ``n_k <= available_k``: a MILP in :mod:`analytics.decisions.mix`.
+
+Every function here is pure (no store reads).
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from analytics.config import GPUKind
-from analytics.envelope import intervals as conformal
+from analytics.decisions.mix import hourly_mix
+from analytics.envelope.online import online_conformal
 
 FACTOR_GRID = np.round(np.arange(0.50, 2.001, 0.01), 2)
 
@@ -59,15 +61,17 @@ def shortfall(y: np.ndarray, cap: np.ndarray) -> dict:
 def online_upper(y: np.ndarray, yhat: np.ndarray, init_residuals: np.ndarray, alpha: float
                  ) -> np.ndarray:
     """Upper bound of the rolling-conformal envelope over a stream (see
-    :func:`analytics.envelope.intervals.online_conformal`), each bin using only earlier residuals."""
-    _, hi, _ = conformal.online_conformal(y, yhat, init_residuals, alpha, 0.0)
+    :func:`analytics.envelope.online.online_conformal`), each bin using only earlier residuals.
+
+    Returns ndarray of the shape of ``y``, in the target's unit."""
+    _, hi, _ = online_conformal(y, yhat, init_residuals, alpha, 0.0)
     return hi
 
 
-def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, target: float = 0.05,
+def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, violation_target: float = 0.05,
                   delta: float = 0.1, grid: np.ndarray = FACTOR_GRID) -> tuple[float | None,
                                                                              pd.DataFrame]:
-    """Smallest overbooking factor whose violation risk is certified below ``target``.
+    """Smallest overbooking factor whose violation risk is certified below ``violation_target``.
 
     Learn-then-Test with fixed-sequence testing from the largest factor down (see module doc).
 
@@ -75,8 +79,9 @@ def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, target: float = 0.05,
     ----------
     y_cal : ndarray (n,), demand on the calibration window
     u_cal : ndarray (n,), envelope upper bound on the same bins (out of sample)
-    target : tolerated bin-level violation rate
+    violation_target : tolerated bin-level violation rate
     delta : probability that the certificate fails
+    grid : candidate factors
 
     Returns
     -------
@@ -86,7 +91,8 @@ def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, target: float = 0.05,
     y_cal, u_cal = np.asarray(y_cal, float), np.asarray(u_cal, float)
     grid = np.sort(np.asarray(grid, float))[::-1]
     risk = np.array([violation_rate(y_cal, f * u_cal) for f in grid])
-    p = compute_hoeffding_bentkus_p_value(risk, len(y_cal), target, binary=True)[:, 0]
+    p = compute_hoeffding_bentkus_p_value(risk, len(y_cal), violation_target,
+                                          binary=True)[:, 0]
     certified = np.zeros(len(grid), dtype=bool)
     for i, pv in enumerate(p):  # fixed-sequence: stop at the first non-rejection
         if pv > delta:
@@ -109,6 +115,8 @@ class Overbooking:
     frame : calibration + test bins: ts, part, y, upper, capacity, violated
     test : dict with violation_rate, shortfall_units, shortfall_fraction on the test window
     calibration : same on the calibration window
+    violation_target : tolerated bin-level violation rate
+    delta : Learn-then-Test failure probability
     """
 
     factor: float | None
@@ -116,12 +124,12 @@ class Overbooking:
     frame: pd.DataFrame
     test: dict
     calibration: dict
-    target: float
+    violation_target: float
     delta: float
 
 
 def overbook(ts: pd.Series, y: np.ndarray, yhat: np.ndarray, cal: np.ndarray, test: np.ndarray,
-             init_residuals: np.ndarray, alpha: float = 0.1, target: float = 0.05,
+             init_residuals: np.ndarray, alpha: float = 0.1, violation_target: float = 0.05,
              delta: float = 0.1) -> Overbooking:
     """Choose the overbooking factor on the calibration window, then measure it on test.
 
@@ -132,12 +140,12 @@ def overbook(ts: pd.Series, y: np.ndarray, yhat: np.ndarray, cal: np.ndarray, te
     init_residuals : residuals ``y - yhat`` that start the rolling window (the end of the fit
         window); the window then refreshes with out-of-sample residuals as bins arrive
     alpha : miscoverage of the envelope whose upper bound is scaled
-    target, delta : violation target and Learn-then-Test failure probability
+    violation_target, delta : tolerated violation rate and Learn-then-Test failure probability
     """
     stream = np.concatenate([cal, test])
     upper = online_upper(y[stream], yhat[stream], init_residuals, alpha)
     n_cal = len(cal)
-    factor, curve = choose_factor(y[cal], upper[:n_cal], target, delta)
+    factor, curve = choose_factor(y[cal], upper[:n_cal], violation_target, delta)
     curve["test_violation"] = [violation_rate(y[test], f * upper[n_cal:])
                                for f in curve["factor"]]
     f = factor if factor is not None else float(curve["factor"].max())
@@ -154,11 +162,12 @@ def overbook(ts: pd.Series, y: np.ndarray, yhat: np.ndarray, cal: np.ndarray, te
                 "shortfall_units": s["units"], "shortfall_fraction": s["fraction"]}
 
     return Overbooking(factor, curve, frame, summary(slice(n_cal, None)),
-                       summary(slice(0, n_cal)), target, delta)
+                       summary(slice(0, n_cal)), violation_target, delta)
 
 
-def gpus_needed(capacity_units: np.ndarray, units_per_gpu_per_bin: float) -> np.ndarray:
-    """GPUs of one kind to serve ``capacity_units`` per bin (ceil), shape like the input."""
+def n_gpus_needed(capacity_units: np.ndarray, units_per_gpu_per_bin: float) -> np.ndarray:
+    """Number of GPUs of one kind to serve ``capacity_units`` per bin (ceil), shape like the
+    input."""
     return np.ceil(np.maximum(np.asarray(capacity_units, float), 0) / units_per_gpu_per_bin)
 
 
@@ -171,81 +180,11 @@ def gpu_hours_vs_peak(capacity_units: np.ndarray, peak_units: float, units_per_g
     >>> gpu_hours_vs_peak(np.array([10.0, 30.0]), 40.0, 10.0, 3600)["saved_gpu_h"]
     4.0
     """
-    env = float(gpus_needed(capacity_units, units_per_gpu_per_bin).sum() * bin_s / 3600)
-    peak_n = float(gpus_needed(np.array([peak_units]), units_per_gpu_per_bin)[0])
+    env = float(n_gpus_needed(capacity_units, units_per_gpu_per_bin).sum() * bin_s / 3600)
+    peak_n = float(n_gpus_needed(np.array([peak_units]), units_per_gpu_per_bin)[0])
     peak = peak_n * len(capacity_units) * bin_s / 3600
     return {"envelope_gpu_h": env, "peak_gpu_h": peak, "saved_gpu_h": peak - env,
             "saved_fraction": (peak - env) / peak if peak else 0.0}
-
-
-OBJECTIVES = ("cost", "power", "carbon")
-
-
-def kind_weights(kinds: list[GPUKind], objective: str, utilisation: float = 1.0,
-                 gco2_per_kwh: float | None = None) -> np.ndarray:
-    """Per-GPU objective coefficient for one hour: $ (cost), W (power) or gCO2 (carbon).
-
-    Power per GPU = ``idle + (TDP - idle) * utilisation`` (kinds without a measured idle power use
-    TDP at any utilisation: an upper bound). Carbon = power (kW) x carbon intensity (gCO2/kWh).
-
-    Raises ValueError for an unknown objective, a kind without a price under ``cost``, or a
-    carbon objective without an intensity.
-    """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}")
-    if objective == "cost":
-        missing = [k.name for k in kinds if k.price_usd_per_h is None]
-        if missing:
-            raise ValueError(f"no price for {missing}; enter one or leave them out")
-        return np.array([k.price_usd_per_h for k in kinds], float)
-    power = np.array([(k.idle_w if k.idle_w is not None else k.tdp_w)
-                      + (k.tdp_w - (k.idle_w if k.idle_w is not None else k.tdp_w)) * utilisation
-                      for k in kinds], float)
-    if objective == "power":
-        return power
-    if gco2_per_kwh is None:
-        raise ValueError("the carbon objective needs a carbon intensity (gCO2/kWh)")
-    return power / 1000 * gco2_per_kwh
-
-
-def allocate(demand_units: np.ndarray, units_per_gpu: np.ndarray, weights: np.ndarray,
-             available: np.ndarray | None = None) -> np.ndarray:
-    """Cheapest integer GPU mix per period (MILP, HiGHS via ``scipy.optimize.milp``).
-
-    Parameters
-    ----------
-    demand_units : ndarray (T,), capacity to cover per period
-    units_per_gpu : ndarray (K,), what one GPU of each kind serves per period
-    weights : ndarray (K,), objective per GPU (cost, power or carbon)
-    available : ndarray (K,), most GPUs of each kind (default unlimited)
-
-    Returns
-    -------
-    counts : ndarray (T, K) of int
-
-    Raises
-    ------
-    ValueError : a period's demand cannot be covered with the available GPUs
-    """
-    demand_units = np.asarray(demand_units, float)
-    r = np.asarray(units_per_gpu, float)
-    w = np.asarray(weights, float)
-    k = len(r)
-    ub = np.full(k, np.inf) if available is None else np.asarray(available, float)
-    out = np.zeros((len(demand_units), k), dtype=int)
-    cache: dict[float, np.ndarray] = {}
-    for t, d in enumerate(demand_units):
-        if d <= 0:
-            continue
-        if d not in cache:
-            res = milp(c=w, constraints=LinearConstraint(r[None, :], lb=d, ub=np.inf),
-                       integrality=np.ones(k), bounds=Bounds(np.zeros(k), ub))
-            if res.status != 0:
-                raise ValueError(f"period {t}: demand {d:,.0f} cannot be covered by the "
-                                 f"available GPUs ({res.message})")
-            cache[d] = np.round(res.x).astype(int)
-        out[t] = cache[d]
-    return out
 
 
 @dataclass
@@ -270,8 +209,8 @@ class CapacityPlan:
     scale: float = 1.0
 
 
-def plan(result, bin_s: int, kinds: list[GPUKind], unit: str = "weighted_tokens",
-         target_violation: float = 0.05, delta: float = 0.1, objective: str = "cost",
+def plan(result, bin_s: int, kinds: list[GPUKind], demand_target: str = "weighted_tokens",
+         violation_target: float = 0.05, delta: float = 0.1, objective: str = "cost",
          available: dict[str, int] | None = None, utilisation: float = 0.8,
          gco2_per_kwh: float | None = None, scale: float = 1.0) -> CapacityPlan:
     """Overbooking, GPU-hours saved and the hourly GPU mix for an envelope run.
@@ -279,15 +218,25 @@ def plan(result, bin_s: int, kinds: list[GPUKind], unit: str = "weighted_tokens"
     Parameters
     ----------
     result : :class:`analytics.envelope.pipeline.EnvelopeResult` (its base model's forecasts are used)
+    bin_s : bin width (s)
     kinds : GPU kinds to consider; for a token target a kind needs ``ref_tok_s``
-    unit : ``weighted_tokens`` (GPUs = tokens per bin / (ref_tok_s x bin_s)) or
-        ``gpu_seconds`` (the trace's own GPUs: one GPU gives bin_s GPU-seconds per bin)
+    demand_target : what the envelope counts: ``weighted_tokens`` (GPUs = tokens per bin /
+        (ref_tok_s x bin_s)) or ``gpu_seconds`` (the trace's own GPUs: one GPU gives bin_s
+        GPU-seconds per bin)
+    violation_target, delta : tolerated bin-level violation rate and Learn-then-Test failure
+        probability (see :func:`choose_factor`)
+    objective : GPU mix objective, one of :data:`analytics.decisions.mix.OBJECTIVES`
     available : most GPUs per kind name
     utilisation : GPU utilisation for the power model (idle + (TDP - idle) x utilisation)
+    gco2_per_kwh : carbon intensity for the carbon objective
     scale : traffic multiplier applied to capacity and peak before converting to GPUs (a
         scenario input: a public trace is one tenant's sample; BurstGPT's README suggests
         scaling its request rate to the system under study). Violations and shortfall
         fractions do not depend on it.
+
+    Raises
+    ------
+    ValueError : from the GPU mix (uncoverable demand, a missing price or intensity)
     """
     s = result.series
     base = result.params.base_model
@@ -296,12 +245,13 @@ def plan(result, bin_s: int, kinds: list[GPUKind], unit: str = "weighted_tokens"
     cal, test = np.flatnonzero(part == "calibration"), np.flatnonzero(part == "test")
     fit = np.flatnonzero((part == "fit") & np.isfinite(yhat))
     init = (y - yhat)[fit][-len(cal):]
-    ob = overbook(s["ts"], y, yhat, cal, test, init, result.params.alpha, target_violation, delta)
+    ob = overbook(s["ts"], y, yhat, cal, test, init, result.params.alpha, violation_target,
+                  delta)
     cap_test = ob.frame.loc[ob.frame["part"] == "test", "capacity"].to_numpy() * scale
     peak = float(y[np.concatenate([fit, cal])].max()) * scale  # known before the test window
 
     excluded = {}
-    if unit == "gpu_seconds":
+    if demand_target == "gpu_seconds":
         usable = [GPUKind("trace GPUs", 0, 0, None, None, None, ())]
         per_gpu = np.array([float(bin_s)])
     else:
@@ -312,42 +262,25 @@ def plan(result, bin_s: int, kinds: list[GPUKind], unit: str = "weighted_tokens"
             for k, r in zip(usable, per_gpu, strict=True)]
 
     mix = pd.DataFrame()
-    if unit != "gpu_seconds" and usable:
-        if objective == "cost":
-            excluded.update({k.name: "no price" for k in usable if k.price_usd_per_h is None})
-            usable_mix = [k for k in usable if k.price_usd_per_h is not None]
-        else:
-            usable_mix = usable
-        if usable_mix:
-            r = np.array([k.ref_tok_s * bin_s for k in usable_mix])
-            w = kind_weights(usable_mix, objective, utilisation, gco2_per_kwh)
-            ts_test = pd.to_datetime(ob.frame.loc[ob.frame["part"] == "test", "ts"])
-            hourly = pd.Series(cap_test, index=ts_test).resample("1h").max()
-            avail = None if not available else np.array(
-                [available.get(k.name, np.inf) for k in usable_mix], float)
-            counts = allocate(hourly.to_numpy(), r, w, avail)
-            mix = pd.DataFrame(counts, columns=[k.name for k in usable_mix])
-            mix.insert(0, "hour", hourly.index)
-            mix.insert(1, "capacity", hourly.to_numpy())
-            prices = np.array([k.price_usd_per_h or np.nan for k in usable_mix])
-            watts = kind_weights(usable_mix, "power", utilisation)
-            mix["cost_usd"] = counts @ np.nan_to_num(prices)
-            mix["power_kw"] = counts @ watts / 1000
-            if gco2_per_kwh is not None:
-                mix["kgco2"] = mix["power_kw"] * gco2_per_kwh / 1000
+    if demand_target != "gpu_seconds" and usable:
+        ts_test = ob.frame.loc[ob.frame["part"] == "test", "ts"]
+        mix, left_out = hourly_mix(cap_test, ts_test, usable, bin_s, objective, available,
+                                   utilisation, gco2_per_kwh)
+        excluded.update(left_out)
     return CapacityPlan(ob, pd.DataFrame(rows), mix, excluded,
-                        "GPU-seconds" if unit == "gpu_seconds" else "weighted tokens", scale)
+                        "GPU-seconds" if demand_target == "gpu_seconds" else "weighted tokens",
+                        scale)
 
 
 def to_json(p: CapacityPlan) -> dict:
     """The CLI document (DESIGN.md): factor, test violation rate, shortfall, GPUs per kind."""
     ob = p.overbooking
-    gpus = {r.kind: {"envelope_gpu_h": r.envelope_gpu_h, "peak_gpu_h": r.peak_gpu_h,
-                     "saved_gpu_h": r.saved_gpu_h, "saved_fraction": r.saved_fraction}
-            for r in p.gpu_hours.itertuples()}
+    gpu_hours = {r.kind: {"envelope_gpu_h": r.envelope_gpu_h, "peak_gpu_h": r.peak_gpu_h,
+                          "saved_gpu_h": r.saved_gpu_h, "saved_fraction": r.saved_fraction}
+                 for r in p.gpu_hours.itertuples()}
     out = {
         "overbooking_factor": ob.factor,
-        "target_violation": ob.target,
+        "target_violation": ob.violation_target,
         "delta": ob.delta,
         "slo_violation_rate": ob.test["violation_rate"],
         "violations": ob.test["violations"],
@@ -357,7 +290,7 @@ def to_json(p: CapacityPlan) -> dict:
         "calibration_violation_rate": ob.calibration["violation_rate"],
         "unit": p.unit,
         "scale": p.scale,
-        "gpus": gpus,
+        "gpus": gpu_hours,
         "excluded_kinds": p.excluded,
     }
     if not p.mix.empty:

@@ -9,12 +9,8 @@ Site model, per hour ``h`` and site ``s``:
 * IT energy of serving ``x`` demand units: ``E_IT = x * e`` kWh, with ``e`` the energy per unit
   of the chosen GPU kind: ``(idle + (TDP - idle) * u) / throughput`` J per token (or
   ``power * 1 s`` per GPU-second) divided by 3.6e6.
-* Facility energy ``E = E_IT * PUE_s(h)``, ``PUE = 1 + 1 / COP(T)`` with the chiller model
-  ``COP(T) = max(1, COP_BASE - COP_K * (T - T_NOMINAL))`` on the outside dry-bulb temperature,
-  parameters from SustainDC's ``dc_config.json`` ``hvac_configuration`` (CHILLER_COP_BASE 5.0,
-  CHILLER_COP_K 0.1, CHILLER_COP_T_NOMINAL 25 degC; Naug et al., SustainDC, NeurIPS 2024 D&B).
-  Pump and cooling-tower fan terms of SustainDC are not included: their per-unit flows cannot
-  be scaled to a GPU site from the config alone. A site without weather uses ``T_NOMINAL``.
+* Facility energy ``E = E_IT * PUE_s(h)``, ``PUE = 1 + 1 / COP(T)`` with SustainDC's chiller
+  model (:mod:`analytics.decisions.sites`, which also builds the sites from the store).
 * Emissions ``tCO2e = E[kWh] * CI[gCO2/kWh] / 1e6``; cost ``= E[kWh] * price[USD/MWh] / 1000``.
 
 Dispatch LP (``scipy.optimize.linprog``, HiGHS): minimise total tCO2e over all hours subject to
@@ -22,9 +18,8 @@ Dispatch LP (``scipy.optimize.linprog``, HiGHS): minimise total tCO2e over all h
 ``x[s,h] <= max_share_s * D[h]``, over the allowed sites. Baselines: everything at the home site,
 and a split proportional to site capacity.
 
-Time alignment: carbon, weather and price years rarely match the trace's; an hour of the trace
-takes the values of the same day-of-year and hour in the site-data year, plus an optional offset
-in days.
+Every function here is pure except :func:`plan_dispatch`, which reads the sites from the store
+through :func:`analytics.decisions.sites.build_sites`.
 """
 
 from __future__ import annotations
@@ -35,46 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linprog
 
-#: SustainDC dc_config.json, hvac_configuration (HewlettPackard/dc-rl).
-COP_BASE, COP_K, COP_T_NOMINAL = 5.0, 0.1, 25.0
-
-#: SustainDC carbon site (balancing authority) -> EnergyPlus weather file stem of a city in it,
-#: following the location pairs SustainDC ships (CA-San Jose, TX-Dallas, NY, VA, WA, AZ, GA, IL).
-WEATHER_FOR_SITE = {
-    "CISO": "USA_CA_San.Jose-Mineta", "CA": "USA_CA_San.Jose-Mineta",
-    "ERCO": "USA_TX_Dallas-Fort.Worth", "TX": "USA_TX_Dallas-Fort.Worth",
-    "NYIS": "USA_NY_New.York-Kennedy", "NY": "USA_NY_New.York-Kennedy",
-    "PJM": "USA_VA_Leesburg.Exec", "VA": "USA_VA_Leesburg.Exec",
-    "BPAT": "USA_WA_Seattle-Tacoma", "WA": "USA_WA_Seattle-Tacoma",
-    "WAAT": "USA_WA_Port.Angeles-Fairchild",
-    "AZPS": "USA_AZ_Phoenix-Sky.Harbor", "AZ": "USA_AZ_Phoenix-Sky.Harbor",
-    "SOCO": "USA_GA_Atlanta-Hartsfield-Jackson", "GA": "USA_GA_Atlanta-Hartsfield-Jackson",
-    "MISO": "USA_IL_Chicago.OHare", "IL": "USA_IL_Chicago.OHare",
-}
-
-
-#: SustainDC balancing authority -> Green-DCC price zone covering it (prices are per zone).
-PRICE_FOR_SITE = {"CISO": "US-CAL-CISO", "CA": "US-CAL-CISO", "ERCO": "US-TEX-ERCO",
-                  "TX": "US-TEX-ERCO", "PJM": "US-MIDA-PJM", "VA": "US-MIDA-PJM",
-                  "NYIS": "US-NY-NYIS", "NY": "US-NY-NYIS"}
-
-
-def cop(temp_c: np.ndarray) -> np.ndarray:
-    """Chiller coefficient of performance at outside temperature (SustainDC linear model).
-
-    >>> cop(np.array([25.0, 35.0, 5.0])).tolist()
-    [5.0, 4.0, 7.0]
-    """
-    return np.maximum(1.0, COP_BASE - COP_K * (np.asarray(temp_c, float) - COP_T_NOMINAL))
-
-
-def pue(temp_c: np.ndarray) -> np.ndarray:
-    """Power usage effectiveness ``1 + 1/COP(T)`` (chiller only, see module doc).
-
-    >>> pue(np.array([25.0])).tolist()
-    [1.2]
-    """
-    return 1.0 + 1.0 / cop(temp_c)
+from analytics.decisions.sites import COP_T_NOMINAL, Site, build_sites
+from analytics.hardware.power import gpu_power_w
 
 
 def tco2e(energy_kwh, gco2_per_kwh) -> float:
@@ -84,49 +41,6 @@ def tco2e(energy_kwh, gco2_per_kwh) -> float:
     0.6
     """
     return float(np.sum(np.asarray(energy_kwh, float) * np.asarray(gco2_per_kwh, float)) / 1e6)
-
-
-def align_hours(hours: pd.DatetimeIndex, year: int, offset_days: int = 0) -> pd.DatetimeIndex:
-    """Map trace hours onto ``year`` by day-of-year and hour (+ ``offset_days``).
-
-    Day 366 of a leap year maps to day 365 of a common year.
-
-    >>> align_hours(pd.DatetimeIndex(["2023-01-02 05:00"]), 2022, 1)[0]
-    Timestamp('2022-01-03 05:00:00')
-    """
-    doy = hours.day_of_year.to_numpy() - 1 + offset_days
-    days_in_year = 366 if pd.Timestamp(year=year, month=12, day=31).day_of_year == 366 else 365
-    doy = np.mod(doy, days_in_year)
-    base = pd.Timestamp(year=year, month=1, day=1)
-    return pd.DatetimeIndex(base + pd.to_timedelta(doy, unit="D")
-                            + pd.to_timedelta(hours.hour.to_numpy(), unit="h"))
-
-
-@dataclass(frozen=True)
-class Site:
-    """A site: hourly carbon intensity, temperature and price on the dispatch hours.
-
-    Attributes
-    ----------
-    name : site name (carbon dataset's ``site``)
-    gco2_per_kwh : ndarray (H,), carbon intensity per dispatch hour
-    temp_c : ndarray (H,) or None (then PUE at T_NOMINAL)
-    usd_per_mwh : ndarray (H,) or None (no cost reported)
-    capacity : most demand units per hour the site serves (inf = unlimited)
-    max_share : most share of each hour's demand (1 = no limit)
-    """
-
-    name: str
-    gco2_per_kwh: np.ndarray
-    temp_c: np.ndarray | None = None
-    usd_per_mwh: np.ndarray | None = None
-    capacity: float = np.inf
-    max_share: float = 1.0
-
-    def pue(self) -> np.ndarray:
-        t = self.temp_c if self.temp_c is not None else np.full(len(self.gco2_per_kwh),
-                                                               COP_T_NOMINAL)
-        return pue(np.where(np.isnan(t), COP_T_NOMINAL, t))
 
 
 @dataclass
@@ -245,66 +159,21 @@ def to_json(d: Dispatch) -> dict:
     }
 
 
-BASIS_PREFERENCE = ("avg", "LCA", "direct")
-
-
-def _aligned(series: pd.DataFrame, hours: pd.DatetimeIndex, offset_days: int) -> np.ndarray:
-    """Values of an hourly site series at the trace hours, aligned by day-of-year and hour."""
-    if series.empty:
-        return np.full(len(hours), np.nan)
-    ts = pd.to_datetime(series["ts"])
-    year = int(ts.dt.year.mode().iloc[0])
-    idx = align_hours(hours, year, offset_days)
-    return series.set_index(ts)["value"].reindex(idx).to_numpy(float)
-
-
-def build_sites(con, names: list[str], hours: pd.DatetimeIndex, offset_days: int = 0,
-                basis: str | None = None, capacity: dict[str, float] | None = None,
-                max_share: dict[str, float] | None = None) -> tuple[list[Site], list[str]]:
-    """Sites from the store's carbon / weather / price series, aligned to the trace hours.
-
-    Weather: a weather series of the same site name (Green-DCC zones), else the SustainDC city
-    of :data:`WEATHER_FOR_SITE`. Prices: the same site name, else the Green-DCC zone of
-    :data:`PRICE_FOR_SITE`. Carbon basis: ``basis`` if given, else avg, LCA, direct in that
-    order of preference.
-
-    Returns the sites and notes on what each one uses. Raises KeyError for a site without
-    carbon intensity.
-    """
-    from analytics import store
-
-    cat = store.site_catalog(con)
-    sites, notes = [], []
-    for name in names:
-        carbon = cat[(cat["tbl"] == "carbon_intensity") & (cat["site"] == name)]
-        if carbon.empty:
-            raise KeyError(f"no carbon intensity for site {name!r}; ingest its carbon file")
-        bases = carbon["basis"].tolist()
-        use = basis if basis in bases else next(b for b in BASIS_PREFERENCE + tuple(bases)
-                                                if b in bases)
-        ci = _aligned(store.site_hourly(con, "carbon_intensity", name, use), hours, offset_days)
-        w_name = name if ((cat["tbl"] == "weather") & (cat["site"] == name)).any() \
-            else WEATHER_FOR_SITE.get(name)
-        temp = None
-        if w_name is not None and ((cat["tbl"] == "weather") & (cat["site"] == w_name)).any():
-            temp = _aligned(store.site_hourly(con, "weather", w_name), hours, offset_days)
-            notes.append(f"{name}: carbon basis {use}, weather from {w_name}")
-        else:
-            notes.append(f"{name}: carbon basis {use}, no weather")
-        price = None
-        p_name = name if ((cat["tbl"] == "prices") & (cat["site"] == name)).any() \
-            else PRICE_FOR_SITE.get(name)
-        if p_name is not None and ((cat["tbl"] == "prices") & (cat["site"] == p_name)).any():
-            price = _aligned(store.site_hourly(con, "prices", p_name), hours, offset_days)
-            notes.append(f"{name}: prices from {p_name}")
-        sites.append(Site(name, ci, temp, price, (capacity or {}).get(name, np.inf),
-                          (max_share or {}).get(name, 1.0)))
-    return sites, notes
-
-
 def envelope_hourly_demand(result, method: str = "rolling", scale: float = 1.0
                            ) -> tuple[pd.DatetimeIndex, np.ndarray]:
-    """Hourly demand to dispatch: the test window's envelope upper bound summed per hour."""
+    """Hourly demand to dispatch: the test window's envelope upper bound summed per hour.
+
+    Parameters
+    ----------
+    result : :class:`analytics.envelope.pipeline.EnvelopeResult`
+    method : interval method whose ``<method>_hi`` column is used
+    scale : traffic multiplier (scenario input)
+
+    Returns
+    -------
+    hours : DatetimeIndex (H,)
+    demand : ndarray (H,), demand units per hour (an infinite bound carries the observed demand)
+    """
     test = result.test
     hi = test[f"{method}_hi"].replace([np.inf, -np.inf], np.nan)
     hi = hi.fillna(test["y"])  # an infinite ACI bound carries the observed demand instead
@@ -312,29 +181,35 @@ def envelope_hourly_demand(result, method: str = "rolling", scale: float = 1.0
     return s.index, s.to_numpy()
 
 
-def kwh_per_unit(kind, unit: str, utilisation: float = 0.8) -> float:
+def kwh_per_unit(kind, demand_target: str, utilisation: float = 0.8) -> float:
     """IT energy (kWh) per demand unit for a GPU kind: per token (``weighted_tokens``) or per
-    GPU-second (``gpu_seconds``). Power = idle + (TDP - idle) x utilisation (TDP when no
-    measured idle). Raises ValueError when a token target meets a kind without throughput."""
-    idle = kind.idle_w if kind.idle_w is not None else kind.tdp_w
-    watts = idle + (kind.tdp_w - idle) * utilisation
-    if unit == "gpu_seconds":
+    GPU-second (``gpu_seconds``). Power = :func:`analytics.hardware.power.gpu_power_w`
+    (idle + (TDP - idle) x utilisation, TDP when no measured idle). Raises ValueError when a
+    token target meets a kind without throughput."""
+    watts = gpu_power_w(kind.idle_w, kind.tdp_w, utilisation)
+    if demand_target == "gpu_seconds":
         return watts / 3.6e6
     if not kind.ref_tok_s:
         raise ValueError(f"{kind.name} has no reference throughput; pick another GPU kind")
     return watts / kind.ref_tok_s / 3.6e6
 
 
-def plan_dispatch(con, result, site_names: list[str], kind, unit: str = "weighted_tokens",
+def plan_dispatch(con, result, site_names: list[str], kind,
+                  demand_target: str = "weighted_tokens",
                   scale: float = 1.0, utilisation: float = 0.8, method: str = "rolling",
                   offset_days: int = 0, basis: str | None = None, home: str | None = None,
                   capacity: dict[str, float] | None = None,
                   max_share: dict[str, float] | None = None) -> tuple[Dispatch, list[str]]:
     """Envelope -> hourly demand -> sites from the store -> carbon-aware dispatch.
 
+    Reads the store (sites); the rest is pure. ``demand_target`` is what the envelope counts
+    (``weighted_tokens`` or ``gpu_seconds``), ``scale`` a traffic multiplier, ``method`` the
+    interval method whose upper bound is dispatched.
+
     Returns the dispatch and the notes on what each site uses (basis, weather, prices).
+    Raises ValueError (infeasible limits, missing throughput) and KeyError (unknown site).
     """
     hours, demand = envelope_hourly_demand(result, method, scale)
     sites, notes = build_sites(con, site_names, hours, offset_days, basis, capacity, max_share)
-    d = dispatch(hours, demand, sites, kwh_per_unit(kind, unit, utilisation), home)
+    d = dispatch(hours, demand, sites, kwh_per_unit(kind, demand_target, utilisation), home)
     return d, notes

@@ -16,14 +16,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analytics.envelope import forecast
-from analytics.envelope import intervals as conformal
+from analytics.envelope import forecast, metrics
+from analytics.envelope.conformal_methods import split_conformal
 from analytics.envelope.grid import chronological_split
+from analytics.envelope.intervals import IntervalData, Intervals
+from analytics.envelope.mondrian import regimes, tercile_edges
+from analytics.envelope.online import online_conformal
+from analytics.envelope.registry import METHODS
+from analytics.params import check, knob
 
 
 @dataclass(frozen=True)
 class EnvelopeParams:
-    """Knobs of an envelope run.
+    """Knobs of an envelope run (each field's help, unit and bounds: :func:`analytics.params.knob`).
 
     Attributes
     ----------
@@ -37,23 +42,30 @@ class EnvelopeParams:
     baseline : model the MAE gain is measured against (the paper: daily seasonality)
     seed : random seed of the learned models and of the bootstrap
     n_boot : bootstrap resamples of the MAE gain interval
+
+    Raises
+    ------
+    ValueError : a knob outside its bounds (alpha outside (0, 1), an unknown base model, ...)
     """
 
-    alpha: float = 0.1
-    horizon: int = 1
-    split_days: tuple[int, int, int] | None = None
-    split_frac: tuple[float, float, float] | None = None
-    base_model: str = "hgb"
-    aci_gamma: float = 0.005
-    baseline: str = "seasonal_daily"
-    seed: int = 0
-    n_boot: int = 2000
+    alpha: float = knob(0.1, "miscoverage: intervals aim at 1 - alpha coverage", lo=0.0, hi=1.0,
+                        lo_open=True, hi_open=True)
+    horizon: int = knob(1, "bins ahead of the forecast", "bins", lo=1)
+    split_days: tuple[int, int, int] | None = knob(
+        None, "fit, calibration, test days (default 42/9/10 when the series is long enough)",
+        "days", cli=False)
+    split_frac: tuple[float, float, float] | None = knob(
+        None, "fit, calibration, test fractions (default 0.69/0.15/0.16)", cli=False)
+    base_model: str = knob("hgb", "point model the residual-based intervals wrap",
+                           choices=forecast.LEARNED)
+    aci_gamma: float = knob(0.005, "ACI step size (Gibbs & Candes 2021 use 0.005)", lo=0.0)
+    baseline: str = knob("seasonal_daily", "model the MAE gain is measured against (one "
+                         "that cannot forecast the test window falls back to persistence)")
+    seed: int = knob(0, "seed of the learned models and of the bootstrap")
+    n_boot: int = knob(2000, "bootstrap resamples of the MAE gain interval", lo=1)
 
     def __post_init__(self):
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if self.base_model not in forecast.LEARNED:
-            raise ValueError(f"base_model must be one of {forecast.LEARNED}")
+        check(self)
 
 
 @dataclass
@@ -75,7 +87,7 @@ class EnvelopeResult:
     by_regime : DataFrame: method, group (regime), coverage, bins
     rolling : DataFrame: ts, method, coverage (trailing day, or a quarter of a shorter test
         window)
-    alarm : dict from :func:`analytics.envelope.intervals.shift_alarm` plus its ``ts``
+    alarm : dict from :func:`analytics.envelope.metrics.shift_alarm` plus its ``ts``
     """
 
     series: pd.DataFrame
@@ -91,9 +103,99 @@ class EnvelopeResult:
     params: EnvelopeParams = field(default_factory=EnvelopeParams)
 
 
+@dataclass(frozen=True)
+class _Windows:
+    """Row positions of a run: fit rows with full features, calibration rows with full
+    features, test rows (all with full features)."""
+
+    fit: np.ndarray
+    cal: np.ndarray
+    test: np.ndarray
+
+
+def _windows(split, feats: forecast.Features, alpha: float) -> _Windows:
+    """Usable rows of each window; ValueError when a window is too short for ``alpha``."""
+    fit_rows = np.arange(split.fit.start, split.fit.stop)
+    cal = np.arange(split.calibration.start, split.calibration.stop)
+    cal = cal[feats.valid[cal]]
+    test = np.arange(split.test.start, split.test.stop)
+    if not feats.valid[test].all():
+        raise ValueError("the test window starts before the features have enough history; "
+                         "use a longer series or a larger fit fraction")
+    need = int(np.ceil(max(1 / alpha, 1 / (1 - alpha)))) + 1
+    if len(cal) < need:
+        raise ValueError(f"only {len(cal)} calibration bins with full features; alpha = "
+                         f"{alpha} needs at least {need}: use a longer series, finer bins "
+                         "or a larger alpha")
+    fit_ok = fit_rows[feats.valid[fit_rows]]
+    if len(fit_ok) < 20:
+        raise ValueError(f"only {len(fit_ok)} fit bins with full features; need at least 20")
+    return _Windows(fit_ok, cal, test)
+
+
+def _point_metrics(y: np.ndarray, preds: dict[str, np.ndarray], test: np.ndarray,
+                   per_day: int, params: EnvelopeParams) -> tuple[pd.DataFrame, dict]:
+    """WAPE / MAE / RMSE of every model that forecasts the whole test window, and the
+    block-bootstrap interval of the MAE gain of the base model over the baseline."""
+    rows = []
+    for name, p in preds.items():
+        if np.isfinite(p[test]).all():
+            rows.append({"model": name, "wape": forecast.wape(y[test], p[test]),
+                         "mae": forecast.mae(y[test], p[test]),
+                         "rmse": forecast.rmse(y[test], p[test])})
+    rng = np.random.default_rng(params.seed)
+    finite = {m for m, p in preds.items() if np.isfinite(p[test]).all()}
+    baseline = params.baseline if params.baseline in finite else "persistence"
+    gain = forecast.block_bootstrap_mae_diff(
+        y[test] - preds[baseline][test], y[test] - preds[params.base_model][test],
+        per_day, rng, params.n_boot,
+    )
+    gain.update({"baseline": baseline, "model": params.base_model})
+    return pd.DataFrame(rows), gain
+
+
+def interval_bands(data: IntervalData, params: EnvelopeParams) -> dict[str, Intervals]:
+    """Every registered interval method (:data:`analytics.envelope.registry.METHODS`, in order)
+    on one run's windows.
+
+    Raises
+    ------
+    ValueError : a method cannot be fitted (MAPIE / scikit-learn refusing a tiny or degenerate
+        grid)
+    """
+    bands = {}
+    for name, method in METHODS.items():
+        try:
+            bands[name] = method.from_params(params).predict_interval(data)
+        except ValueError as exc:
+            raise ValueError(f"the intervals cannot be fitted on this grid: {exc}") from exc
+    return bands
+
+
+def _measure(out: pd.DataFrame, bands: dict[str, Intervals], alpha: float, per_day: int
+             ) -> tuple[list[dict], list, list, list]:
+    """Clip lower bounds at 0, write ``<method>_lo`` / ``_hi`` into ``out`` and measure each
+    method: summary rows, per-hour, per-regime and rolling coverage frames."""
+    metric_rows, hourly, by_regime, rolling = [], [], [], []
+    y_test = out["y"].to_numpy()
+    window = min(per_day, max(12, len(out) // 4))
+    for m, band in bands.items():
+        lo = np.maximum(band.lower, 0.0)  # demand is never negative: coverage unchanged
+        hi = band.upper
+        out[f"{m}_lo"], out[f"{m}_hi"] = lo, hi
+        hit = metrics.covered(y_test, lo, hi)
+        metric_rows.append({"method": m, **metrics.summary(y_test, lo, hi, alpha)})
+        hourly.append(metrics.coverage_by(out["hour"].to_numpy(), hit).assign(method=m))
+        by_regime.append(metrics.coverage_by(out["regime"].to_numpy(), hit).assign(method=m))
+        rolling.append(metrics.rolling_coverage(out["ts"], hit, window).assign(method=m))
+    return metric_rows, hourly, by_regime, rolling
+
+
 def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None = None
                  ) -> EnvelopeResult:
     """Fit point models, build every interval method, and measure them on the test window.
+
+    Pure: reads nothing from the store.
 
     Parameters
     ----------
@@ -117,81 +219,26 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     part = np.empty(n, dtype=object)
     part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
     series = pd.DataFrame({"ts": ts, "y": y, "part": part, **preds})
+    rows = _windows(split, feats, params.alpha)
+    cal, test = rows.cal, rows.test
+    point_metrics, gain = _point_metrics(y, preds, test, feats.per_day, params)
 
-    cal = np.arange(split.calibration.start, split.calibration.stop)
-    cal = cal[feats.valid[cal]]
-    test = np.arange(split.test.start, split.test.stop)
-    if not feats.valid[test].all():
-        raise ValueError("the test window starts before the features have enough history; "
-                         "use a longer series or a larger fit fraction")
-    need = int(np.ceil(max(1 / params.alpha, 1 / (1 - params.alpha)))) + 1
-    if len(cal) < need:
-        raise ValueError(f"only {len(cal)} calibration bins with full features; alpha = "
-                         f"{params.alpha} needs at least {need}: use a longer series, finer bins "
-                         "or a larger alpha")
-    fit_ok = fit_rows[feats.valid[fit_rows]]
-    if len(fit_ok) < 20:
-        raise ValueError(f"only {len(fit_ok)} fit bins with full features; need at least 20")
-
-    # ---- point metrics on the test window
-    rows = []
-    for name, p in preds.items():
-        if np.isfinite(p[test]).all():
-            rows.append({"model": name, "wape": forecast.wape(y[test], p[test]),
-                         "mae": forecast.mae(y[test], p[test]),
-                         "rmse": forecast.rmse(y[test], p[test])})
-    point_metrics = pd.DataFrame(rows)
-    rng = np.random.default_rng(params.seed)
-    finite = {m for m, p in preds.items() if np.isfinite(p[test]).all()}
-    baseline = params.baseline if params.baseline in finite else "persistence"
-    gain = forecast.block_bootstrap_mae_diff(
-        y[test] - preds[baseline][test], y[test] - preds[params.base_model][test],
-        feats.per_day, rng, params.n_boot,
-    )
-    gain.update({"baseline": baseline, "model": params.base_model})
-
-    # ---- intervals on the test window
-    a = params.alpha
     X, base = feats.X, fitted[params.base_model]
     yhat = preds[params.base_model]
+    data = IntervalData(params.alpha, params.seed, base, X[rows.fit], y[rows.fit], X[cal],
+                        y[cal], yhat[cal], ts[cal], X[test], y[test], yhat[test], ts[test])
+    bands = interval_bands(data, params)
     out = pd.DataFrame({"ts": ts[test].to_numpy(), "y": y[test],
                         "hour": ts[test].dt.hour.to_numpy(), "yhat": yhat[test]})
-    try:
-        bands = {
-            "direct_quantile": conformal.direct_quantile(X[fit_ok], y[fit_ok], X[test], a,
-                                                         params.seed),
-            "split": conformal.split_conformal(base, X[cal], y[cal], X[test], a),
-            "cqr": conformal.cqr(X[fit_ok], y[fit_ok], X[cal], y[cal], X[test], a, params.seed),
-        }
-    except ValueError as exc:  # MAPIE / scikit-learn refusing a tiny or degenerate grid
-        raise ValueError(f"the intervals cannot be fitted on this grid: {exc}") from exc
-    init = y[cal] - yhat[cal]
-    lo, hi, _ = conformal.online_conformal(y[test], yhat[test], init, a, 0.0)
-    bands["rolling"] = (lo, hi)
-    lo, hi, path = conformal.online_conformal(y[test], yhat[test], init, a, params.aci_gamma)
-    bands["aci"] = (lo, hi)
-    lo, hi, labels, _ = conformal.mondrian(y[cal], yhat[cal], ts[cal], yhat[test], ts[test], a)
-    bands["regime"] = (lo, hi)
-    out["regime"] = labels
-    out["aci_alpha"] = path
-
-    metric_rows, hourly, by_regime, rolling = [], [], [], []
-    day = feats.per_day
-    for m, (lo, hi) in bands.items():
-        lo = np.maximum(lo, 0.0)  # demand is never negative: coverage unchanged, width honest
-        out[f"{m}_lo"], out[f"{m}_hi"] = lo, hi
-        hit = conformal.covered(y[test], lo, hi)
-        metric_rows.append({"method": m, "coverage": float(hit.mean()),
-                            "mean_width": conformal.mean_width(lo, hi),
-                            "infinite_bins": conformal.infinite_bins(lo, hi),
-                            "winkler": conformal.winkler_score(y[test], lo, hi, a)})
-        hourly.append(conformal.coverage_by(out["hour"].to_numpy(), hit).assign(method=m))
-        by_regime.append(conformal.coverage_by(labels, hit).assign(method=m))
-        rc = conformal.rolling_coverage(out["ts"], hit, min(day, max(12, len(test) // 4)))
-        rolling.append(rc.assign(method=m))
+    out["regime"] = regimes(ts[test], yhat[test], tercile_edges(yhat[cal]))
+    for m, band in bands.items():  # per-bin extras, e.g. ACI's alpha_t path -> aci_alpha
+        for key, value in band.extras.items():
+            if isinstance(value, np.ndarray) and value.shape == (len(test),):
+                out[f"{m}_{key}"] = value
+    metric_rows, hourly, by_regime, rolling = _measure(out, bands, params.alpha, feats.per_day)
 
     stream = np.concatenate([cal, test])
-    alarm = conformal.shift_alarm(base, X[stream], y[stream], seed=params.seed)
+    alarm = metrics.shift_alarm(base, X[stream], y[stream], seed=params.seed)
     alarm["ts"] = ts[stream].to_numpy()
     alarm["test_start"] = int(len(cal))
 
@@ -290,18 +337,18 @@ def cold_start(source: pd.DataFrame, target: pd.DataFrame, bin_s: int,
         yt_n = y_t / t_scale
         yhat_ev = model.predict(ft.X[ev])
         bands = {
-            "source_calibrated": conformal.split_conformal(
+            "source_calibrated": split_conformal(
                 model, fs.X[src_cal], y_s[src_cal] / s_scale, ft.X[ev], params.alpha),
-            "split": conformal.split_conformal(model, ft.X[cal], yt_n[cal], ft.X[ev],
+            "split": split_conformal(model, ft.X[cal], yt_n[cal], ft.X[ev],
                                                params.alpha),
         }
         init = yt_n[cal] - model.predict(ft.X[cal])
-        lo, hi, _ = conformal.online_conformal(yt_n[ev], yhat_ev, init, params.alpha,
+        lo, hi, _ = online_conformal(yt_n[ev], yhat_ev, init, params.alpha,
                                                params.aci_gamma)
         bands["aci"] = (lo, hi)
         for method, (lo, hi) in bands.items():
             rows.append({"k_hours": k, "method": method,
-                         "coverage": conformal.coverage(yt_n[ev], lo, hi),
-                         "mean_width": conformal.mean_width(lo, hi) * t_scale,
+                         "coverage": metrics.coverage(yt_n[ev], lo, hi),
+                         "mean_width": metrics.mean_width(lo, hi) * t_scale,
                          "n_calibration": int(len(cal)), "n_eval": int(len(ev))})
     return pd.DataFrame(rows)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from analytics import store
 from analytics.config import GPU_CATALOG
-from analytics.decisions import capacity, dispatch
+from analytics.decisions import capacity, dispatch, sites
 from analytics.envelope import pipeline
 from analytics.services import demand
 
@@ -142,6 +142,6 @@ def site_catalog(con) -> pd.DataFrame:
 def pue_curve(t_min_c: float = -10.0, t_max_c: float = 45.0, n: int = 56
               ) -> tuple[np.ndarray, np.ndarray]:
     """Outdoor temperatures (degC, shape (n,)) and the PUE the dispatch model gives them
-    (SustainDC chiller COP model, :func:`analytics.decisions.dispatch.pue`)."""
+    (SustainDC chiller COP model, :func:`analytics.decisions.sites.pue`)."""
     t = np.linspace(t_min_c, t_max_c, n)
-    return t, dispatch.pue(t)
+    return t, sites.pue(t)

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from conftest import shared
 
-from analytics.decisions import dispatch
+from analytics.config import GPU_CATALOG
+from analytics.decisions import dispatch, sites
 
 
 def test_tco2e_by_hand():
@@ -20,22 +21,22 @@ def test_tco2e_by_hand():
 def test_cop_and_pue_from_sustaindc_config():
     cfg = json.loads(shared("sustaindc_dcrl/dc_config/dc_config.json").read_text())
     hvac = cfg["hvac_configuration"]
-    assert (dispatch.COP_BASE, dispatch.COP_K, dispatch.COP_T_NOMINAL) == (
+    assert (sites.COP_BASE, sites.COP_K, sites.COP_T_NOMINAL) == (
         hvac["CHILLER_COP_BASE"], hvac["CHILLER_COP_K"], hvac["CHILLER_COP_T_NOMINAL"])
-    assert dispatch.pue(np.array([25.0]))[0] == pytest.approx(1.2)
-    assert dispatch.pue(np.array([35.0]))[0] == pytest.approx(1.25)
-    assert dispatch.cop(np.array([100.0]))[0] == 1.0  # floor
+    assert sites.pue(np.array([25.0]))[0] == pytest.approx(1.2)
+    assert sites.pue(np.array([35.0]))[0] == pytest.approx(1.25)
+    assert sites.cop(np.array([100.0]))[0] == 1.0  # floor
 
 
 def test_align_hours_by_day_of_year():
     hours = pd.DatetimeIndex(["2023-01-02 00:00", "2024-12-31 23:00"])
-    out = dispatch.align_hours(hours, 2022)
+    out = sites.align_hours(hours, 2022)
     assert out[0] == pd.Timestamp("2022-01-02 00:00")
     assert out[1] == pd.Timestamp("2022-01-01 23:00")  # day 366 wraps into a 365-day year
 
 
 def _sites(ci, cap=np.inf, share=1.0):
-    return [dispatch.Site(f"s{j}", np.asarray(col, float), None, None, cap, share)
+    return [sites.Site(f"s{j}", np.asarray(col, float), None, None, cap, share)
             for j, col in enumerate(np.asarray(ci, float).T)]
 
 
@@ -44,14 +45,14 @@ def test_lp_respects_constraints_and_matches_greedy():
     hours = pd.date_range("2023-01-01", periods=24, freq="h")
     ci = rng.uniform(20, 600, size=(24, 4))
     demand = rng.uniform(100, 1000, 24)
-    sites = _sites(ci, cap=400.0, share=0.5)
-    d = dispatch.dispatch(hours, demand, sites, kwh_per_unit=1.0)
+    site_list = _sites(ci, cap=400.0, share=0.5)
+    d = dispatch.dispatch(hours, demand, site_list, kwh_per_unit=1.0)
     aware = d.shares[d.shares["policy"] == "carbon_aware"].pivot(index="hour", columns="site",
                                                                  values="units").to_numpy()
     np.testing.assert_allclose(aware.sum(axis=1), demand, rtol=1e-9)
     assert (aware <= 400.0 + 1e-6).all() and (aware <= 0.5 * demand[:, None] + 1e-6).all()
     # greedy (cheapest gCO2 per unit first, up to each bound) is optimal for this LP
-    pue = dispatch.pue(np.full(24, dispatch.COP_T_NOMINAL))
+    pue = sites.pue(np.full(24, sites.COP_T_NOMINAL))
     want = 0.0
     for h in range(24):
         left = demand[h]
@@ -64,6 +65,15 @@ def test_lp_respects_constraints_and_matches_greedy():
     assert t["carbon_aware"] <= t["home"] and t["carbon_aware"] <= t["proportional"]
     it = d.totals.set_index("policy")["it_mwh"]
     assert it.nunique() == 1 or np.ptp(it.to_numpy()) < 1e-9  # same energy served
+
+
+def test_energy_per_unit_uses_the_one_power_formula():
+    h100 = next(k for k in GPU_CATALOG if k.name == "H100-80GB")
+    idle = h100.idle_w if h100.idle_w is not None else h100.tdp_w  # no idle source: TDP
+    watts = idle + (h100.tdp_w - idle) * 0.8
+    assert dispatch.kwh_per_unit(h100, "gpu_seconds", 0.8) == pytest.approx(watts / 3.6e6)
+    assert dispatch.kwh_per_unit(h100, "weighted_tokens", 0.8) == pytest.approx(
+        watts / h100.ref_tok_s / 3.6e6)
 
 
 def test_infeasible_limits_are_refused():

@@ -48,13 +48,33 @@ def test_paper_claims_hold_on_real_week(result):
     assert gain["lo"] > 0  # hgb beats daily seasonality with 95% confidence on this week
 
 
-def test_pinned_values(result):
+def test_point_mae_and_split_band_derived_from_the_data(result, week_grid):
+    """Derived, not pinned: persistence's MAE is the mean |y[t] - y[t-1]| over the test bins,
+    and the split band is yhat +- the ceil((1 - alpha)(n + 1))-th smallest absolute
+    calibration residual (Lei et al. 2018, split conformal), lower bound clipped at 0."""
+    y = week_grid["target"].to_numpy(float)
+    s = result.series
+    test = np.flatnonzero(s["part"] == "test")
     doc = envelope.to_json(result)
-    # deterministic given the seed; tolerances absorb library version drift
+    assert doc["point"]["persistence"]["mae"] == pytest.approx(
+        np.mean(np.abs(y[test] - y[test - 1])), rel=1e-12)
+    cal = np.flatnonzero(s["part"] == "calibration")
+    residuals = np.sort(np.abs(y[cal] - s["hgb"].to_numpy()[cal]))
+    q = residuals[int(np.ceil(0.9 * (len(cal) + 1))) - 1]
+    yhat = result.test["yhat"].to_numpy()
+    np.testing.assert_allclose(result.test["split_hi"], yhat + q, rtol=1e-9)
+    np.testing.assert_allclose(result.test["split_lo"], np.maximum(yhat - q, 0.0), rtol=1e-9)
+
+
+def test_snapshot_online_coverage(result):
+    """Regression pin, not a derivation: rolling 0.8947 (289 of 323 test bins) and ACI 0.9040
+    (292 of 323) were recorded from ``run_envelope`` at seed 0 on this week (README, "Demand
+    envelopes and coverage"). The derived promise is checked in
+    ``test_paper_claims_hold_on_real_week``; this pin catches silent changes, with 0.01 (about 3
+    bins) of tolerance for library version drift."""
+    doc = envelope.to_json(result)
     assert doc["intervals"]["rolling"]["coverage"] == pytest.approx(0.8947, abs=0.01)
     assert doc["intervals"]["aci"]["coverage"] == pytest.approx(0.9040, abs=0.01)
-    assert doc["intervals"]["split"]["mean_width"] == pytest.approx(16005, rel=0.1)  # lo >= 0
-    assert doc["point"]["persistence"]["mae"] == pytest.approx(4902.06, abs=0.01)
 
 
 def test_wider_alpha_gives_narrower_bands(result, week_grid):

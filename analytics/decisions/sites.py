@@ -1,0 +1,175 @@
+"""Dispatch sites: hourly carbon intensity, outside temperature (-> PUE) and price per site,
+aligned to the trace's hours.
+
+Owns the :class:`Site` record, the chiller PUE model and :func:`build_sites`, which reads the
+store's carbon / weather / price series (the one store reader of the decisions package).
+
+Cooling model: facility energy ``E = E_IT * PUE_s(h)``, ``PUE = 1 + 1 / COP(T)`` with the
+chiller model ``COP(T) = max(1, COP_BASE - COP_K * (T - T_NOMINAL))`` on the outside dry-bulb
+temperature, parameters from SustainDC's ``dc_config.json`` ``hvac_configuration``
+(CHILLER_COP_BASE 5.0, CHILLER_COP_K 0.1, CHILLER_COP_T_NOMINAL 25 degC; Naug et al., SustainDC,
+NeurIPS 2024 D&B). Pump and cooling-tower fan terms of SustainDC are not included: their
+per-unit flows cannot be scaled to a GPU site from the config alone. A site without weather uses
+``T_NOMINAL``.
+
+Time alignment: carbon, weather and price years rarely match the trace's; an hour of the trace
+takes the values of the same day-of-year and hour in the site-data year, plus an optional offset
+in days.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analytics import store
+
+#: SustainDC dc_config.json, hvac_configuration (HewlettPackard/dc-rl).
+COP_BASE, COP_K, COP_T_NOMINAL = 5.0, 0.1, 25.0
+
+#: SustainDC carbon site (balancing authority) -> EnergyPlus weather file stem of a city in it,
+#: following the location pairs SustainDC ships (CA-San Jose, TX-Dallas, NY, VA, WA, AZ, GA, IL).
+WEATHER_FOR_SITE = {
+    "CISO": "USA_CA_San.Jose-Mineta", "CA": "USA_CA_San.Jose-Mineta",
+    "ERCO": "USA_TX_Dallas-Fort.Worth", "TX": "USA_TX_Dallas-Fort.Worth",
+    "NYIS": "USA_NY_New.York-Kennedy", "NY": "USA_NY_New.York-Kennedy",
+    "PJM": "USA_VA_Leesburg.Exec", "VA": "USA_VA_Leesburg.Exec",
+    "BPAT": "USA_WA_Seattle-Tacoma", "WA": "USA_WA_Seattle-Tacoma",
+    "WAAT": "USA_WA_Port.Angeles-Fairchild",
+    "AZPS": "USA_AZ_Phoenix-Sky.Harbor", "AZ": "USA_AZ_Phoenix-Sky.Harbor",
+    "SOCO": "USA_GA_Atlanta-Hartsfield-Jackson", "GA": "USA_GA_Atlanta-Hartsfield-Jackson",
+    "MISO": "USA_IL_Chicago.OHare", "IL": "USA_IL_Chicago.OHare",
+}
+
+
+#: SustainDC balancing authority -> Green-DCC price zone covering it (prices are per zone).
+PRICE_FOR_SITE = {"CISO": "US-CAL-CISO", "CA": "US-CAL-CISO", "ERCO": "US-TEX-ERCO",
+                  "TX": "US-TEX-ERCO", "PJM": "US-MIDA-PJM", "VA": "US-MIDA-PJM",
+                  "NYIS": "US-NY-NYIS", "NY": "US-NY-NYIS"}
+
+
+def cop(temp_c: np.ndarray) -> np.ndarray:
+    """Chiller coefficient of performance at outside temperature (SustainDC linear model).
+
+    >>> cop(np.array([25.0, 35.0, 5.0])).tolist()
+    [5.0, 4.0, 7.0]
+    """
+    return np.maximum(1.0, COP_BASE - COP_K * (np.asarray(temp_c, float) - COP_T_NOMINAL))
+
+
+def pue(temp_c: np.ndarray) -> np.ndarray:
+    """Power usage effectiveness ``1 + 1/COP(T)`` (chiller only, see module doc).
+
+    >>> pue(np.array([25.0])).tolist()
+    [1.2]
+    """
+    return 1.0 + 1.0 / cop(temp_c)
+
+
+def align_hours(hours: pd.DatetimeIndex, year: int, offset_days: int = 0) -> pd.DatetimeIndex:
+    """Map trace hours onto ``year`` by day-of-year and hour (+ ``offset_days``).
+
+    Day 366 of a leap year maps to day 365 of a common year.
+
+    >>> align_hours(pd.DatetimeIndex(["2023-01-02 05:00"]), 2022, 1)[0]
+    Timestamp('2022-01-03 05:00:00')
+    """
+    doy = hours.day_of_year.to_numpy() - 1 + offset_days
+    days_in_year = 366 if pd.Timestamp(year=year, month=12, day=31).day_of_year == 366 else 365
+    doy = np.mod(doy, days_in_year)
+    base = pd.Timestamp(year=year, month=1, day=1)
+    return pd.DatetimeIndex(base + pd.to_timedelta(doy, unit="D")
+                            + pd.to_timedelta(hours.hour.to_numpy(), unit="h"))
+
+
+@dataclass(frozen=True)
+class Site:
+    """A site: hourly carbon intensity, temperature and price on the dispatch hours.
+
+    Attributes
+    ----------
+    name : site name (carbon dataset's ``site``)
+    gco2_per_kwh : ndarray (H,), carbon intensity per dispatch hour
+    temp_c : ndarray (H,) or None (then PUE at T_NOMINAL)
+    usd_per_mwh : ndarray (H,) or None (no cost reported)
+    capacity : most demand units per hour the site serves (inf = unlimited)
+    max_share : most share of each hour's demand (1 = no limit)
+    """
+
+    name: str
+    gco2_per_kwh: np.ndarray
+    temp_c: np.ndarray | None = None
+    usd_per_mwh: np.ndarray | None = None
+    capacity: float = np.inf
+    max_share: float = 1.0
+
+    def pue(self) -> np.ndarray:
+        """PUE per dispatch hour, ndarray (H,); hours without a temperature use T_NOMINAL."""
+        t = self.temp_c if self.temp_c is not None else np.full(len(self.gco2_per_kwh),
+                                                               COP_T_NOMINAL)
+        return pue(np.where(np.isnan(t), COP_T_NOMINAL, t))
+
+
+BASIS_PREFERENCE = ("avg", "LCA", "direct")
+
+
+def _aligned(series: pd.DataFrame, hours: pd.DatetimeIndex, offset_days: int) -> np.ndarray:
+    """Values of an hourly site series at the trace hours, aligned by day-of-year and hour."""
+    if series.empty:
+        return np.full(len(hours), np.nan)
+    ts = pd.to_datetime(series["ts"])
+    year = int(ts.dt.year.mode().iloc[0])
+    idx = align_hours(hours, year, offset_days)
+    return series.set_index(ts)["value"].reindex(idx).to_numpy(float)
+
+
+def build_sites(con, names: list[str], hours: pd.DatetimeIndex, offset_days: int = 0,
+                basis: str | None = None, capacity: dict[str, float] | None = None,
+                max_share: dict[str, float] | None = None) -> tuple[list[Site], list[str]]:
+    """Sites from the store's carbon / weather / price series, aligned to the trace hours.
+
+    Weather: a weather series of the same site name (Green-DCC zones), else the SustainDC city
+    of :data:`WEATHER_FOR_SITE`. Prices: the same site name, else the Green-DCC zone of
+    :data:`PRICE_FOR_SITE`. Carbon basis: ``basis`` if given, else avg, LCA, direct in that
+    order of preference.
+
+    Parameters
+    ----------
+    con : store connection (read only)
+    names : carbon site names (balancing authorities or Green-DCC zones)
+    hours : DatetimeIndex (H,), trace hours to align to
+    offset_days : days added to the day-of-year alignment
+    capacity, max_share : per-site limits (default unlimited)
+
+    Returns the sites (arrays of shape (H,)) and notes on what each one uses. Raises KeyError
+    for a site without carbon intensity.
+    """
+    cat = store.site_catalog(con)
+    sites, notes = [], []
+    for name in names:
+        carbon = cat[(cat["tbl"] == "carbon_intensity") & (cat["site"] == name)]
+        if carbon.empty:
+            raise KeyError(f"no carbon intensity for site {name!r}; ingest its carbon file")
+        bases = carbon["basis"].tolist()
+        use = basis if basis in bases else next(b for b in BASIS_PREFERENCE + tuple(bases)
+                                                if b in bases)
+        ci = _aligned(store.site_hourly(con, "carbon_intensity", name, use), hours, offset_days)
+        w_name = name if ((cat["tbl"] == "weather") & (cat["site"] == name)).any() \
+            else WEATHER_FOR_SITE.get(name)
+        temp = None
+        if w_name is not None and ((cat["tbl"] == "weather") & (cat["site"] == w_name)).any():
+            temp = _aligned(store.site_hourly(con, "weather", w_name), hours, offset_days)
+            notes.append(f"{name}: carbon basis {use}, weather from {w_name}")
+        else:
+            notes.append(f"{name}: carbon basis {use}, no weather")
+        price = None
+        p_name = name if ((cat["tbl"] == "prices") & (cat["site"] == name)).any() \
+            else PRICE_FOR_SITE.get(name)
+        if p_name is not None and ((cat["tbl"] == "prices") & (cat["site"] == p_name)).any():
+            price = _aligned(store.site_hourly(con, "prices", p_name), hours, offset_days)
+            notes.append(f"{name}: prices from {p_name}")
+        sites.append(Site(name, ci, temp, price, (capacity or {}).get(name, np.inf),
+                          (max_share or {}).get(name, 1.0)))
+    return sites, notes

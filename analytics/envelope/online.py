@@ -1,0 +1,119 @@
+"""Online conformal intervals: rolling conformal and adaptive conformal inference (ACI).
+
+Owns headroom's own vectorised loop :func:`online_conformal` and the two registered methods
+built on it, :class:`RollingConformal` and :class:`ACI`. Their quantiles follow MAPIE's
+``TimeSeriesRegressor`` exactly (signed residuals ``y - yhat``, lower bound at level
+``alpha_t / 2`` and upper at ``1 - alpha_t / 2``, each with the finite-sample level
+``ceil(level (n + 1)) / n`` and numpy ``method="lower"``; a level above 1 gives an infinite
+bound), so on the same data they return MAPIE's intervals (tested) in far less time
+(``bench/bench_conformal.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analytics.envelope.intervals import IntervalData, IntervalMethod, Intervals
+
+
+def _signed_bounds(sorted_scores: np.ndarray, alpha_t: float) -> tuple[float, float]:
+    """MAPIE's asymmetric conformal offsets from sorted signed residuals (see module doc)."""
+    n = len(sorted_scores)
+    level = 1 - alpha_t / 2
+    k = int(np.ceil(level * (n + 1)))
+    if k > n:
+        return -np.inf, np.inf
+    # numpy quantile(method="lower") at k / n picks index floor((n - 1) k / n) = k - 1
+    j = k - 1
+    upper = sorted_scores[j]
+    lower = sorted_scores[n - 1 - j]
+    return lower, upper
+
+
+def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, alpha: float,
+                     gamma: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rolling conformal (``gamma = 0``) or ACI (``gamma > 0``) over a test stream.
+
+    At step t the interval is ``yhat[t] + [lower, upper]`` from the signed residuals in the
+    window (initially ``init_scores``, e.g. the calibration residuals); after ``y[t]`` arrives
+    ``alpha_t`` is updated (ACI, Gibbs & Candes 2021, eq. 2; clipped to [0, 1] as in MAPIE) and
+    the residual ``y[t] - yhat[t]`` replaces the oldest one in the window.
+
+    Parameters
+    ----------
+    y, yhat : ndarray of shape (n_test,)
+    init_scores : ndarray of shape (n_window,), signed residuals ``y - yhat``
+    alpha : target miscoverage
+    gamma : ACI step size (0 = plain rolling conformal)
+
+    Returns
+    -------
+    lo, hi : ndarray of shape (n_test,)
+    alpha_path : ndarray of shape (n_test,), the ``alpha_t`` used at each step
+    """
+    y = np.asarray(y, float)
+    yhat = np.asarray(yhat, float)
+    window = np.asarray(init_scores, float).copy()
+    n_w = len(window)
+    order = np.sort(window)
+    lo, hi, path = np.empty(len(y)), np.empty(len(y)), np.empty(len(y))
+    alpha_t = alpha
+    head = 0  # index of the oldest residual in the ring buffer
+    for t in range(len(y)):
+        low_off, up_off = _signed_bounds(order, alpha_t)
+        lo[t], hi[t], path[t] = yhat[t] + low_off, yhat[t] + up_off, alpha_t
+        if gamma:
+            err = not (lo[t] < y[t] < hi[t])
+            alpha_t = min(1.0, max(0.0, alpha_t + gamma * (alpha - err)))
+        new = y[t] - yhat[t]
+        old = window[head]
+        window[head] = new
+        head = (head + 1) % n_w
+        # keep `order` sorted: drop one copy of `old`, insert `new`
+        i = np.searchsorted(order, old)
+        order = np.delete(order, i)
+        order = np.insert(order, np.searchsorted(order, new), new)
+    return lo, hi, path
+
+
+@dataclass(frozen=True)
+class RollingConformal(IntervalMethod):
+    """Split conformal whose calibration residuals are a trailing window (the calibration
+    residuals first), updated as each true value arrives (envelopes paper: "rolling
+    conformal")."""
+
+    name = "rolling"
+
+    def predict_interval(self, data: IntervalData) -> Intervals:
+        """See :func:`online_conformal` with ``gamma = 0``."""
+        lo, hi, _ = online_conformal(data.y_test, data.yhat_test, data.y_cal - data.yhat_cal,
+                                     data.alpha, 0.0)
+        return Intervals(lo, hi)
+
+
+@dataclass(frozen=True)
+class ACI(IntervalMethod):
+    """Rolling conformal with adaptive miscoverage ``alpha_t`` (Gibbs & Candes 2021, eq. 2).
+
+    Attributes
+    ----------
+    gamma : step size (Gibbs & Candes 2021 use 0.005)
+
+    ``extras["alpha"]`` is the ``alpha_t`` path, ndarray of shape (n_test,).
+    """
+
+    name = "aci"
+    gamma: float = 0.005
+
+    @classmethod
+    def from_params(cls, params) -> ACI:
+        """ACI at the run's ``aci_gamma``."""
+        return cls(gamma=params.aci_gamma)
+
+    def predict_interval(self, data: IntervalData) -> Intervals:
+        """See :func:`online_conformal`."""
+        lo, hi, path = online_conformal(data.y_test, data.yhat_test, data.y_cal - data.yhat_cal,
+                                        data.alpha, self.gamma)
+        return Intervals(lo, hi, {"alpha": path})

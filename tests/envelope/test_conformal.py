@@ -1,0 +1,146 @@
+"""Interval methods: formulas, MAPIE equivalence of the own ACI loop, Mondrian, shift alarm,
+and the one protocol every registered method follows."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from mapie.regression import TimeSeriesRegressor
+from sklearn.linear_model import LinearRegression
+
+from analytics.envelope import forecast, grid, metrics, mondrian, online, registry
+from analytics.envelope.conformal_methods import split_conformal
+from analytics.envelope.intervals import IntervalData, IntervalMethod, Intervals
+
+
+def test_coverage_width_and_interval_score_by_hand():
+    y = np.array([5.0, 12.0, -1.0, 3.0])
+    lo = np.array([0.0, 0.0, 0.0, 3.0])
+    hi = np.array([10.0, 10.0, 10.0, 4.0])
+    assert metrics.coverage(y, lo, hi) == 0.5  # 5 and 3 in; 12 and -1 out
+    assert metrics.mean_width(lo, hi) == pytest.approx((10 + 10 + 10 + 1) / 4)
+    # misses: 12 is 2 above, -1 is 1 below; alpha = 0.2 -> penalty 2/0.2 = 10 per unit
+    assert metrics.winkler_score(y, lo, hi, 0.2) == pytest.approx((31 + 10 * 2 + 10 * 1) / 4)
+
+
+@pytest.fixture(scope="module")
+def week(week_grid):
+    g = week_grid
+    y = g["target"].to_numpy()
+    f = forecast.make_features(y, g["ts"], 300)
+    s = grid.chronological_split(len(y), 300)
+    preds, fitted = forecast.point_forecasts(y, f, np.arange(s.fit.start, s.fit.stop),
+                                             models=("hgb",))
+    cal = np.arange(s.calibration.start, s.calibration.stop)
+    test = np.arange(s.test.start, s.test.stop)
+    return {"y": y, "X": f.X, "yhat": preds["hgb"], "model": fitted["hgb"], "cal": cal,
+            "test": test, "ts": g["ts"]}
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.005, 0.05])
+def test_own_online_loop_equals_mapie_time_series_regressor(week, gamma):
+    y, X, yhat, cal, test = week["y"], week["X"], week["yhat"], week["cal"], week["test"]
+    test = test[:150]
+    lo, hi, _ = online.online_conformal(y[test], yhat[test], y[cal] - yhat[cal], 0.1, gamma)
+    ref = TimeSeriesRegressor(week["model"], method="aci", cv="prefit").fit(X[cal], y[cal])
+    mlo, mhi = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in test:
+            _, pis = ref.predict(X[i:i + 1], confidence_level=0.9, allow_infinite_bounds=True)
+            mlo.append(pis[0, 0, 0])
+            mhi.append(pis[0, 1, 0])
+            if gamma:
+                ref.adapt_conformal_inference(X[i:i + 1], y[i:i + 1], gamma=gamma,
+                                              confidence_level=0.9)
+            ref.update(X[i:i + 1], y[i:i + 1])
+    np.testing.assert_allclose(lo, mlo, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(hi, mhi, rtol=0, atol=1e-6)
+
+
+def test_aci_alpha_moves_against_misses():
+    y = np.r_[np.zeros(50), np.full(50, 100.0)]  # a level shift the window has not seen
+    lo, hi, path = online.online_conformal(y, np.zeros(100), np.linspace(-1, 1, 40), 0.1, 0.05)
+    assert path[0] == 0.1 and path[60] < 0.1  # misses after the shift lower alpha_t
+    assert np.isinf(hi[-1]) or hi[-1] > 50  # ... widening the interval until it covers again
+
+
+def test_split_and_regime_cover_exchangeable_data():
+    rng = np.random.default_rng(3)
+    n = 6000
+    X = rng.normal(size=(n, 2))
+    y = X @ [3.0, -1.0] + rng.normal(scale=1 + np.abs(X[:, 0]), size=n)
+    m = LinearRegression().fit(X[:2000], y[:2000])
+    lo, hi = split_conformal(m, X[2000:4000], y[2000:4000], X[4000:], 0.1)
+    assert metrics.coverage(y[4000:], lo, hi) == pytest.approx(0.9, abs=0.03)
+    ts = pd.date_range("2024-01-01", periods=n, freq="5min")
+    yhat = m.predict(X)
+    lo, hi, labels, edges = mondrian.mondrian(y[2000:4000], yhat[2000:4000], ts[2000:4000],
+                                               yhat[4000:], ts[4000:], 0.1)
+    assert metrics.coverage(y[4000:], lo, hi) == pytest.approx(0.9, abs=0.03)
+    assert len(set(labels)) == 12 and edges[0] < edges[1]
+
+
+def test_regime_labels():
+    ts = pd.to_datetime(["2024-01-01 03:00", "2024-01-01 07:00", "2024-01-01 23:59"])
+    labels = mondrian.regimes(ts, np.array([1.0, 5.0, 9.0]), (3.0, 6.0))
+    assert labels.tolist() == ["00-06/low", "06-12/mid", "18-24/high"]
+
+
+def test_shift_alarm_quiet_on_exchangeable_loud_on_shift():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 1))
+    y = 2 * X[:, 0] + rng.normal(size=1500)
+    m = LinearRegression().fit(X[:500], y[:500])
+    quiet = metrics.shift_alarm(m, X[500:], y[500:])
+    assert quiet["first_alarm"] is None and quiet["martingale"].max() < quiet["threshold"]
+    y_shift = y.copy()
+    y_shift[1000:] += 6.0
+    loud = metrics.shift_alarm(m, X[500:], y_shift[500:])
+    assert loud["first_alarm"] is not None and loud["first_alarm"] >= 500
+
+
+def test_every_registered_method_follows_the_protocol(week):
+    """One call per method, one return shape: Intervals with (n_test,) bounds, lower <= upper."""
+    y, X, yhat, cal, test = week["y"], week["X"], week["yhat"], week["cal"], week["test"]
+    test = test[:60]
+    fit = np.arange(0, cal[0])
+    fit = fit[np.isfinite(X[fit]).all(axis=1)]
+    data = IntervalData(0.1, 0, week["model"], X[fit], y[fit], X[cal], y[cal], yhat[cal],
+                        week["ts"].iloc[cal], X[test], y[test], yhat[test], week["ts"].iloc[test])
+    assert registry.INTERVAL_METHODS == ("direct_quantile", "split", "cqr", "rolling", "aci",
+                                         "regime")
+    for name, cls in registry.METHODS.items():
+        if name in ("direct_quantile", "cqr"):
+            continue  # they fit LightGBM models: covered by the pipeline tests on the same week
+        band = cls().predict_interval(data)
+        assert isinstance(band, Intervals) and band.lower.shape == band.upper.shape == (60,)
+        assert (band.lower <= band.upper).all()
+    aci = registry.METHODS["aci"]().predict_interval(data)
+    assert aci.extras["alpha"].shape == (60,) and aci.extras["alpha"][0] == 0.1
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(registry.METHODS["split"])
+
+
+def test_a_seventh_method_is_one_class():
+    """A new method needs only a name and predict_interval; the pipeline's loop picks it up."""
+
+    class Naive(IntervalMethod):
+        name = "naive_pm1"
+
+        def predict_interval(self, data):
+            return Intervals(data.yhat_test - 1, data.yhat_test + 1)
+
+    registry.register(Naive)
+    try:
+        one = np.zeros(1)
+        data = IntervalData(alpha=0.1, seed=0, model=None, X_fit=one, y_fit=one, X_cal=one,
+                            y_cal=one, yhat_cal=one, ts_cal=one, X_test=one, y_test=one,
+                            yhat_test=np.array([5.0]), ts_test=one)
+        band = registry.METHODS["naive_pm1"].from_params(None).predict_interval(data)
+        assert (band.lower.tolist(), band.upper.tolist()) == ([4.0], [6.0])
+    finally:
+        del registry.METHODS["naive_pm1"]
