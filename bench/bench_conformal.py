@@ -34,6 +34,7 @@ from analytics.envelope import forecast, grid, metrics  # noqa: E402
 from analytics.envelope import pipeline as envelope  # noqa: E402
 from analytics.envelope.online import online_conformal  # noqa: E402
 from analytics.ingest import files as ingest  # noqa: E402
+from analytics.services.demand import demand_grid  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "burstgpt" / "derived"
 
@@ -41,7 +42,7 @@ SHARED = ROOT.parent / "shared" / "data" / "burstgpt" / "derived"
 def week_grid(con) -> pd.DataFrame:
     path = SHARED / "burstgpt1_week1_per_minute_tps.csv"
     ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    return grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+    return demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
 
 
 def reconstructed_61_days(week: pd.DataFrame) -> pd.DataFrame:

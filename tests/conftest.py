@@ -54,13 +54,13 @@ def app_env(tmp_path, monkeypatch):
 def week_grid():
     """The real BurstGPT week-1 per-minute aggregate as a 5-minute grid (a fresh copy per use)."""
     from analytics import store
-    from analytics.envelope import grid
     from analytics.ingest import files as ingest
+    from analytics.services.demand import demand_grid
 
     con = store.connect(":memory:")
     path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
     ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+    g = demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
     con.close()
     return g
 

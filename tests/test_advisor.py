@@ -13,6 +13,7 @@ from conftest import shared
 from analytics import advisor, cli, store
 from analytics.advisor import decide, gate, model, priors
 from analytics.ingest import files as ingest
+from analytics.services import advisor as advisor_service
 
 BENCH = ["ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
          "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
@@ -35,7 +36,8 @@ def bench_db(tmp_path_factory):
 @pytest.fixture(scope="session")
 def adv(bench_db):
     con = store.connect(bench_db)
-    a = advisor.load(con, model.FitParams(targets=("throughput_tok_s", "itl_ms", "power_w")))
+    a = advisor.build(store.bench_runs(con), store.jobs(con),
+                      model.FitParams(targets=("throughput_tok_s", "itl_ms", "power_w")))
     con.close()
     return a
 
@@ -205,15 +207,16 @@ def test_real_backtest_reports_all_policies(adv):
 # ------------------------------------------------------------------ promotion gate
 def test_promotion_gate_records_versions(adv, tmp_path):
     con = store.connect(tmp_path / "gate.duckdb")
-    first = gate.record(con, adv.cost)
+    first = advisor_service.record_model_version(con, adv)
     assert first["promoted"] and first["reason"] == "first fit always promotes"
-    second = gate.record(con, adv.cost)  # same MAPE, same rows: passes
+    second = advisor_service.record_model_version(con, adv)  # same MAPE, same rows: passes
     assert second["promoted"] and second["version"] == first["version"] + 1
-    worse = gate.should_promote(first["mape_pct"] + 0.6, first["rows"], gate.incumbent(con))
+    current = gate.incumbent(store.model_versions(con))
+    worse = gate.should_promote(first["mape_pct"] + 0.6, first["rows"], current)
     assert worse[0] is False and "regresses" in worse[1]
-    fewer = gate.should_promote(first["mape_pct"], first["rows"] - 1, gate.incumbent(con))
+    fewer = gate.should_promote(first["mape_pct"], first["rows"] - 1, current)
     assert fewer[0] is False
-    v = gate.versions(con)
+    v = advisor_service.model_versions(con)
     assert v["version"].tolist() == [second["version"], first["version"]]
     con.close()
 

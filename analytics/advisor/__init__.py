@@ -5,14 +5,16 @@ envelope), :mod:`~analytics.advisor.decide` (feasibility, utility, ranking, base
 backtest), :mod:`~analytics.advisor.priors` (launch-success priors, queue waits from ``jobs``),
 :mod:`~analytics.advisor.gate` (regression-gated promotion, ``model_versions``).
 
-:func:`load` fits everything the advisor needs from the store in one call.
+:func:`build` fits everything the advisor needs from the ``bench_runs`` and ``jobs`` frames in
+one call; reading them from the store is :func:`analytics.services.advisor.fit`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analytics import store
+import pandas as pd
+
 from analytics.advisor import decide, model, priors
 
 
@@ -25,16 +27,21 @@ class Advisor:
     jobs_rows: int
 
 
-def load(con, params: model.FitParams | None = None) -> Advisor:
-    """Fit the cost model on every ``bench_runs`` row and build priors from every ``jobs`` row.
+def build(bench: pd.DataFrame, jobs: pd.DataFrame, params: model.FitParams | None = None
+          ) -> Advisor:
+    """Fit the cost model on every benchmark row and the launch priors on every job row.
+
+    Parameters
+    ----------
+    bench : ``bench_runs`` rows (:func:`analytics.store.bench_runs`), one per measured run
+    jobs : ``jobs`` rows (:func:`analytics.store.jobs`): launch outcomes and queue waits
+    params : cost-model settings (targets, folds, quantiles)
 
     Raises
     ------
     ValueError
         Too few benchmark rows (the message says what to ingest).
     """
-    bench = store.bench_runs(con)
     cost = model.fit(bench, params)
-    jobs = store.jobs(con)
     ctx = decide.Context(priors.launch_priors(jobs), priors.queue_wait_h(jobs))
     return Advisor(cost, ctx, int(len(jobs)))

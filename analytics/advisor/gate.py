@@ -12,7 +12,6 @@ import json
 
 import pandas as pd
 
-from analytics import store
 from analytics.advisor.model import CostModel
 
 DECISION_TARGET = "throughput_tok_s"
@@ -41,10 +40,10 @@ def should_promote(candidate_mape: float, candidate_rows: int,
                   f"{incumbent['rows']}")
 
 
-def incumbent(con) -> dict | None:
-    """The latest promoted version as {version, rows, mape_pct}, or None."""
-    v = store.model_versions(con)
-    v = v[v["promoted"]]
+def incumbent(versions: pd.DataFrame) -> dict | None:
+    """The latest promoted version of a ``model_versions`` frame (newest first) as
+    ``{version, rows, mape_pct}``, or None."""
+    v = versions[versions["promoted"]] if not versions.empty else versions
     if v.empty:
         return None
     row = v.iloc[0]
@@ -52,23 +51,17 @@ def incumbent(con) -> dict | None:
             "mape_pct": json.loads(row["metrics"])[DECISION_TARGET]["mape_pct"]}
 
 
-def record(con, cost: CostModel) -> dict:
-    """Gate a freshly fitted model against the incumbent and record it (promoted or not).
-
-    Returns
-    -------
-    dict: version, promoted, reason, mape_pct, rows.
-    """
+def decide_promotion(cost: CostModel, versions: pd.DataFrame) -> dict:
+    """Gate a freshly fitted model against the incumbent of ``versions`` (pure): ``promoted``,
+    ``reason``, ``mape_pct`` (decision-target MAPE on held-out cells, %), ``rows``."""
     mape = cost.metrics[DECISION_TARGET]["mape_pct"]
-    ok, reason = should_promote(mape, cost.rows, incumbent(con))
-    version = store.add_model_version(con, cost.rows, cost.metrics, cost.envelope, ok, reason)
-    return {"version": version, "promoted": ok, "reason": reason, "mape_pct": mape,
-            "rows": cost.rows}
+    ok, reason = should_promote(mape, cost.rows, incumbent(versions))
+    return {"promoted": ok, "reason": reason, "mape_pct": mape, "rows": cost.rows}
 
 
-def versions(con) -> pd.DataFrame:
+def versions_table(versions: pd.DataFrame) -> pd.DataFrame:
     """Model versions with the decision-target MAPE and coverage unpacked for display."""
-    v = store.model_versions(con)
+    v = versions.copy()
     if v.empty:
         return v
     m = v["metrics"].map(json.loads)

@@ -18,8 +18,8 @@ Dispatch LP (``scipy.optimize.linprog``, HiGHS): minimise total tCO2e over all h
 ``x[s,h] <= max_share_s * D[h]``, over the allowed sites. Baselines: everything at the home site,
 and a split proportional to site capacity.
 
-Every function here is pure except :func:`plan_dispatch`, which reads the sites from the store
-through :func:`analytics.decisions.sites.build_sites`.
+Every function here is pure; the service layer (:mod:`analytics.services.decisions`) reads the
+site series from the store.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linprog
 
-from analytics.decisions.sites import COP_T_NOMINAL, Site, build_sites
+from analytics.decisions.sites import COP_T_NOMINAL, Site
 from analytics.hardware.power import gpu_power_w
 
 
@@ -194,22 +194,16 @@ def kwh_per_unit(kind, demand_target: str, utilisation: float = 0.8) -> float:
     return watts / kind.ref_tok_s / 3.6e6
 
 
-def plan_dispatch(con, result, site_names: list[str], kind,
-                  demand_target: str = "weighted_tokens",
+def plan_dispatch(result, sites: list[Site], kind, demand_target: str = "weighted_tokens",
                   scale: float = 1.0, utilisation: float = 0.8, method: str = "rolling",
-                  offset_days: int = 0, basis: str | None = None, home: str | None = None,
-                  capacity: dict[str, float] | None = None,
-                  max_share: dict[str, float] | None = None) -> tuple[Dispatch, list[str]]:
-    """Envelope -> hourly demand -> sites from the store -> carbon-aware dispatch.
+                  home: str | None = None) -> Dispatch:
+    """Envelope -> hourly demand -> carbon-aware dispatch over ``sites`` (pure).
 
-    Reads the store (sites); the rest is pure. ``demand_target`` is what the envelope counts
-    (``weighted_tokens`` or ``gpu_seconds``), ``scale`` a traffic multiplier, ``method`` the
-    interval method whose upper bound is dispatched.
-
-    Returns the dispatch and the notes on what each site uses (basis, weather, prices).
-    Raises ValueError (infeasible limits, missing throughput) and KeyError (unknown site).
+    ``sites`` come from :func:`analytics.decisions.sites.build_sites` on the trace hours of
+    :func:`envelope_hourly_demand` (the service layer reads their series from the store).
+    ``demand_target`` is what the envelope counts (``weighted_tokens`` or ``gpu_seconds``),
+    ``scale`` a traffic multiplier, ``method`` the interval method whose upper bound is
+    dispatched. Raises ValueError (infeasible limits, missing throughput).
     """
     hours, demand = envelope_hourly_demand(result, method, scale)
-    sites, notes = build_sites(con, site_names, hours, offset_days, basis, capacity, max_share)
-    d = dispatch(hours, demand, sites, kwh_per_unit(kind, demand_target, utilisation), home)
-    return d, notes
+    return dispatch(hours, demand, sites, kwh_per_unit(kind, demand_target, utilisation), home)

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analytics import store
-
 #: SustainDC dc_config.json, hvac_configuration (HewlettPackard/dc-rl).
 COP_BASE, COP_K, COP_T_NOMINAL = 5.0, 0.1, 25.0
 
@@ -125,10 +123,44 @@ def _aligned(series: pd.DataFrame, hours: pd.DatetimeIndex, offset_days: int) ->
     return series.set_index(ts)["value"].reindex(idx).to_numpy(float)
 
 
-def build_sites(con, names: list[str], hours: pd.DatetimeIndex, offset_days: int = 0,
-                basis: str | None = None, capacity: dict[str, float] | None = None,
-                max_share: dict[str, float] | None = None) -> tuple[list[Site], list[str]]:
-    """Sites from the store's carbon / weather / price series, aligned to the trace hours.
+@dataclass(frozen=True)
+class SiteSources:
+    """Which stored series one dispatch site uses.
+
+    Attributes
+    ----------
+    name : carbon site (balancing authority or Green-DCC zone)
+    basis : carbon-intensity basis used (avg, LCA or direct)
+    weather_site : site whose weather series gives the outdoor temperature (None: no weather)
+    price_site : site whose price series is used (None: no prices)
+    """
+
+    name: str
+    basis: str
+    weather_site: str | None
+    price_site: str | None
+
+    def series_keys(self) -> list[tuple[str, str, str | None]]:
+        """``(table, site, basis)`` of every stored series this site needs."""
+        keys = [("carbon_intensity", self.name, self.basis)]
+        if self.weather_site is not None:
+            keys.append(("weather", self.weather_site, None))
+        if self.price_site is not None:
+            keys.append(("prices", self.price_site, None))
+        return keys
+
+    def note(self) -> list[str]:
+        """What the site uses, for the page and the CLI document."""
+        out = [f"{self.name}: carbon basis {self.basis}, "
+               + (f"weather from {self.weather_site}" if self.weather_site else "no weather")]
+        if self.price_site:
+            out.append(f"{self.name}: prices from {self.price_site}")
+        return out
+
+
+def site_sources(catalog: pd.DataFrame, names: list[str], basis: str | None = None
+                 ) -> list[SiteSources]:
+    """Choose each site's series from the store's site catalog (pure).
 
     Weather: a weather series of the same site name (Green-DCC zones), else the SustainDC city
     of :data:`WEATHER_FOR_SITE`. Prices: the same site name, else the Green-DCC zone of
@@ -137,39 +169,54 @@ def build_sites(con, names: list[str], hours: pd.DatetimeIndex, offset_days: int
 
     Parameters
     ----------
-    con : store connection (read only)
-    names : carbon site names (balancing authorities or Green-DCC zones)
-    hours : DatetimeIndex (H,), trace hours to align to
-    offset_days : days added to the day-of-year alignment
-    capacity, max_share : per-site limits (default unlimited)
+    catalog : :func:`analytics.store.site_catalog` frame (``tbl``, ``site``, ``basis``)
+    names : carbon site names
 
-    Returns the sites (arrays of shape (H,)) and notes on what each one uses. Raises KeyError
-    for a site without carbon intensity.
+    Raises KeyError for a site without carbon intensity.
     """
-    cat = store.site_catalog(con)
-    sites, notes = [], []
+    def has(table: str, site: str | None) -> bool:
+        return site is not None and bool(((catalog["tbl"] == table)
+                                          & (catalog["site"] == site)).any())
+
+    out = []
     for name in names:
-        carbon = cat[(cat["tbl"] == "carbon_intensity") & (cat["site"] == name)]
+        carbon = catalog[(catalog["tbl"] == "carbon_intensity") & (catalog["site"] == name)]
         if carbon.empty:
             raise KeyError(f"no carbon intensity for site {name!r}; ingest its carbon file")
         bases = carbon["basis"].tolist()
         use = basis if basis in bases else next(b for b in BASIS_PREFERENCE + tuple(bases)
                                                 if b in bases)
-        ci = _aligned(store.site_hourly(con, "carbon_intensity", name, use), hours, offset_days)
-        w_name = name if ((cat["tbl"] == "weather") & (cat["site"] == name)).any() \
-            else WEATHER_FOR_SITE.get(name)
-        temp = None
-        if w_name is not None and ((cat["tbl"] == "weather") & (cat["site"] == w_name)).any():
-            temp = _aligned(store.site_hourly(con, "weather", w_name), hours, offset_days)
-            notes.append(f"{name}: carbon basis {use}, weather from {w_name}")
-        else:
-            notes.append(f"{name}: carbon basis {use}, no weather")
-        price = None
-        p_name = name if ((cat["tbl"] == "prices") & (cat["site"] == name)).any() \
-            else PRICE_FOR_SITE.get(name)
-        if p_name is not None and ((cat["tbl"] == "prices") & (cat["site"] == p_name)).any():
-            price = _aligned(store.site_hourly(con, "prices", p_name), hours, offset_days)
-            notes.append(f"{name}: prices from {p_name}")
-        sites.append(Site(name, ci, temp, price, (capacity or {}).get(name, np.inf),
-                          (max_share or {}).get(name, 1.0)))
-    return sites, notes
+        weather = name if has("weather", name) else WEATHER_FOR_SITE.get(name)
+        price = name if has("prices", name) else PRICE_FOR_SITE.get(name)
+        out.append(SiteSources(name, use, weather if has("weather", weather) else None,
+                               price if has("prices", price) else None))
+    return out
+
+
+def build_sites(sources: list[SiteSources], series: dict[tuple[str, str, str | None], pd.DataFrame],
+                hours: pd.DatetimeIndex, offset_days: int = 0,
+                capacity: dict[str, float] | None = None,
+                max_share: dict[str, float] | None = None) -> list[Site]:
+    """Sites with their hourly series aligned to the trace hours (pure).
+
+    Parameters
+    ----------
+    sources : from :func:`site_sources`
+    series : ``(table, site, basis) -> frame (ts, value)`` for every key of every source's
+        :meth:`SiteSources.series_keys` (:func:`analytics.store.site_hourly`)
+    hours : DatetimeIndex (H,), trace hours to align to (day-of-year and hour)
+    offset_days : days added to the day-of-year alignment
+    capacity, max_share : per-site limits (default unlimited)
+
+    Returns the sites, each with arrays of shape (H,).
+    """
+    sites = []
+    for src in sources:
+        ci = _aligned(series[("carbon_intensity", src.name, src.basis)], hours, offset_days)
+        temp = None if src.weather_site is None else _aligned(
+            series[("weather", src.weather_site, None)], hours, offset_days)
+        price = None if src.price_site is None else _aligned(
+            series[("prices", src.price_site, None)], hours, offset_days)
+        sites.append(Site(src.name, ci, temp, price, (capacity or {}).get(src.name, np.inf),
+                          (max_share or {}).get(src.name, 1.0)))
+    return sites

@@ -4,7 +4,9 @@ The demand target follows the envelopes paper ("Conformal GPU Demand Envelopes a
 Scheduling ...", Sec. data): requests form a complete five-minute grid (bins without requests are
 zeros, not gaps) of ``weighted tokens = w_prompt * prompt_tokens + w_completion * completion_tokens``
 (:class:`analytics.config.Weights`; defaults 1 and 1 give the plain token total). The paper's
-chronological split is 42 / 9 / 10 days for fit / calibration / test.
+chronological split is 42 / 9 / 10 days for fit / calibration / test. The grid itself is built
+in the store (DuckDB ``time_bucket``) by :func:`analytics.services.demand.demand_grid`; this
+module is pure.
 """
 
 from __future__ import annotations
@@ -13,67 +15,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analytics import store
-from analytics.config import Weights, parse_bin
-
 PAPER_SPLIT_DAYS = (42, 9, 10)
 DEFAULT_SPLIT_FRAC = (0.69, 0.15, 0.16)
 
 
 class GridError(ValueError):
     """A grid was asked for that the data cannot give (wrong kind, bin finer than the data)."""
-
-
-def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None = None
-                ) -> pd.DataFrame:
-    """Complete, zero-filled demand grid of a dataset.
-
-    Parameters
-    ----------
-    con : store connection
-    name : dataset name (``requests`` or ``demand_series`` kind)
-    bin : bin width, ``"5min"``, ``"1h"``, ``300`` (seconds)
-    weights : target weights; ignored for pre-binned series, which have no prompt/completion split
-
-    Returns
-    -------
-    DataFrame of shape (n_bins, k): ``ts`` (bin start, UTC), ``requests`` (may be empty for
-    series without counts), ``tokens`` and ``target`` (weighted tokens per bin), plus
-    ``failed``, ``prompt_tokens``, ``completion_tokens`` for request datasets.
-
-    Raises
-    ------
-    GridError
-        The dataset holds no demand, or ``bin`` is finer than (or not a multiple of) the data's
-        own bin.
-    store.UnknownDataset
-        No dataset of that name.
-    """
-    weights = weights or Weights()
-    info = store.dataset(con, name)
-    bin_s = parse_bin(bin)
-    resolution = float(info["resolution_s"] or 0)
-    if info["kind"] == "requests":
-        if bin_s < resolution:
-            raise GridError(f"{name}: bin {bin_s} s is finer than the data's {resolution} s")
-        has = store.request_fields(con, int(info["dataset_id"]))
-        if weights.target == "gpu_seconds" and not has["gpu_s"]:
-            raise GridError(f"{name} reports no GPU execution time; use the token target")
-        if weights.target == "weighted_tokens" and not has["tokens"]:
-            raise GridError(f"{name} has no token counts; use target gpu_seconds")
-        return store.requests_grid(con, int(info["dataset_id"]), bin_s, weights)
-    if info["kind"] == "demand_series":
-        if bin_s < resolution:
-            raise GridError(
-                f"{name}: bin {bin_s} s is finer than the data's own {int(resolution)} s bins; "
-                f"choose {int(resolution)} s or a multiple of it"
-            )
-        if bin_s % int(resolution):
-            raise GridError(
-                f"{name}: bin {bin_s} s is not a multiple of the data's {int(resolution)} s bins"
-            )
-        return store.series_grid(con, int(info["dataset_id"]), bin_s)
-    raise GridError(f"{name} holds {info['kind']} rows, not LLM demand")
 
 
 def grid_summary(grid: pd.DataFrame) -> dict:

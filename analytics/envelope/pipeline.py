@@ -199,7 +199,7 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
 
     Parameters
     ----------
-    grid : complete grid with ``ts`` and ``target`` (from :func:`analytics.envelope.grid.demand_grid`)
+    grid : complete grid with ``ts`` and ``target`` (from :func:`analytics.services.demand.demand_grid`)
     bin_s : bin width in seconds
     params : see :class:`EnvelopeParams`
 

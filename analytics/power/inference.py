@@ -95,7 +95,7 @@ def demand_shape(grid: pd.DataFrame) -> tuple[np.ndarray, pd.Timestamp, list[str
 
     Parameters
     ----------
-    grid : :func:`analytics.envelope.grid.demand_grid` at 1 minute (``ts``, ``target``)
+    grid : :func:`analytics.services.demand.demand_grid` at 1 minute (``ts``, ``target``)
 
     Returns
     -------

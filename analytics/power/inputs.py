@@ -77,7 +77,7 @@ def prepare_inputs(jobs: pd.DataFrame, demand_grid: pd.DataFrame | None, rng: np
     Parameters
     ----------
     jobs : :func:`analytics.store.gpu_jobs` frame
-    demand_grid : 1-minute :func:`analytics.envelope.grid.demand_grid` of an inference trace, or ``None``
+    demand_grid : 1-minute :func:`analytics.services.demand.demand_grid` of an inference trace, or ``None``
         for the SYNTHETIC envelope (:func:`synthetic_demand`), flagged ``synthetic``
     rng : generator (arrival-model calibration, synthetic envelope)
     jobs_label, inference_label : dataset names for the output

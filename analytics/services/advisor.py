@@ -20,7 +20,7 @@ Advisor = advisor_pkg.Advisor
 def fit(con) -> Advisor:
     """Fit the quantile cost model on every ``bench_runs`` row and the launch priors on every
     ``jobs`` row. Raises ValueError when the store holds too few benchmark rows."""
-    return advisor_pkg.load(con)
+    return advisor_pkg.build(store.bench_runs(con), store.jobs(con))
 
 
 def utility(value_per_token_usd: float = 2e-7, prices: dict[str, float] | None = None,
@@ -97,18 +97,22 @@ def backtest_document(con, adv: Advisor, value_per_token_usd: float = 2e-7,
                                                          "nominal")},
            "targets": adv.cost.metrics}
     if record:
-        out["model_version"] = gate.record(con, adv.cost)
+        out["model_version"] = record_model_version(con, adv)
     return out
 
 
 def record_model_version(con, adv: Advisor) -> dict:
-    """Gate the fitted model against the incumbent and record it (version, promoted, reason)."""
-    return gate.record(con, adv.cost)
+    """Gate the fitted model against the incumbent (OmniPilot App. C.2) and record it in
+    ``model_versions``, promoted or not: ``{version, promoted, reason, mape_pct, rows}``."""
+    decision = gate.decide_promotion(adv.cost, store.model_versions(con))
+    version = store.add_model_version(con, adv.cost.rows, adv.cost.metrics, adv.cost.envelope,
+                                      decision["promoted"], decision["reason"])
+    return {"version": version, **decision}
 
 
 def model_versions(con) -> pd.DataFrame:
     """Advisor model versions (provenance), newest first."""
-    return gate.versions(con)
+    return gate.versions_table(store.model_versions(con))
 
 
 def bench_catalog(con) -> pd.DataFrame:

@@ -119,9 +119,14 @@ def dispatch_plan(con, grid_req: demand.GridRequest, req: DispatchRequest,
     kind = _kinds((req.gpu,))[0]
     target = demand.resolve_target(con, grid_req.dataset, grid_req.target)
     env = demand.envelope(con, grid_req, params)
-    return dispatch.plan_dispatch(con, env, list(req.sites), kind, target, req.scale,
-                                  req.utilization, req.method, req.offset_days, req.basis,
-                                  req.home, max_share={s: req.max_share for s in req.sites})
+    sources = sites.site_sources(store.site_catalog(con), list(req.sites), req.basis)
+    series = {key: store.site_hourly(con, *key) for src in sources for key in src.series_keys()}
+    hours, _ = dispatch.envelope_hourly_demand(env, req.method, req.scale)
+    built = sites.build_sites(sources, series, hours, req.offset_days,
+                              max_share={s: req.max_share for s in req.sites})
+    notes = [line for src in sources for line in src.note()]
+    return dispatch.plan_dispatch(env, built, kind, target, req.scale, req.utilization,
+                                  req.method, req.home), notes
 
 
 def dispatch_document(con, grid_req: demand.GridRequest, req: DispatchRequest,

@@ -50,6 +50,58 @@ class GridRequest:
                    DemandTarget(target), **kwargs)
 
 
+def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None = None
+                ) -> pd.DataFrame:
+    """Complete, zero-filled demand grid of a dataset.
+
+    Parameters
+    ----------
+    con : store connection
+    name : dataset name (``requests`` or ``demand_series`` kind)
+    bin : bin width, ``"5min"``, ``"1h"``, ``300`` (seconds)
+    weights : target weights; ignored for pre-binned series, which have no prompt/completion split
+
+    Returns
+    -------
+    DataFrame of shape (n_bins, k): ``ts`` (bin start, UTC), ``requests`` (may be empty for
+    series without counts), ``tokens`` and ``target`` (weighted tokens per bin), plus
+    ``failed``, ``prompt_tokens``, ``completion_tokens`` for request datasets.
+
+    Raises
+    ------
+    GridError
+        The dataset holds no demand, or ``bin`` is finer than (or not a multiple of) the data's
+        own bin.
+    store.UnknownDataset
+        No dataset of that name.
+    """
+    weights = weights or Weights()
+    info = store.dataset(con, name)
+    bin_s = parse_bin(bin)
+    resolution = float(info["resolution_s"] or 0)
+    if info["kind"] == "requests":
+        if bin_s < resolution:
+            raise grids.GridError(f"{name}: bin {bin_s} s is finer than the data's {resolution} s")
+        has = store.request_fields(con, int(info["dataset_id"]))
+        if weights.target == "gpu_seconds" and not has["gpu_s"]:
+            raise grids.GridError(f"{name} reports no GPU execution time; use the token target")
+        if weights.target == "weighted_tokens" and not has["tokens"]:
+            raise grids.GridError(f"{name} has no token counts; use target gpu_seconds")
+        return store.requests_grid(con, int(info["dataset_id"]), bin_s, weights)
+    if info["kind"] == "demand_series":
+        if bin_s < resolution:
+            raise grids.GridError(
+                f"{name}: bin {bin_s} s is finer than the data's own {int(resolution)} s bins; "
+                f"choose {int(resolution)} s or a multiple of it"
+            )
+        if bin_s % int(resolution):
+            raise grids.GridError(
+                f"{name}: bin {bin_s} s is not a multiple of the data's {int(resolution)} s bins"
+            )
+        return store.series_grid(con, int(info["dataset_id"]), bin_s)
+    raise grids.GridError(f"{name} holds {info['kind']} rows, not LLM demand")
+
+
 def supported_targets(con, dataset: str) -> list[DemandTarget]:
     """Demand targets a dataset supports, its default first (tokens, then GPU-seconds).
 
@@ -77,7 +129,7 @@ def resolve_target(con, dataset: str, asked: DemandTarget | str | None = None) -
 
 
 def grid(con, req: GridRequest) -> pd.DataFrame:
-    """Complete, zero-filled demand grid (see :func:`analytics.envelope.grid.demand_grid`).
+    """Complete, zero-filled demand grid (see :func:`demand_grid`).
 
     Returns a frame of shape (n_bins, k) with ``ts`` (UTC bin start) and ``target`` (demand per
     bin in the resolved target's unit). Raises ``grid.GridError``, ``store.UnknownDataset``.
@@ -85,7 +137,7 @@ def grid(con, req: GridRequest) -> pd.DataFrame:
     target = resolve_target(con, req.dataset, req.target)
     weights = Weights(req.w_prompt, req.w_completion, include_failed=req.include_failed,
                       target=target)
-    return grids.demand_grid(con, req.dataset, req.bin_s, weights)
+    return demand_grid(con, req.dataset, req.bin_s, weights)
 
 
 def grid_document(con, req: GridRequest, rows: bool = False) -> dict:

@@ -11,9 +11,9 @@ import pytest
 from conftest import REPO, shared
 
 from analytics import store
-from analytics.envelope import grid
 from analytics.envelope import pipeline as envelope
 from analytics.ingest import files as ingest
+from analytics.services.demand import demand_grid
 
 DATASET = "burstgpt1_week1_per_minute_tps"
 
@@ -122,8 +122,8 @@ def test_cold_start_aci_recovers_coverage_static_calibration_does_not():
                 "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv"):
         path = shared(rel)
         ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    src = grid.demand_grid(con, DATASET, "5min")
-    tgt = grid.demand_grid(con, "lora_request_trace", "5min", Weights(target="gpu_seconds"))
+    src = demand_grid(con, DATASET, "5min")
+    tgt = demand_grid(con, "lora_request_trace", "5min", Weights(target="gpu_seconds"))
     table = envelope.cold_start(src, tgt, 300, (6, 24))
     cov = table.set_index(["k_hours", "method"])["coverage"]
     for k in (6, 24):
@@ -138,7 +138,7 @@ def test_short_horizon_check_on_azure_conv_at_10_seconds():
     con = store.connect(":memory:")
     path = shared("azure_llm/AzureLLMInferenceTrace_conv.csv")
     ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    g = grid.demand_grid(con, "AzureLLMInferenceTrace_conv", "10s")
+    g = demand_grid(con, "AzureLLMInferenceTrace_conv", "10s")
     r = envelope.run_envelope(g, 10, envelope.EnvelopeParams(alpha=0.1, n_boot=200))
     doc = envelope.to_json(r)
     assert doc["split"]["test"]["bins"] == 56

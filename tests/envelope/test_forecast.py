@@ -9,6 +9,7 @@ from conftest import shared
 
 from analytics.envelope import forecast, grid
 from analytics.ingest import files as ingest
+from analytics.services.demand import demand_grid
 
 
 def test_metric_formulas_by_hand():
@@ -65,7 +66,7 @@ def test_block_bootstrap_interval():
 def test_models_on_real_burstgpt_week(con):
     path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
     ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
-    g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+    g = demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
     y = g["target"].to_numpy()
     f = forecast.make_features(y, g["ts"], 300)
     split = grid.chronological_split(len(y), 300)

@@ -10,6 +10,7 @@ from conftest import shared
 from analytics.config import Weights
 from analytics.envelope import grid
 from analytics.ingest import files as ingest
+from analytics.services.demand import demand_grid
 
 
 def _load(con, rel):
@@ -20,7 +21,7 @@ def _load(con, rel):
 
 def test_azure_conv_grid_complete_and_conserves_tokens(con):
     path = _load(con, "azure_llm/AzureLLMInferenceTrace_conv.csv")
-    g = grid.demand_grid(con, "AzureLLMInferenceTrace_conv", "5min")
+    g = demand_grid(con, "AzureLLMInferenceTrace_conv", "5min")
     raw = pl.read_csv(path)
     first = pd.Timestamp("2023-11-16 18:15:00")
     last = pd.Timestamp("2023-11-16 19:10:00")
@@ -33,28 +34,28 @@ def test_azure_conv_grid_complete_and_conserves_tokens(con):
 def test_weights_apply_per_token_kind_and_model(con):
     _load(con, "burstgpt/BurstGPT_1_head400.csv")
     rows = pl.read_csv(shared("burstgpt/BurstGPT_1_head400.csv"))
-    g = grid.demand_grid(con, "BurstGPT_1_head400", "1h", Weights(1.0, 3.0))
+    g = demand_grid(con, "BurstGPT_1_head400", "1h", Weights(1.0, 3.0))
     assert g["target"].sum() == rows["Request tokens"].sum() + 3 * rows["Response tokens"].sum()
     per_model = Weights(1.0, 1.0, per_model=(("GPT-4", 2.0, 5.0),))
-    g2 = grid.demand_grid(con, "BurstGPT_1_head400", "1h", per_model)
+    g2 = demand_grid(con, "BurstGPT_1_head400", "1h", per_model)
     gpt4 = rows.filter(pl.col("Model") == "GPT-4")
     chat = rows.filter(pl.col("Model") == "ChatGPT")
     want = (chat["Total tokens"].sum() + 2 * gpt4["Request tokens"].sum()
             + 5 * gpt4["Response tokens"].sum())
     assert g2["target"].sum() == want
-    no_fail = grid.demand_grid(con, "BurstGPT_1_head400", "1h", Weights(include_failed=False))
+    no_fail = demand_grid(con, "BurstGPT_1_head400", "1h", Weights(include_failed=False))
     assert no_fail["requests"].sum() == 400 - 17
 
 
 def test_per_minute_aggregate_zero_fills_absent_minutes(con):
     _load(con, "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    g = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "1min")
+    g = demand_grid(con, "burstgpt1_week1_per_minute_tps", "1min")
     assert len(g) == 10080  # 7 days of minutes, 0 .. 10079
     present = pl.read_csv(shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"))["t"]
     absent = g.drop(index=present.to_list())
     assert len(absent) == 10080 - 6366 and (absent["target"] == 0).all()
     assert g["requests"].isna().all()
-    g5 = grid.demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
+    g5 = demand_grid(con, "burstgpt1_week1_per_minute_tps", "5min")
     assert len(g5) == 2016
     assert g5["target"].sum() == pytest.approx(g["target"].sum())
 
@@ -62,15 +63,15 @@ def test_per_minute_aggregate_zero_fills_absent_minutes(con):
 def test_finer_bin_than_data_is_a_clear_error(con):
     _load(con, "burstgpt/derived/burstgpt1_daily_requests_tokens.csv")
     with pytest.raises(grid.GridError, match="finer than the data's own 86400 s"):
-        grid.demand_grid(con, "burstgpt1_daily_requests_tokens", "1h")
-    g = grid.demand_grid(con, "burstgpt1_daily_requests_tokens", "1d")
+        demand_grid(con, "burstgpt1_daily_requests_tokens", "1h")
+    g = demand_grid(con, "burstgpt1_daily_requests_tokens", "1d")
     assert len(g) == 61 and int(g["requests"].sum()) == 1_429_737
 
 
 def test_non_demand_dataset_refused(con):
     _load(con, "sustaindc_dcrl/CarbonIntensity/AZPS_NG_&_avgCI.csv")
     with pytest.raises(grid.GridError, match="not LLM demand"):
-        grid.demand_grid(con, "AZPS_NG_&_avgCI")
+        demand_grid(con, "AZPS_NG_&_avgCI")
 
 
 def test_split_days_and_fractions():
@@ -87,13 +88,13 @@ def test_split_days_and_fractions():
 
 def test_gpu_seconds_target_for_lora_trace(con):
     _load(con, "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv")
-    g = grid.demand_grid(con, "lora_request_trace", "1h", Weights(target="gpu_seconds"))
+    g = demand_grid(con, "lora_request_trace", "1h", Weights(target="gpu_seconds"))
     raw = pl.read_csv(shared("alibaba_gpu_traces/v2026_genai/lora_request_trace.csv"))
     assert g["target"].sum() == raw["exec_time_seconds"].sum()
     assert g["requests"].sum() == 26823
     with pytest.raises(grid.GridError, match="no token counts"):
-        grid.demand_grid(con, "lora_request_trace", "1h")
+        demand_grid(con, "lora_request_trace", "1h")
     _load(con, "azure_llm/AzureLLMInferenceTrace_code.csv")
     with pytest.raises(grid.GridError, match="no GPU execution time"):
-        grid.demand_grid(con, "AzureLLMInferenceTrace_code", "5min",
+        demand_grid(con, "AzureLLMInferenceTrace_code", "5min",
                          Weights(target="gpu_seconds"))
