@@ -13,8 +13,9 @@ import pandas as pd
 
 from analytics import serving, store
 
-#: Every policy, in the order the comparison shows them: the baselines, the ablation, Festina.
-ALL_POLICIES = ("max_clock", "static_dvfs", "stage1", "stage2", "stage3", "stage4", "festina")
+#: Every registered policy, in registration order: the baselines, the ablation, Festina (a
+#: policy added with ``serving.register_policy`` is compared too).
+ALL_POLICIES = tuple(serving.POLICY_REGISTRY)
 
 
 def inputs(con) -> dict:
