@@ -66,12 +66,14 @@ def test_milp_refuses_uncoverable_demand():
 def test_kind_weights_power_model():
     from analytics.hardware.power import gpu_power_w
 
-    k = GPUKind("x", 80, 700, 100, 2.0, 1000.0, ())
+    k = GPUKind("x", "test", 80, None, None, None, 700, (), idle_w=100, price_usd_per_h=2.0,
+                ref_tok_s=1000.0)
     assert gpu_power_w(100, 700, 0.5) == 400.0 and gpu_power_w(None, 700, 0.5) == 700.0
     assert mix.kind_weights([k], "power", 0.5)[0] == pytest.approx(100 + 600 * 0.5)
     assert mix.kind_weights([k], "carbon", 0.5, 400)[0] == pytest.approx(0.4 * 400)
     with pytest.raises(ValueError, match="no price"):
-        mix.kind_weights([GPUKind("y", 80, 700, 100, None, 1.0, ())], "cost")
+        mix.kind_weights([GPUKind("y", "test", 80, None, None, None, 700, (), idle_w=100,
+                                  ref_tok_s=1.0)], "cost")
 
 
 @pytest.fixture(scope="module")
