@@ -11,13 +11,12 @@ only parse arguments and call :mod:`analytics.services`.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
 
 from analytics import store
-from analytics.cli import advisor, data, decisions, demand, power, serving
+from analytics.cli import advisor, data, decisions, demand, output, power, serving
 from analytics.cli import telemetry as telemetry_cli
 from analytics.cli.common import BadInput
 from analytics.config import Settings
@@ -57,13 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(2, msg)
     except (PullError, store.StoreError, TelemetryUnavailable) as exc:
         return _fail(1, str(exc))
-    print(json.dumps(result, indent=2, default=str))
+    print(output.dumps(result))
     return 0
 
 
 def _fail(code: int, message: str, detail: dict | None = None) -> int:
     print(f"headroom: error: {message}", file=sys.stderr)
-    print(json.dumps({"error": message, **({"detail": detail} if detail else {})}, indent=2))
+    print(output.dumps({"error": message, **({"detail": detail} if detail else {})}))
     return code
 
 

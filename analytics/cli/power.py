@@ -15,10 +15,8 @@ templates, power sources) and ``synthetic``.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
-import numpy as np
 from tqdm import tqdm
 
 from analytics import params
@@ -79,20 +77,9 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _clean(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.generic):
-        return _clean(value.item())
-    return value
-
-
 def run(args, settings) -> dict:
-    """Execute ``headroom powersim``; returns the JSON document (NaN -> null).
+    """Execute ``headroom powersim``; returns the JSON document (NaN -> null in
+    :mod:`analytics.cli.output`).
 
     Raises
     ------
@@ -107,10 +94,10 @@ def run(args, settings) -> dict:
         inputs = power.load_inputs(con, args.jobs, args.inference, args.seed,
                                    args.clock_offset_h)
     if not args.sweep:
-        return _clean(power.document(inputs, scenario, args.seed))
+        return power.document(inputs, scenario, args.seed)
     total = len(args.shares) * len(args.sweep_utilizations) * args.replications
     with tqdm(total=total, file=sys.stderr, desc="sweep", unit="run") as bar:
         out = power.document(inputs, scenario, args.seed, args.sweep_utilizations, args.shares,
                              args.replications, lambda done, _total: bar.update(done - bar.n))
         bar.update(total - bar.n)
-    return _clean(out)
+    return out

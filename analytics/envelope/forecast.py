@@ -173,10 +173,20 @@ def point_forecasts(y: np.ndarray, feats: Features, fit_rows: np.ndarray, seed: 
 def wape(y: np.ndarray, yhat: np.ndarray) -> float:
     """Weighted absolute percentage error ``sum|y - yhat| / sum|y|`` (a fraction, not %).
 
+    Undefined (NaN) when the window has zero demand: the CLI prints it as null with the reason
+    :data:`WAPE_UNDEFINED`, and MAE / RMSE stay defined.
+
     >>> wape(np.array([10.0, 0.0, 30.0]), np.array([12.0, 1.0, 27.0]))
     0.15
+    >>> wape(np.zeros(3), np.ones(3))
+    nan
     """
-    return float(np.abs(y - yhat).sum() / np.abs(y).sum())
+    total = float(np.abs(y).sum())
+    return float(np.abs(y - yhat).sum() / total) if total > 0 else float("nan")
+
+
+#: Why a WAPE is null: the denominator (total demand of the window) is zero.
+WAPE_UNDEFINED = "zero demand in the test window"
 
 
 def mae(y: np.ndarray, yhat: np.ndarray) -> float:

@@ -252,20 +252,44 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     )
 
 
+def _defined(value: float, path: str, reason: str, reasons: dict[str, str]) -> float | None:
+    """``value``, or None with ``reasons[path] = reason`` when it is not a finite number."""
+    if value is not None and np.isfinite(value):
+        return float(value)
+    reasons[path] = reason
+    return None
+
+
 def to_json(result: EnvelopeResult) -> dict:
-    """The CLI document: split, point metrics, MAE gain interval, interval metrics, alarm."""
+    """The CLI document: split, point metrics, MAE gain interval, interval metrics, alarm.
+
+    Strict JSON values only: an undefined metric is null and ``null_reasons`` maps its path
+    (e.g. ``point.hgb.wape``) to why (zero demand in the test window; every interval unbounded).
+    """
     alarm = result.alarm
     first = alarm["first_alarm"]
+    reasons: dict[str, str] = {}
+    point = {r.model: {"wape": _defined(r.wape, f"point.{r.model}.wape", forecast.WAPE_UNDEFINED,
+                                        reasons),
+                       "mae": r.mae, "rmse": r.rmse}
+             for r in result.point_metrics.itertuples()}
+    unbounded = "every test interval is unbounded (ACI alpha_t reached 0); see infinite_bins"
+    intervals = {r.method: {"coverage": r.coverage,
+                            "mean_width": _defined(r.mean_width, f"intervals.{r.method}.mean_width",
+                                                   unbounded, reasons),
+                            "infinite_bins": r.infinite_bins,
+                            "winkler": _defined(r.winkler, f"intervals.{r.method}.winkler",
+                                                "unbounded intervals have an infinite interval "
+                                                "score", reasons)}
+                 for r in result.interval_metrics.itertuples()}
     return {
         "split": result.split,
         "alpha": result.params.alpha,
         "horizon_bins": result.params.horizon,
-        "point": {r.model: {"wape": r.wape, "mae": r.mae, "rmse": r.rmse}
-                  for r in result.point_metrics.itertuples()},
+        "point": point,
         "mae_gain_ci": result.mae_gain,
-        "intervals": {r.method: {"coverage": r.coverage, "mean_width": r.mean_width,
-                                 "infinite_bins": r.infinite_bins, "winkler": r.winkler}
-                      for r in result.interval_metrics.itertuples()},
+        "intervals": intervals,
+        "null_reasons": reasons,
         "shift_alarm": {
             "threshold": alarm["threshold"],
             "max_martingale": float(np.max(alarm["martingale"])),
