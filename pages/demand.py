@@ -29,8 +29,7 @@ target_label = DemandTarget(target).label
 span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
 choices = bin_choices(res, span_s, not is_requests)
 c1, c2, c3, c4 = st.columns(4)
-default = "5min" if "5min" in choices else choices[0]
-bin_label = c1.selectbox("Bin", choices, index=choices.index(default), key="bin")
+bin_label = widgets.shared_bin(choices, "bin", c1)
 if is_requests and target == "weighted_tokens":
     w_p = c2.number_input("w_prompt", 0.0, 100.0, 1.0, 0.1, key="w_prompt",
                           help="weight of a prompt (prefill) token in the target")

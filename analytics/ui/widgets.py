@@ -30,16 +30,30 @@ def chosen_dataset() -> tuple[str, dict]:
     return name, info
 
 
+def shared_bin(choices: list[str], key: str, container=None) -> str:
+    """Bin selector whose choice is shared by every page (``st.session_state["envelope_bin"]``,
+    like the envelope settings), so moving from Demand to Coverage keeps the bin.
+
+    ``choices`` are the bins this page can use for the dataset; a shared choice it cannot use
+    falls back to 5 minutes (or the first choice). ``key`` keeps each page's widget distinct.
+    """
+    chosen = st.session_state.get("envelope_bin")
+    default = chosen if chosen in choices else ("5min" if "5min" in choices else choices[0])
+    value = (container or st).selectbox("Bin", choices, index=choices.index(default), key=key)
+    st.session_state["envelope_bin"] = value
+    return value
+
+
 def intraday_bin(info: dict, key: str, what: str) -> str:
-    """Bin selector limited to intra-day bins the dataset supports; stops the page if none."""
+    """Bin selector limited to intra-day bins the dataset supports (shared across pages, see
+    :func:`shared_bin`); stops the page if none."""
     span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
     choices = [c for c in bin_choices(float(info["resolution_s"] or 0), span_s,
                                       info["kind"] != "requests") if BIN_CHOICES_S[c] < 86400]
     if not choices:
         st.info(f"{info['name']} is binned by day; {what} need intra-day bins.")
         st.stop()
-    return st.selectbox("Bin", choices, key=key,
-                        index=choices.index("5min") if "5min" in choices else 0)
+    return shared_bin(choices, key)
 
 
 def envelope_controls(prefix: str) -> EnvelopeParams:

@@ -59,6 +59,22 @@ def test_upload_azure_conv_adds_dataset_and_demand_page_charts_it(app_env):
     assert metrics(at)["bins"] == "60"  # 18:15 .. 19:14 inclusive
 
 
+def test_bin_choice_is_shared_across_pages(app_env):
+    """Issue 19 item 4: the bin follows the user from page to page, like alpha and the model."""
+    seed(app_env["db"], "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    at = new_app().run()
+    at.switch_page("pages/demand.py").run()
+    assert at.selectbox(key="bin").value == "5min"
+    at.selectbox(key="bin").set_value("15min").run()
+    assert metrics(at)["bins"] == "4"
+    at.switch_page("pages/coverage.py").run()
+    assert not at.exception
+    assert at.selectbox(key="coverage_bin").value == "15min"
+    at.selectbox(key="coverage_bin").set_value("1min").run()
+    at.switch_page("pages/demand.py").run()
+    assert at.selectbox(key="bin").value == "1min" and metrics(at)["bins"] == "60"
+
+
 def test_upload_bad_file_shows_error_and_store_is_unchanged(app_env):
     from analytics import store
 
