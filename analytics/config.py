@@ -142,6 +142,23 @@ BIN_CHOICES_S = {"10s": 10, "30s": 30, "1min": 60, "5min": 300, "15min": 900, "1
 #: Most bins a page will draw or fit (finer bins are offered only for short traces).
 MAX_PAGE_BINS = 50_000
 
+#: Fewest bins an envelope page offers a bin for: with the default 0.69 / 0.15 / 0.16 split that
+#: leaves about 22 calibration bins, twice the ``ceil(1/alpha) + 1 = 11`` that alpha = 0.1 needs
+#: (feature lags use some of them).
+MIN_ENVELOPE_BINS = 150
+
+
+def envelope_bin_choices(choices: list[str], span_s: float) -> list[str]:
+    """The intra-day bins of ``choices`` that give an envelope enough bins over ``span_s``.
+
+    >>> envelope_bin_choices(["10s", "30s", "1min", "5min", "1h", "1d"], 3540)
+    ['10s']
+    >>> envelope_bin_choices(["1min", "5min", "15min", "1h", "1d"], 7 * 86400)
+    ['1min', '5min', '15min', '1h']
+    """
+    return [c for c in choices if BIN_CHOICES_S[c] < 86400
+            and span_s / BIN_CHOICES_S[c] >= MIN_ENVELOPE_BINS]
+
 
 def bin_choices(resolution_s: float, span_s: float, pre_binned: bool) -> list[str]:
     """Bin labels a dataset supports: not finer than its data, a multiple of a pre-binned

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analytics.config import BIN_CHOICES_S, bin_choices
+from analytics.config import BIN_CHOICES_S, MIN_ENVELOPE_BINS, bin_choices, envelope_bin_choices
 from analytics.envelope import forecast
 from analytics.envelope.pipeline import EnvelopeParams
 from analytics.ui import cache
@@ -45,14 +45,25 @@ def shared_bin(choices: list[str], key: str, container=None) -> str:
 
 
 def intraday_bin(info: dict, key: str, what: str) -> str:
-    """Bin selector limited to intra-day bins the dataset supports (shared across pages, see
-    :func:`shared_bin`); stops the page if none."""
+    """Bin selector for envelope pages: intra-day bins the dataset supports that give at least
+    ``MIN_ENVELOPE_BINS`` bins (enough calibration bins), shared across pages (see
+    :func:`shared_bin`). Says when 5 minutes is not offered and why; stops the page if no bin
+    can work."""
     span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
-    choices = [c for c in bin_choices(float(info["resolution_s"] or 0), span_s,
-                                      info["kind"] != "requests") if BIN_CHOICES_S[c] < 86400]
-    if not choices:
+    supported = [c for c in bin_choices(float(info["resolution_s"] or 0), span_s,
+                                        info["kind"] != "requests") if BIN_CHOICES_S[c] < 86400]
+    if not supported:
         st.info(f"{info['name']} is binned by day; {what} need intra-day bins.")
         st.stop()
+    choices = envelope_bin_choices(supported, span_s)
+    if not choices:
+        st.info(f"{info['name']} spans {span_s / 60:,.0f} minutes: even {supported[0]} bins give "
+                f"fewer than {MIN_ENVELOPE_BINS} bins, too few to calibrate {what}.")
+        st.stop()
+    if "5min" not in choices:
+        st.caption(f"Bins offered give at least {MIN_ENVELOPE_BINS} bins over this "
+                   f"{span_s / 3600:,.1f}-hour dataset (enough to calibrate the intervals); "
+                   f"5 min would give {span_s / 300:,.0f}.")
     return shared_bin(choices, key)
 
 

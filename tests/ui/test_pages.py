@@ -61,18 +61,30 @@ def test_upload_azure_conv_adds_dataset_and_demand_page_charts_it(app_env):
 
 def test_bin_choice_is_shared_across_pages(app_env):
     """Issue 19 item 4: the bin follows the user from page to page, like alpha and the model."""
-    seed(app_env["db"], "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    seed(app_env["db"], WEEK)
     at = new_app().run()
     at.switch_page("pages/demand.py").run()
     assert at.selectbox(key="bin").value == "5min"
-    at.selectbox(key="bin").set_value("15min").run()
-    assert metrics(at)["bins"] == "4"
+    at.selectbox(key="bin").set_value("1h").run()
     at.switch_page("pages/coverage.py").run()
     assert not at.exception
-    assert at.selectbox(key="coverage_bin").value == "15min"
-    at.selectbox(key="coverage_bin").set_value("1min").run()
+    assert at.selectbox(key="coverage_bin").value == "1h"
+    assert "1d" not in at.selectbox(key="coverage_bin").options  # 7 bins cannot calibrate
     at.switch_page("pages/demand.py").run()
-    assert at.selectbox(key="bin").value == "1min" and metrics(at)["bins"] == "60"
+    assert at.selectbox(key="bin").value == "1h" and metrics(at)["bins"] == "168"
+
+
+def test_one_hour_trace_gets_a_bin_that_can_calibrate(app_env):
+    """Issue 19 item 3: the README's one-hour Azure trace used to fail at the default 5 minutes
+    ("only 2 calibration bins"); envelope pages now offer only bins with enough calibration
+    bins, say why 5 minutes is not among them, and show an envelope."""
+    seed(app_env["db"], "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    at = new_app().run()
+    at.switch_page("pages/coverage.py").run()
+    assert not at.exception
+    assert at.selectbox(key="coverage_bin").options == ["10s"]
+    assert any("5 min would give 12" in c.value for c in at.caption)
+    assert not at.error and len(at.get("plotly_chart")) >= 1
 
 
 def test_upload_bad_file_shows_error_and_store_is_unchanged(app_env):
