@@ -46,6 +46,10 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
         "state": pl.String, "exit_code": pl.Int32, "user_hash": pl.String,
         # thousandths of a GPU requested in total (GPU-sharing pods); empty = n_gpus * 1000
         "gpu_milli": pl.Int32,
+        # the job's GPUs are MIG slices (a ``gpu_kind`` such as ``a100_3g.20gb``); empty = unknown
+        "mig_slice": pl.Boolean,
+        # run time as the source reports it (Slurm ``Elapsed``), seconds; empty = not reported
+        "elapsed_s": pl.Float64,
     },
     "bench_runs": {
         "source": pl.String, "task": pl.String, "hardware": pl.String, "gpu_mem_gb": pl.Float64,
@@ -55,6 +59,10 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
         "concurrency": pl.Float64, "throughput_tok_s": pl.Float64, "ttft_ms": pl.Float64,
         "itl_ms": pl.Float64, "latency_s": pl.Float64, "power_w": pl.Float64,
         "energy_per_token_j": pl.Float64, "failed": pl.Boolean,
+        # offered request rate, req/s (``vllm bench serve --request-rate``); empty = not set or
+        # unbounded. ``concurrency_measured``: ``concurrency`` was not configured but measured
+        # (Little's law, throughput x mean latency); empty/False = the configured value
+        "request_rate": pl.Float64, "concurrency_measured": pl.Boolean,
     },
     "reference_cdf": {
         "source": pl.String, "cluster": pl.String, "metric": pl.String,
@@ -140,8 +148,10 @@ _SQL_TYPES = {
     pl.Boolean: "BOOLEAN",
 }
 
-SCHEMA_VERSION = 6
-_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli")}  # columns later migrations add
+SCHEMA_VERSION = 7
+_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
+                ("bench_runs", "request_rate"),
+                ("bench_runs", "concurrency_measured")}  # columns later migrations add
 
 
 def _ddl(table: str) -> str:
@@ -200,4 +210,10 @@ MIGRATIONS: dict[int, list[str]] = {
         )"""],
     # fractional GPU requests (Alibaba openb GPU-sharing pods): total thousandths of a GPU
     6: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS gpu_milli INTEGER"],
+    # MIG slices in Slurm AllocTRES (gres/gpu:a100_3g.20gb) and sacct Elapsed; a benchmark's request rate kept
+    # apart from its concurrency, and whether that concurrency was measured (issue 14)
+    7: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS mig_slice BOOLEAN",
+        "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS elapsed_s DOUBLE",
+        "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS request_rate DOUBLE",
+        "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS concurrency_measured BOOLEAN"],
 }

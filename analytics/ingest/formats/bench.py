@@ -6,7 +6,9 @@ Canonical meaning of the columns (all formats):
   its datasheet memory; ``n_gpus`` devices in the run, ``tp`` / ``pp`` tensor / pipeline degrees.
 * ``precision``: weight precision (``bf16``, ``fp16``, ``fp8``, ``mxfp4`` ...).
 * ``in_len`` / ``out_len``: tokens per request (means where the source gives means);
-  ``concurrency``: the configured batch size / maximum number of concurrent sequences.
+  ``concurrency``: the configured batch size / maximum number of concurrent sequences, or, where
+  ``concurrency_measured`` is true, the measured mean number in flight; ``request_rate``: the
+  offered request rate in req/s (a rate, never a concurrency).
 * ``throughput_tok_s``: **output** (generated) tokens per second of the whole run;
   ``power_w``: mean power of **all** devices of the run together; ``energy_per_token_j``: joules
   per output token; ``ttft_ms`` / ``itl_ms``: time to first token / inter-token latency;
@@ -42,8 +44,10 @@ tables (``Input Length, Output Length, ..., TTFT Latency``) give ``ttft_ms``.
 
 ``vllm bench serve --save-result`` JSON (the format users produce themselves): needs the
 hardware in the result's metadata (``vllm bench serve ... --metadata hardware=H100 tp=1
-precision=bf16``); throughput is ``output_throughput``, TTFT/ITL the medians, ``concurrency`` is
-``max_concurrency`` (else ``request_rate``), lengths are ``total_*_tokens / completed``.
+precision=bf16``); throughput is ``output_throughput``, TTFT/ITL the medians, ``request_rate``
+the offered rate (req/s, ``inf`` -> empty), ``concurrency`` is ``max_concurrency`` when set, else
+measured by Little's law (request throughput x mean e2e latency) with ``concurrency_measured``
+true; lengths are ``total_*_tokens / completed``.
 """
 
 from __future__ import annotations
@@ -429,14 +433,11 @@ class VllmBench:
         tp = int(_num(look.get("tp", look.get("tensor_parallel_size", 1)), display, 1, "tp",
                       positive=True))
         n_gpus = int(_num(look.get("n_gpus", tp), display, 1, "n_gpus", positive=True))
-        conc = look.get("max_concurrency")
-        if conc is None:
-            rate = look.get("request_rate")
-            conc = None if rate in (None, "inf", float("inf")) else rate
+        rate, conc, measured, conc_note = _vllm_load(doc, look, display)
         tput = _num(doc.get("output_throughput"), display, 1, "output_throughput", positive=True)
         power = _num(look.get("power_w"), display, 1, "power_w", required=False)
         hw = hardware.normalise(str(hw_raw))
-        failed = doc.get("failed", 0) or 0
+        failed = _num(doc.get("failed"), display, 1, "failed", required=False) or 0
         rec = {
             "source": "vllm bench serve", "task": "vllm-serve", "hardware": hw,
             "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n_gpus, "tp": tp,
@@ -451,7 +452,7 @@ class VllmBench:
             / completed,
             "out_len": _num(doc.get("total_output_tokens"), display, 1, "total_output_tokens")
             / completed,
-            "concurrency": None if conc is None else _num(conc, display, 1, "max_concurrency"),
+            "concurrency": conc, "concurrency_measured": measured, "request_rate": rate,
             "throughput_tok_s": tput,
             "ttft_ms": _num(doc.get("median_ttft_ms", doc.get("mean_ttft_ms")), display, 1,
                             "median_ttft_ms"),
@@ -465,4 +466,44 @@ class VllmBench:
         if rec["active_params_b"] is None:
             rec["active_params_b"] = rec["params_b"]
         return Parsed(TABLE, VllmBench.NAME, _finish([rec], display), display, 0.0,
-                      ("one configuration per result file; power_w only if given in metadata",))
+                      ("one configuration per result file; power_w only if given in metadata",
+                       *conc_note))
+
+
+def _vllm_load(doc: dict, look: dict, display: str
+               ) -> tuple[float | None, float | None, bool | None, tuple[str, ...]]:
+    """Offered load of a ``vllm bench serve`` result: request rate and concurrency, kept apart.
+
+    ``request_rate`` (req/s; ``inf`` = all requests at once -> None) is a rate, never a
+    concurrency. ``max_concurrency`` when set is the configured concurrency; otherwise the mean
+    number of requests in flight is measured by Little's law (Little 1961, L = lambda W):
+    ``completed / duration`` (req/s, else ``request_throughput``) x ``mean_e2el_ms / 1000`` (s),
+    e.g. 3.937 req/s x 9.150 s = 36.0. Values may be strings (``--metadata`` key=value pairs).
+
+    Returns
+    -------
+    (request_rate, concurrency, concurrency_measured, notes): concurrency None when neither is
+    known; notes are warnings for the Parsed record. Raises FormatError naming a bad field.
+    """
+    raw_rate = look.get("request_rate")
+    rate = None
+    if not (raw_rate is None or str(raw_rate).strip().lower() in ("inf", "infinity", "null")):
+        rate = _num(raw_rate, display, 1, "request_rate", positive=True, required=False)
+    raw_conc = look.get("max_concurrency")
+    if raw_conc is not None and str(raw_conc).strip().lower() not in ("", "null", "none"):
+        return rate, _num(raw_conc, display, 1, "max_concurrency", positive=True), False, ()
+    latency_ms = _num(doc.get("mean_e2el_ms"), display, 1, "mean_e2el_ms", required=False)
+    duration = _num(doc.get("duration"), display, 1, "duration", required=False)
+    completed = _num(doc.get("completed"), display, 1, "completed", required=False)
+    throughput = (completed / duration if completed and duration else
+                  _num(doc.get("request_throughput"), display, 1, "request_throughput",
+                       required=False))
+    offered = f"request rate {rate:g} req/s" if rate else "unbounded request rate"
+    if not latency_ms or not throughput:
+        return rate, None, None, (f"no max_concurrency ({offered}) and no mean_e2el_ms / "
+                                  "throughput to measure it: concurrency empty",)
+    conc = throughput * latency_ms / 1000.0
+    return rate, conc, True, (
+        f"no max_concurrency ({offered}): concurrency {conc:.1f} MEASURED by Little's law "
+        f"({throughput:.3f} req/s x {latency_ms / 1000.0:.3f} s mean e2e latency), "
+        "concurrency_measured = true",)

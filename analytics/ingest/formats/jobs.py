@@ -7,7 +7,8 @@ Datacenter Challenge, Samsi et al., HPEC 2021; third-party extract, see SOURCES.
   means the job never started / ended and is stored empty.
 * GPUs: the Slurm trackable resources the job *requested*, ``tres_req``, as ``ID=count`` pairs;
   the dataset README maps 1001 -> ``gpu:tesla`` and 1002 -> ``gpu:volta`` (V100), so ``n_gpus``
-  is the sum of those counts and ``gpu_kind`` the kind(s) present; 0 GPUs otherwise.
+  is the sum of those counts (both ids are typed; no untyped total exists to double count, see
+  :func:`count_gpus`) and ``gpu_kind`` the kind(s) present; 0 GPUs otherwise.
   (``tres_alloc`` is not used: 33 jobs carry a GPU allocation they did not request.)
 * ``state``: Slurm's numeric job-state enum, decoded as 0 PENDING, 1 RUNNING, 2 SUSPENDED,
   3 COMPLETED, 4 CANCELLED, 5 FAILED, 6 TIMEOUT, 7 NODE_FAIL, 8 PREEMPTED, 9 BOOT_FAIL,
@@ -39,14 +40,49 @@ SLURM_STATES = {0: "PENDING", 1: "RUNNING", 2: "SUSPENDED", 3: "COMPLETED", 4: "
 GPU_TRES = {"1001": "tesla", "1002": "volta"}
 
 
-def _gpus(tres: str | None) -> tuple[int, str | None]:
-    n, kinds = 0, []
+#: a MIG profile as Slurm's gres type names it: ``[<gpu>_]<n>g.<memory>gb`` (``a100_3g.20gb``,
+#: ``1g.10gb``; NVIDIA MIG user guide, "Supported MIG profiles")
+MIG_PROFILE = re.compile(r"(?:^|[_:])\d+g\.\d+gb$", re.IGNORECASE)
+
+
+def is_mig(kind: str | None) -> bool:
+    """Whether a GPU kind names a MIG slice (``a100_3g.20gb`` -> True, ``h100`` -> False)."""
+    return bool(kind) and bool(MIG_PROFILE.search(kind))
+
+
+def count_gpus(entries: list[tuple[str | None, int]]) -> tuple[int, str | None, bool]:
+    """GPUs of one job from its trackable-resource GPU entries, never counting one GPU twice.
+
+    Slurm lists a typed GPU request both by type and as the untyped total (``AllocTRES``
+    ``gres/gpu:h100=1,gres/gpu=1`` is ONE GPU; Slurm ``gres.conf`` / ``sacct`` TRES docs), so the
+    untyped total is the count when present, else the sum of the typed entries.
+
+    Parameters
+    ----------
+    entries : ``(kind, count)`` per GPU entry; ``kind`` None for the untyped ``gres/gpu`` total
+
+    Returns
+    -------
+    (n_gpus, gpu_kind, mig_slice): GPUs (int), the typed kinds joined by ``+`` (None when no
+    type is given) and whether any kind is a MIG profile (:func:`is_mig`).
+    """
+    untyped = [n for kind, n in entries if kind is None]
+    typed = [(kind, n) for kind, n in entries if kind is not None]
+    total = max(untyped) if untyped else sum(n for _, n in typed)
+    kinds = sorted({kind for kind, _ in typed})
+    return total, ("+".join(kinds) or None), any(is_mig(k) for k in kinds)
+
+
+def _gpus(tres: str | None) -> tuple[int, str | None, bool]:
+    """GPUs in a MIT SuperCloud ``tres_req`` (``1=20,2=170000,1002=2``): every GPU id it lists
+    is typed (1001 ``gpu:tesla``, 1002 ``gpu:volta``; the dataset has no untyped GPU id), so the
+    count is their sum (:func:`count_gpus`). Raises ValueError for a non-integer count."""
+    entries = []
     for pair in (tres or "").split(","):
         key, _, val = pair.partition("=")
         if key.strip() in GPU_TRES:
-            n += int(val)
-            kinds.append(GPU_TRES[key.strip()])
-    return n, ("+".join(sorted(set(kinds))) or None)
+            entries.append((GPU_TRES[key.strip()], int(val)))
+    return count_gpus(entries)
 
 
 class MITSupercloud:
@@ -94,6 +130,7 @@ class MITSupercloud:
             epoch("time_end").alias("end_ts"),
             pl.Series("n_gpus", [d[0] for d in decoded], dtype=pl.Int32),
             pl.Series("gpu_kind", [d[1] for d in decoded], dtype=pl.String),
+            pl.Series("mig_slice", [d[2] for d in decoded], dtype=pl.Boolean),
             pl.col("state").replace_strict(SLURM_STATES, default=None, return_dtype=pl.String)
             .fill_null(pl.format("STATE_{}", pl.col("state"))).alias("state"),
             (pl.col("exit_code") if "exit_code" in frame.columns else pl.lit(None))
@@ -111,9 +148,13 @@ class Sacct:
     """Slurm ``sacct --parsable2`` output -> ``jobs``.
 
     Run e.g. ``sacct -a -X --parsable2 --format=JobID,User,Submit,Start,End,State,ExitCode,
-    AllocTRES,ReqTRES -S 2024-01-01``. ``|``-separated with a header; job steps (``123.batch``)
+    AllocTRES,ReqTRES,Elapsed -S 2024-01-01``; ``Submit`` may be left out when ``Elapsed`` is
+    given (``elapsed_s``; times then empty). ``|``-separated with a header; job steps (``123.batch``)
     are skipped; ``Unknown`` / ``None`` times are empty; times are the cluster's local time, read
-    as UTC. GPUs come from ``gres/gpu[:kind]=n`` in ``AllocTRES`` (else ``ReqTRES``); ``State``
+    as UTC. GPUs come from ``gres/gpu[:kind]=n`` in ``AllocTRES`` (else ``ReqTRES``): the untyped
+    ``gres/gpu=n`` total when listed, else the sum of the typed entries, never both
+    (:func:`count_gpus`); a MIG type (``gres/gpu:a100_3g.20gb``) is kept in ``gpu_kind`` and
+    sets ``mig_slice``; ``State``
     keeps its first word (``CANCELLED by 123`` -> ``CANCELLED``); ``ExitCode`` ``2:0`` -> 2; the
     user name is stored only as a sha256 prefix (``user_hash``).
     """
@@ -125,16 +166,18 @@ class Sacct:
     def detect(name: str, head: str) -> bool:
         first = head.splitlines()[0] if head else ""
         cols = first.split("|")
-        return "JobID" in cols and "Submit" in cols and "State" in cols
+        return "JobID" in cols and "State" in cols and ("Submit" in cols or "Elapsed" in cols)
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        recs = []
+        recs, n_mig = [], 0
         with open_text(path) as fh:
             header = fh.readline().rstrip("\r\n").split("|")
-            for need in ("JobID", "Submit", "State"):
+            for need in ("JobID", "State"):
                 if need not in header:
                     raise FormatError(display, 1, need, f"missing column {need!r}")
+            if "Submit" not in header and "Elapsed" not in header:
+                raise FormatError(display, 1, "Submit", "missing column 'Submit' (or 'Elapsed')")
             for lineno, line in enumerate(fh, start=2):
                 if not line.strip():
                     continue
@@ -156,24 +199,17 @@ class Sacct:
                     except ValueError as exc:
                         raise FormatError(display, lineno, col,
                                           f"{raw!r} is not YYYY-MM-DDTHH:MM:SS") from exc
-                if times["Submit"] is None:
+                if times["Submit"] is None and "Submit" in header:
                     raise FormatError(display, lineno, "Submit", "empty submit time")
-                tres = row.get("AllocTRES") or row.get("ReqTRES") or ""
-                n, kinds = 0, []
-                for m in re.finditer(r"gres/gpu(?::([\w.-]+))?=(\w+)", tres):
-                    try:
-                        n += int(m.group(2))
-                    except ValueError as exc:
-                        raise FormatError(display, lineno, "AllocTRES",
-                                          f"GPU count {m.group(2)!r} is not an integer") from exc
-                    if m.group(1):
-                        kinds.append(m.group(1))
+                n, kind, mig = _sacct_gpus(row, display, lineno)
+                n_mig += mig
                 code = row.get("ExitCode", "")
                 user = row.get("User", "")
                 recs.append({
                     "job_id": row["JobID"], "submit_ts": times["Submit"],
                     "start_ts": times["Start"], "end_ts": times["End"], "n_gpus": n,
-                    "gpu_kind": "+".join(sorted(set(kinds))) or None,
+                    "gpu_kind": kind, "mig_slice": mig,
+                    "elapsed_s": _elapsed_s(row.get("Elapsed", ""), display, lineno),
                     "state": row["State"].split(" ")[0] or None,
                     "exit_code": int(code.split(":")[0]) if code.split(":")[0].isdigit()
                     else None,
@@ -182,6 +218,48 @@ class Sacct:
                 })
         if not recs:
             raise FormatError(display, 2, 1, "no jobs (only steps or no rows)")
-        return Parsed("jobs", Sacct.NAME, pl.DataFrame(recs), display,
-                      1.0, ("job steps skipped; user names stored as sha256 prefixes; times read "
-                            "as UTC",))
+        warns = ["job steps skipped; user names stored as sha256 prefixes; times read as UTC",
+                 "GPUs per job: the untyped gres/gpu total when listed, else the sum of the typed "
+                 "gres/gpu:<type> entries (never both)"]
+        if n_mig:
+            warns.append(f"{n_mig} jobs ran on MIG slices (mig_slice; gpu_kind names the MIG "
+                         "profile)")
+        if "Submit" not in header:
+            warns.append("no Submit/Start/End columns: times empty, run time from Elapsed")
+        return Parsed("jobs", Sacct.NAME, pl.DataFrame(recs, infer_schema_length=None), display,
+                      1.0, tuple(warns))
+
+
+_ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+
+
+def _elapsed_s(raw: str, display: str, lineno: int) -> float | None:
+    """Slurm ``Elapsed`` (``[D-][HH:]MM:SS``, sacct man page "Elapsed") in seconds; empty ->
+    None. Raises FormatError (line, column) for any other text."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    m = _ELAPSED.match(raw)
+    if not m:
+        raise FormatError(display, lineno, "Elapsed", f"{raw!r} is not [D-][HH:]MM:SS")
+    days, hours, minutes, seconds = m.groups()
+    return (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60
+            + float(seconds))
+
+
+_GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(\w+)")
+
+
+def _sacct_gpus(row: dict[str, str], display: str, lineno: int) -> tuple[int, str | None, bool]:
+    """GPUs of one ``sacct`` row from ``AllocTRES`` (else ``ReqTRES``) via :func:`count_gpus`:
+    ``gres/gpu:a100_3g.20gb=1,gres/gpu=1`` -> ``(1, "a100_3g.20gb", True)``. Raises FormatError
+    (line, column) for a count that is not an integer."""
+    col = "AllocTRES" if row.get("AllocTRES") else "ReqTRES"
+    entries = []
+    for m in _GRES_GPU.finditer(row.get(col) or ""):
+        try:
+            entries.append((m.group(1), int(m.group(2))))
+        except ValueError as exc:
+            raise FormatError(display, lineno, col,
+                              f"GPU count {m.group(2)!r} is not an integer") from exc
+    return count_gpus(entries)
