@@ -56,6 +56,7 @@ from analytics.ingest.formats import (
     openb,
     prices,
     telemetry,
+    vllm,
     weather,
 )
 from analytics.ingest.formats._common import Format, FormatError, Parsed, read_head
@@ -87,7 +88,7 @@ FORMATS: dict[str, type[Format]] = {
         bench.MLEnergyV2,
         bench.MLEnergyV3,
         bench.Argonne,
-        bench.VllmBench,
+        vllm.VllmBench,
         canonical.Canonical,
     )
 }

@@ -42,12 +42,7 @@ reading 222,122 cannot be watts) and are divided by 1,000. The quantisation tabl
 ``kv_cache_dtype`` holds an unquoted comma are read with a fixed split from the right. TTFT
 tables (``Input Length, Output Length, ..., TTFT Latency``) give ``ttft_ms``.
 
-``vllm bench serve --save-result`` JSON (the format users produce themselves): needs the
-hardware in the result's metadata (``vllm bench serve ... --metadata hardware=H100 tp=1
-precision=bf16``); throughput is ``output_throughput``, TTFT/ITL the medians, ``request_rate``
-the offered rate (req/s, ``inf`` -> empty), ``concurrency`` is ``max_concurrency`` when set, else
-measured by Little's law (request throughput x mean e2e latency) with ``concurrency_measured``
-true; lengths are ``total_*_tokens / completed``.
+``vllm bench serve --save-result`` JSON: :mod:`analytics.ingest.formats.vllm`.
 """
 
 from __future__ import annotations
@@ -67,15 +62,15 @@ from analytics.schema import conform
 TABLE = "bench_runs"
 
 
-def _finish(recs: list[dict], display: str) -> pl.DataFrame:
+def finish_frame(recs: list[dict], display: str) -> pl.DataFrame:
     """Benchmark records as a canonical ``bench_runs`` frame. Raises FormatError if empty."""
     if not recs:
         raise FormatError(display, 2, 1, "no benchmark rows")
     return conform(pl.DataFrame(recs, infer_schema_length=None), TABLE)
 
 
-def _num(raw, display: str, line: int, col: str, *, positive: bool = False,
-         required: bool = True) -> float | None:
+def cell_number(raw, display: str, line: int, col: str, *, positive: bool = False,
+                required: bool = True) -> float | None:
     """A finite number from a cell, or FormatError naming the cell."""
     if raw is None or (isinstance(raw, str) and raw.strip() in ("", "None", "nan", "NaN")):
         if required:
@@ -92,7 +87,7 @@ def _num(raw, display: str, line: int, col: str, *, positive: bool = False,
     return val
 
 
-def _params_from_name(model: str) -> float | None:
+def params_from_name(model: str) -> float | None:
     """Parameter count (billions) written in a model name: ``Llama-2-7b`` -> 7; MoE ``8x7B`` and
     names without a size -> None."""
     if re.search(r"\d+x\d+(\.\d+)?b", model.lower()):
@@ -145,16 +140,16 @@ class MLEnergyV2:
                 raise FormatError(display, line, min(len(cells), len(header)) + 1,
                                   f"row has {len(cells)} fields, header has {len(header)}")
             r = dict(zip(header, cells, strict=True))
-            e_req = _num(r["Energy/req (J)"], display, line, "Energy/req (J)", positive=True)
-            out = _num(r["Avg Output Tokens"], display, line, "Avg Output Tokens", positive=True)
-            tput = _num(r["Token tput (tok/s)"], display, line, "Token tput (tok/s)",
+            e_req = cell_number(r["Energy/req (J)"], display, line, "Energy/req (J)", positive=True)
+            out = cell_number(r["Avg Output Tokens"], display, line, "Avg Output Tokens", positive=True)
+            tput = cell_number(r["Token tput (tok/s)"], display, line, "Token tput (tok/s)",
                         positive=True)
-            tpot = _num(r["Avg TPOT (s)"], display, line, "Avg TPOT (s)", positive=True)
-            tp = int(_num(r["TP"], display, line, "TP", positive=True))
-            pp = int(_num(r["PP"], display, line, "PP", positive=True))
+            tpot = cell_number(r["Avg TPOT (s)"], display, line, "Avg TPOT (s)", positive=True)
+            tp = int(cell_number(r["TP"], display, line, "TP", positive=True))
+            pp = int(cell_number(r["PP"], display, line, "PP", positive=True))
             p_b = params.get(r["Model"])
             if p_b is None:
-                p_b = _params_from_name(r["Model"])
+                p_b = params_from_name(r["Model"])
                 from_name += p_b is not None
             hw = hardware.normalise(r["GPU"])
             ept = e_req / out
@@ -163,12 +158,12 @@ class MLEnergyV2:
                 "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": tp * pp, "tp": tp, "pp": pp,
                 "precision": "bf16", "framework": "vLLM", "model": r["Model"],
                 "params_b": p_b, "active_params_b": p_b,
-                "out_len": out, "concurrency": _num(r["Max BS (reqs)"], display, line,
+                "out_len": out, "concurrency": cell_number(r["Max BS (reqs)"], display, line,
                                                     "Max BS (reqs)", positive=True),
                 "throughput_tok_s": tput, "itl_ms": tpot * 1000.0,
                 "power_w": ept * tput, "energy_per_token_j": ept, "failed": False,
             })
-        frame = _finish(recs, display)
+        frame = finish_frame(recs, display)
         # MoE models (Mixtral 8x7B/8x22B): active parameters are not in the source files
         frame = frame.with_columns(
             pl.when(pl.col("model").str.to_lowercase().str.contains(r"\d+x\d+b"))
@@ -190,7 +185,7 @@ _V3_NUM = ("num_gpus", "tensor_parallel", "avg_power_watts", "energy_per_token_j
 def _v3_record(c: dict, display: str, line: int, task: str | None) -> dict | None:
     if c.get("energy_per_token_joules") in (None, ""):
         return None  # diffusion configuration (images / videos, no tokens)
-    v = {k: _num(c.get(k), display, line, k, required=k in (
+    v = {k: cell_number(c.get(k), display, line, k, required=k in (
         "num_gpus", "tensor_parallel", "energy_per_token_joules",
         "output_throughput_tokens_per_sec")) for k in _V3_NUM}
     hw = hardware.normalise(str(c.get("gpu_model")))
@@ -259,7 +254,7 @@ class MLEnergyV3:
         warns = ["ML.ENERGY v3 reports no input lengths or TTFT; power_w is all GPUs together"]
         if skipped:
             warns.append(f"{skipped} diffusion configurations skipped (no tokens)")
-        return Parsed(TABLE, MLEnergyV3.NAME, _finish(recs, display), display, 0.0, tuple(warns))
+        return Parsed(TABLE, MLEnergyV3.NAME, finish_frame(recs, display), display, 0.0, tuple(warns))
 
 
 # --------------------------------------------------------------------------- Argonne
@@ -291,7 +286,7 @@ class Argonne:
                                                   strict=True)), cols, display, line)
             recs.append(rec)
             mw += in_mw
-        frame = _finish(recs, display)
+        frame = finish_frame(recs, display)
         frame = frame.with_columns(pl.col("params_b").alias("active_params_b"))
         frame = frame.with_columns(
             pl.when(pl.col("model").str.to_lowercase().str.contains(r"\d+x\d+b"))
@@ -350,30 +345,30 @@ def _argonne_cells(cells: list[str], cols: _ArgonneColumns, display: str,
 def _argonne_record(r: dict[str, str], cols: _ArgonneColumns, display: str,
                     line: int) -> tuple[dict, bool]:
     """One Argonne row as a ``bench_runs`` record, and whether its power was in milliwatts."""
-    n = int(_num(r["Num of Hardware"], display, line, "Num of Hardware", positive=True))
-    batch = _num(r["Batch Size"], display, line, "Batch Size", positive=True)
+    n = int(cell_number(r["Num of Hardware"], display, line, "Num of Hardware", positive=True))
+    batch = cell_number(r["Batch Size"], display, line, "Batch Size", positive=True)
     if "Input Output Length" in r:
-        in_len = out_len = _num(r["Input Output Length"], display, line,
+        in_len = out_len = cell_number(r["Input Output Length"], display, line,
                                 "Input Output Length", positive=True)
     else:
-        in_len = _num(r["Input Length"], display, line, "Input Length", positive=True)
-        out_len = _num(r["Output Length"], display, line, "Output Length", positive=True)
+        in_len = cell_number(r["Input Length"], display, line, "Input Length", positive=True)
+        out_len = cell_number(r["Output Length"], display, line, "Output Length", positive=True)
     lat_col, tput_col, ttft_col = cols.latency, cols.tput, cols.ttft
-    latency = _num(r[lat_col], display, line, lat_col, positive=True) if lat_col else None
+    latency = cell_number(r[lat_col], display, line, lat_col, positive=True) if lat_col else None
     tput = None
     if tput_col:
-        total = _num(r[tput_col], display, line, tput_col, positive=True)
+        total = cell_number(r[tput_col], display, line, tput_col, positive=True)
         tput = total * out_len / (in_len + out_len)
     ttft_ms = None
     if ttft_col:
-        ttft_ms = 1000 * _num(r[ttft_col], display, line, ttft_col, positive=True)
+        ttft_ms = 1000 * cell_number(r[ttft_col], display, line, ttft_col, positive=True)
     elif lat_col and not tput_col and out_len == 1:
         ttft_ms = 1000 * latency  # one generated token: the latency is the TTFT
     if "end_latency" in r:
-        latency = _num(r["end_latency"], display, line, "end_latency", positive=True)
+        latency = cell_number(r["end_latency"], display, line, "end_latency", positive=True)
     power, in_mw = None, False
     if "avg_power" in r:
-        power = _num(r["avg_power"], display, line, "avg_power", positive=True)
+        power = cell_number(r["avg_power"], display, line, "avg_power", positive=True)
         if power > 10_000:
             power, in_mw = power / 1000.0, True
     kv = r.get("kv_cache_dtype", "")
@@ -392,118 +387,9 @@ def _argonne_record(r: dict[str, str], cols: _ArgonneColumns, display: str,
         "hardware": hw, "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n,
         "tp": 1 if pipeline else n, "pp": n if pipeline else 1, "precision": prec,
         "framework": r["Framework"], "model": r["Model"],
-        "params_b": _params_from_name(r["Model"]), "in_len": in_len, "out_len": out_len,
+        "params_b": params_from_name(r["Model"]), "in_len": in_len, "out_len": out_len,
         "concurrency": batch, "throughput_tok_s": tput, "ttft_ms": ttft_ms,
         "latency_s": latency, "power_w": power,
         "energy_per_token_j": power / tput if power and tput else None,
         "failed": False,
     }, in_mw
-
-
-# --------------------------------------------------------------------------- vllm bench serve
-class VllmBench:
-    NAME = "vllm_bench"
-    TABLE = TABLE
-
-    @staticmethod
-    def detect(name: str, head: str) -> bool:
-        s = head.lstrip()
-        return s.startswith("{") and '"output_throughput"' in head and (
-            '"median_ttft_ms"' in head or '"mean_ttft_ms"' in head)
-
-    @staticmethod
-    def parse(path, display, opts) -> Parsed:
-        with open_text(Path(path)) as fh:
-            try:
-                doc = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") \
-                    from exc
-        if not isinstance(doc, dict):
-            raise FormatError(display, 1, 1, "a vllm bench result is one JSON object")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        look = {**doc, **meta}
-        hw_raw = look.get("hardware") or look.get("gpu")
-        if not hw_raw:
-            raise FormatError(display, 1, "hardware",
-                              "the result does not say which GPU ran it: rerun with "
-                              "`vllm bench serve ... --save-result --metadata hardware=H100 tp=1 "
-                              "precision=bf16` (or add \"hardware\" to the JSON)")
-        completed = _num(doc.get("completed"), display, 1, "completed", positive=True)
-        tp = int(_num(look.get("tp", look.get("tensor_parallel_size", 1)), display, 1, "tp",
-                      positive=True))
-        n_gpus = int(_num(look.get("n_gpus", tp), display, 1, "n_gpus", positive=True))
-        rate, conc, measured, conc_note = _vllm_load(doc, look, display)
-        tput = _num(doc.get("output_throughput"), display, 1, "output_throughput", positive=True)
-        power = _num(look.get("power_w"), display, 1, "power_w", required=False)
-        hw = hardware.normalise(str(hw_raw))
-        failed = _num(doc.get("failed"), display, 1, "failed", required=False) or 0
-        rec = {
-            "source": "vllm bench serve", "task": "vllm-serve", "hardware": hw,
-            "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n_gpus, "tp": tp,
-            "pp": int(_num(look.get("pp", 1), display, 1, "pp", positive=True)),
-            "precision": hardware.precision(look.get("precision") or look.get("dtype")),
-            "framework": "vLLM", "model": doc.get("model_id") or look.get("model"),
-            "params_b": _num(look.get("params_b"), display, 1, "params_b", required=False)
-            or _params_from_name(str(doc.get("model_id") or "")),
-            "active_params_b": _num(look.get("active_params_b"), display, 1, "active_params_b",
-                                    required=False),
-            "in_len": _num(doc.get("total_input_tokens"), display, 1, "total_input_tokens")
-            / completed,
-            "out_len": _num(doc.get("total_output_tokens"), display, 1, "total_output_tokens")
-            / completed,
-            "concurrency": conc, "concurrency_measured": measured, "request_rate": rate,
-            "throughput_tok_s": tput,
-            "ttft_ms": _num(doc.get("median_ttft_ms", doc.get("mean_ttft_ms")), display, 1,
-                            "median_ttft_ms"),
-            "itl_ms": _num(doc.get("median_itl_ms", doc.get("median_tpot_ms")), display, 1,
-                           "median_itl_ms", required=False),
-            "latency_s": None if doc.get("median_e2el_ms") is None else
-            _num(doc["median_e2el_ms"], display, 1, "median_e2el_ms") / 1000.0,
-            "power_w": power, "energy_per_token_j": power / tput if power else None,
-            "failed": bool(failed),
-        }
-        if rec["active_params_b"] is None:
-            rec["active_params_b"] = rec["params_b"]
-        return Parsed(TABLE, VllmBench.NAME, _finish([rec], display), display, 0.0,
-                      ("one configuration per result file; power_w only if given in metadata",
-                       *conc_note))
-
-
-def _vllm_load(doc: dict, look: dict, display: str
-               ) -> tuple[float | None, float | None, bool | None, tuple[str, ...]]:
-    """Offered load of a ``vllm bench serve`` result: request rate and concurrency, kept apart.
-
-    ``request_rate`` (req/s; ``inf`` = all requests at once -> None) is a rate, never a
-    concurrency. ``max_concurrency`` when set is the configured concurrency; otherwise the mean
-    number of requests in flight is measured by Little's law (Little 1961, L = lambda W):
-    ``completed / duration`` (req/s, else ``request_throughput``) x ``mean_e2el_ms / 1000`` (s),
-    e.g. 3.937 req/s x 9.150 s = 36.0. Values may be strings (``--metadata`` key=value pairs).
-
-    Returns
-    -------
-    (request_rate, concurrency, concurrency_measured, notes): concurrency None when neither is
-    known; notes are warnings for the Parsed record. Raises FormatError naming a bad field.
-    """
-    raw_rate = look.get("request_rate")
-    rate = None
-    if not (raw_rate is None or str(raw_rate).strip().lower() in ("inf", "infinity", "null")):
-        rate = _num(raw_rate, display, 1, "request_rate", positive=True, required=False)
-    raw_conc = look.get("max_concurrency")
-    if raw_conc is not None and str(raw_conc).strip().lower() not in ("", "null", "none"):
-        return rate, _num(raw_conc, display, 1, "max_concurrency", positive=True), False, ()
-    latency_ms = _num(doc.get("mean_e2el_ms"), display, 1, "mean_e2el_ms", required=False)
-    duration = _num(doc.get("duration"), display, 1, "duration", required=False)
-    completed = _num(doc.get("completed"), display, 1, "completed", required=False)
-    throughput = (completed / duration if completed and duration else
-                  _num(doc.get("request_throughput"), display, 1, "request_throughput",
-                       required=False))
-    offered = f"request rate {rate:g} req/s" if rate else "unbounded request rate"
-    if not latency_ms or not throughput:
-        return rate, None, None, (f"no max_concurrency ({offered}) and no mean_e2el_ms / "
-                                  "throughput to measure it: concurrency empty",)
-    conc = throughput * latency_ms / 1000.0
-    return rate, conc, True, (
-        f"no max_concurrency ({offered}): concurrency {conc:.1f} MEASURED by Little's law "
-        f"({throughput:.3f} req/s x {latency_ms / 1000.0:.3f} s mean e2e latency), "
-        "concurrency_measured = true",)
