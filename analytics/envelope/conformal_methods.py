@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from lightgbm import LGBMRegressor
 from mapie.regression import ConformalizedQuantileRegressor, SplitConformalRegressor
 
@@ -53,12 +52,14 @@ def cqr(X_fit, y_fit, X_cal, y_cal, X_test, alpha: float, seed: int = 0):
 def direct_quantile(X_fit, y_fit, X_test, alpha: float, seed: int = 0):
     """LightGBM quantile regression at ``alpha/2`` and ``1 - alpha/2`` (no calibration).
 
-    Returns (lo, hi), each of shape (n_test,); crossed quantiles are swapped per bin.
+    Returns (lo, hi), each of shape (n_test,), as the two models predict them: the quantiles
+    may cross on sparse data; :func:`analytics.envelope.repair.repair_band` sorts them per bin
+    and counts the crossings (``repaired_crossing``).
     """
     lo_m = _quantile_lgbm(seed).set_params(alpha=alpha / 2).fit(X_fit, y_fit)
     hi_m = _quantile_lgbm(seed).set_params(alpha=1 - alpha / 2).fit(X_fit, y_fit)
     lo, hi = lo_m.predict(X_test), hi_m.predict(X_test)
-    return np.minimum(lo, hi), np.maximum(lo, hi)
+    return lo, hi
 
 
 @dataclass(frozen=True)

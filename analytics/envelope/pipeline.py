@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analytics.envelope import forecast, metrics
+from analytics.envelope import forecast, metrics, repair
 from analytics.envelope.conformal_methods import split_conformal
 from analytics.envelope.grid import chronological_split
 from analytics.envelope.intervals import IntervalData, Intervals
@@ -88,6 +88,13 @@ class EnvelopeResult:
     rolling : DataFrame: ts, method, coverage (trailing day, or a quarter of a shorter test
         window)
     alarm : dict from :func:`analytics.envelope.metrics.shift_alarm` plus its ``ts``
+    repairs : DataFrame, one row per point model (``kind`` = ``"point"``) and per interval
+        method (``kind`` = ``"interval"``): ``bins``, ``repaired_negative_point``,
+        ``repaired_negative_lower``, ``repaired_negative_upper``, ``repaired_crossing``,
+        ``point_outside_band`` (:mod:`analytics.envelope.repair`). Every forecast in
+        ``series`` and ``test`` is already repaired: ``0 <= <method>_lo <= yhat <= <method>_hi``
+        on every test row, and every coverage, width and interval score is measured on the
+        repaired band.
     """
 
     series: pd.DataFrame
@@ -101,6 +108,7 @@ class EnvelopeResult:
     rolling: pd.DataFrame
     alarm: dict
     params: EnvelopeParams = field(default_factory=EnvelopeParams)
+    repairs: pd.DataFrame = field(default_factory=lambda: repair.repairs_frame([]))
 
 
 @dataclass(frozen=True)
@@ -172,30 +180,37 @@ def interval_bands(data: IntervalData, params: EnvelopeParams) -> dict[str, Inte
     return bands
 
 
-def _measure(out: pd.DataFrame, bands: dict[str, Intervals], alpha: float, per_day: int
-             ) -> tuple[list[dict], list, list, list]:
-    """Clip lower bounds at 0, write ``<method>_lo`` / ``_hi`` into ``out`` and measure each
-    method: summary rows, per-hour, per-regime and rolling coverage frames."""
-    metric_rows, hourly, by_regime, rolling = [], [], [], []
+def _measure(out: pd.DataFrame, bands: dict[str, Intervals], alpha: float, per_day: int,
+             raw_point: np.ndarray) -> tuple[list[dict], list, list, list, list[dict]]:
+    """Repair each band (:func:`analytics.envelope.repair.repair_band`: sorted, clipped at 0,
+    extended to the point ``out["yhat"]``), write ``<method>_lo`` / ``_hi`` into ``out`` and
+    measure the repaired band: summary rows, per-hour, per-regime and rolling coverage frames,
+    and one repair-count row per method."""
+    metric_rows, hourly, by_regime, rolling, repair_rows = [], [], [], [], []
     y_test = out["y"].to_numpy()
+    point = out["yhat"].to_numpy()
     window = min(per_day, max(12, len(out) // 4))
     for m, band in bands.items():
-        lo = np.maximum(band.lower, 0.0)  # demand is never negative: coverage unchanged
-        hi = band.upper
+        lo, hi, counts = repair.repair_band(point, band.lower, band.upper, raw_point)
+        repair_rows.append({"kind": "interval", "method": m, **counts})
         out[f"{m}_lo"], out[f"{m}_hi"] = lo, hi
         hit = metrics.covered(y_test, lo, hi)
         metric_rows.append({"method": m, **metrics.summary(y_test, lo, hi, alpha)})
         hourly.append(metrics.coverage_by(out["hour"].to_numpy(), hit).assign(method=m))
         by_regime.append(metrics.coverage_by(out["regime"].to_numpy(), hit).assign(method=m))
         rolling.append(metrics.rolling_coverage(out["ts"], hit, window).assign(method=m))
-    return metric_rows, hourly, by_regime, rolling
+    return metric_rows, hourly, by_regime, rolling, repair_rows
 
 
 def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None = None
                  ) -> EnvelopeResult:
     """Fit point models, build every interval method, and measure them on the test window.
 
-    Pure: reads nothing from the store.
+    Pure: reads nothing from the store. Demand is never negative: every point forecast is
+    clipped at 0 before it is measured or wrapped by an interval method, and every band is
+    repaired to ``0 <= lower <= point <= upper`` (:mod:`analytics.envelope.repair`); the
+    repairs are counted in :attr:`EnvelopeResult.repairs`, and coverage is measured on the
+    repaired band.
 
     Parameters
     ----------
@@ -214,7 +229,8 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     split = chronological_split(n, bin_s, params.split_days, params.split_frac)
     feats = forecast.make_features(y, ts, bin_s, params.horizon)
     fit_rows = np.arange(split.fit.start, split.fit.stop)
-    preds, fitted = forecast.point_forecasts(y, feats, fit_rows, params.seed)
+    raw_preds, fitted = forecast.point_forecasts(y, feats, fit_rows, params.seed)
+    preds, point_repairs = repair.clip_points(raw_preds)
 
     part = np.empty(n, dtype=object)
     part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
@@ -223,7 +239,7 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     cal, test = rows.cal, rows.test
     point_metrics, gain = _point_metrics(y, preds, test, feats.per_day, params)
 
-    X, base = feats.X, fitted[params.base_model]
+    X, base = feats.X, repair.NonNegative(fitted[params.base_model])
     yhat = preds[params.base_model]
     data = IntervalData(params.alpha, params.seed, base, X[rows.fit], y[rows.fit], X[cal],
                         y[cal], yhat[cal], ts[cal], X[test], y[test], yhat[test], ts[test])
@@ -235,7 +251,8 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
         for key, value in band.extras.items():
             if isinstance(value, np.ndarray) and value.shape == (len(test),):
                 out[f"{m}_{key}"] = value
-    metric_rows, hourly, by_regime, rolling = _measure(out, bands, params.alpha, feats.per_day)
+    metric_rows, hourly, by_regime, rolling, band_repairs = _measure(
+        out, bands, params.alpha, feats.per_day, raw_preds[params.base_model][test])
 
     stream = np.concatenate([cal, test])
     alarm = metrics.shift_alarm(base, X[stream], y[stream], seed=params.seed)
@@ -249,6 +266,7 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
         hourly=pd.concat(hourly, ignore_index=True).rename(columns={"group": "hour"}),
         by_regime=pd.concat(by_regime, ignore_index=True).rename(columns={"group": "regime"}),
         rolling=pd.concat(rolling, ignore_index=True), alarm=alarm, params=params,
+        repairs=repair.repairs_frame(point_repairs + band_repairs),
     )
 
 
@@ -260,8 +278,20 @@ def _defined(value: float, path: str, reason: str, reasons: dict[str, str]) -> f
     return None
 
 
+def _repairs_json(repairs: pd.DataFrame) -> dict:
+    """``{"point": {model: counts}, "intervals": {method: counts}}`` with int counts."""
+    doc: dict[str, dict] = {"point": {}, "intervals": {}}
+    for row in repairs.to_dict("records"):
+        kind = "point" if row.pop("kind") == "point" else "intervals"
+        name = row.pop("method")
+        doc[kind][name] = {k: int(v) for k, v in row.items()}
+    return doc
+
+
 def to_json(result: EnvelopeResult) -> dict:
-    """The CLI document: split, point metrics, MAE gain interval, interval metrics, alarm.
+    """The CLI document: split, point metrics, MAE gain interval, interval metrics, alarm, and
+    ``repairs`` (``{"point": {model: counts}, "intervals": {method: counts}}``, the counts of
+    :attr:`EnvelopeResult.repairs`; coverage is measured on the repaired band).
 
     Strict JSON values only: an undefined metric is null and ``null_reasons`` maps its path
     (e.g. ``point.hgb.wape``) to why (zero demand in the test window; every interval unbounded).
@@ -290,6 +320,7 @@ def to_json(result: EnvelopeResult) -> dict:
         "mae_gain_ci": result.mae_gain,
         "intervals": intervals,
         "null_reasons": reasons,
+        "repairs": _repairs_json(result.repairs),
         "shift_alarm": {
             "threshold": alarm["threshold"],
             "max_martingale": float(np.max(alarm["martingale"])),

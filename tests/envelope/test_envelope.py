@@ -146,3 +146,20 @@ def test_short_horizon_check_on_azure_conv_at_10_seconds():
     for m in ("split", "rolling", "aci"):
         assert doc["intervals"][m]["coverage"] >= 0.85
     assert doc["point"]["ridge"]["wape"] < doc["point"]["persistence"]["wape"]
+
+
+def test_week_rows_are_ordered_and_repairs_reported(result):
+    """0 <= lower <= point <= upper on every test row of the real week (issue 14 item 6), and
+    the repair counts travel with the result and the CLI document."""
+    t = result.test
+    point = t["yhat"].to_numpy()
+    assert (point >= 0).all()
+    for m in result.interval_metrics["method"]:
+        assert (t[f"{m}_lo"] >= 0).all() and (t[f"{m}_lo"] <= point).all(), m
+        assert (point <= t[f"{m}_hi"]).all(), m
+    doc = envelope.to_json(result)
+    assert set(doc["repairs"]["intervals"]) == set(doc["intervals"])
+    assert set(doc["repairs"]["point"]) == set(doc["point"])
+    # absolute-residual bands are symmetric around the clipped point: inside by construction
+    for m in ("split", "regime"):
+        assert doc["repairs"]["intervals"][m]["point_outside_band"] == 0
