@@ -38,6 +38,14 @@ st.dataframe(table.rename(columns={"mean_width": "mean width", "winkler": "inter
                      help="Winkler score: width + 2/alpha x miss distance (lower is better)",
                      format="%.0f")},
              key="interval_table")
+repaired = env.repairs[env.repairs.iloc[:, 2:].sum(axis=1) > 0]
+with st.expander(f"Repairs: demand is never negative ({len(repaired)} models or methods "
+                 "repaired)"):
+    st.caption("Point forecasts below 0 are clipped to 0 (the residual methods are calibrated "
+               "on the clipped model), crossed bounds are sorted, bounds are clipped at 0 and a "
+               "band is widened to its point when the point lies outside; coverage is measured "
+               "on the repaired band. Counts per test window (models: whole series).")
+    st.dataframe(env.repairs, hide_index=True, key="repairs_table")
 st.plotly_chart(charts.rolling_coverage_chart(env.rolling.dropna(subset=["coverage"]),
                                              params.alpha, synthetic), key="rolling_chart")
 st.caption("Rolling coverage is over the trailing day, or a quarter of the test window when "
