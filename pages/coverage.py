@@ -38,7 +38,8 @@ st.dataframe(table.rename(columns={"mean_width": "mean width", "winkler": "inter
                      help="Winkler score: width + 2/alpha x miss distance (lower is better)",
                      format="%.0f")},
              key="interval_table")
-repaired = env.repairs[env.repairs.iloc[:, 2:].sum(axis=1) > 0]
+counts = [c for c in env.repairs.columns if c.startswith("repaired") or c == "point_outside_band"]
+repaired = env.repairs[env.repairs[counts].sum(axis=1) > 0]
 with st.expander(f"Repairs: demand is never negative ({len(repaired)} models or methods "
                  "repaired)"):
     st.caption("Point forecasts below 0 are clipped to 0 (the residual methods are calibrated "
