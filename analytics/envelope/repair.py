@@ -54,6 +54,7 @@ class NonNegative(RegressorMixin, BaseEstimator):
 
     def __init__(self, model=None):
         self.model = model
+        self.fitted_ = True  # wraps an already fitted model (MAPIE's fitted check reads it)
 
     def fit(self, X, y):
         """Fit the wrapped model (used only when a caller refits)."""
