@@ -8,7 +8,6 @@ resolve_target` (tokens, or GPU-seconds for traces without tokens), like every o
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -78,8 +77,7 @@ def sweep(inputs, base, utilizations: tuple[float, ...], replications: int = 2, 
           shares: tuple[float, ...] = SWEEP_SHARES,
           progress: Callable[[int, int], None] | None = None) -> tuple[pd.DataFrame, dict]:
     """Inference-share sweep at each utilization: (table, shape report). The base scenario's
-    share and utilization are ignored (normalised to 0.5 so a cache keyed on it is reused)."""
-    base = replace(base, inference_share=0.5, utilization=0.5)
+    share and utilization are ignored (the sweep sets both)."""
     table = power.sweep(inputs, base, np.random.default_rng(seed), shares, utilizations,
                         replications, progress)
     return table, power.shape_report(table)

@@ -77,20 +77,32 @@ def compare(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICI
 
     Raises ValueError for an unknown policy, a bad parameter or no usable profile.
     """
+    _check(params, policies)  # before any read
+    return _compare(con, trace(con, trace_name, params.window_s), params, policies, measured,
+                    measured_name, bench_datasets)
+
+
+def _check(params, policies: tuple[str, ...]) -> None:
     unknown = [p for p in policies if p not in ALL_POLICIES]
     if unknown:
         raise ValueError(f"policy {unknown[0]!r}: choose all or one of {', '.join(ALL_POLICIES)}")
     serving.check_params(params)
+
+
+def _compare(con, arrivals: pd.DataFrame, params, policies, measured, measured_name,
+             bench_datasets):
+    _check(params, policies)
     profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
-    return serving.simulate(trace(con, trace_name, params.window_s), profs, params, policies)
+    return serving.simulate(arrivals, profs, params, policies)
 
 
 def run_views(con, trace_name: str, params, measured: bytes | None = None) -> dict:
     """Every policy plus what the Serving page draws: ``table``, per-minute ``timeseries``,
     Festina's TTFT / TBT latency CDFs per model (``cdf``, ``cdf_tbt``), ``notes``, ``json``
     (the CLI document) and the bench ``profiles`` used."""
-    comp = compare(con, trace_name, params, ALL_POLICIES, measured)
-    tr = trace(con, trace_name, params.window_s)
+    _check(params, ALL_POLICIES)
+    tr = trace(con, trace_name, params.window_s)  # read once: simulated and binned
+    comp = _compare(con, tr, params, ALL_POLICIES, measured, "uploaded profile", None)
     ts = pd.concat([serving.timeseries(r, tr).assign(policy=k)
                     for k, r in comp.results.items()], ignore_index=True)
     cdfs = {}
