@@ -81,6 +81,71 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Most line numbers a :class:`Note` keeps (its ``count`` keeps the total).
+NOTE_LINES_KEPT = 20
+
+
+class Note(str):
+    """An ingest warning that did not stop the ingest: what, in which column, on which lines.
+
+    A ``str`` (the full sentence, e.g. ``"lines 3, 7, column power.draw: [N/A] read as empty
+    (2 rows)"``) so it prints, joins and searches like any message, and carries the parts the
+    ingest report groups and counts.
+
+    Attributes
+    ----------
+    message : what happened, without the place (the group key of the report)
+    column : column name as written in the file, or None
+    lines : 1-based physical lines (header = line 1), at most :data:`NOTE_LINES_KEPT`
+    count : rows affected in all (``len(lines)`` before truncation by default); None = not a
+        per-row warning
+    """
+
+    message: str
+    column: str | None
+    lines: tuple[int, ...]
+    count: int | None
+
+    def __new__(cls, message: str, *, column: str | None = None, lines=(),
+                count: int | None = None) -> Note:
+        lines = tuple(int(x) for x in lines)
+        count = count if count is not None else (len(lines) or None)
+        kept = lines[:NOTE_LINES_KEPT]
+        where, shown = [], kept[:5]  # the sentence names five; ``lines`` keeps more
+        if shown:
+            more = ", ..." if max(count or 0, len(kept)) > len(shown) else ""
+            where.append(f"line {shown[0]}" if len(shown) == 1 and not more
+                         else "lines " + ", ".join(map(str, shown)) + more)
+        if column is not None:
+            where.append(f"column {column}")
+        text = (", ".join(where) + ": " if where else "") + message
+        if count and count > 1:
+            text += f" ({count:,} rows)"
+        obj = super().__new__(cls, text)
+        obj.message, obj.column, obj.lines, obj.count = message, column, kept, count
+        return obj
+
+    def __reduce__(self):  # pickling (Streamlit caches) keeps the parts
+        return (_make_note, (self.message, self.column, self.lines, self.count))
+
+    def as_dict(self) -> dict:
+        """``{"message", "column", "lines", "count", "text"}`` for JSON reports."""
+        return {"message": self.message, "column": self.column, "lines": list(self.lines),
+                "count": self.count, "text": str(self)}
+
+
+def _make_note(message, column, lines, count) -> Note:
+    return Note(message, column=column, lines=lines, count=count)
+
+
+def note_dict(warning: str) -> dict:
+    """A warning (a :class:`Note` or a plain ``str``) as the ingest report's JSON object."""
+    if isinstance(warning, Note):
+        return warning.as_dict()
+    return {"message": str(warning), "column": None, "lines": [], "count": None,
+            "text": str(warning)}
+
+
 @dataclass(frozen=True)
 class Parsed:
     """A parsed file, ready for ``store.ingest``.
@@ -93,7 +158,8 @@ class Parsed:
         ``ts`` is a naive ``Datetime('us')`` holding UTC.
     source : the file name as given
     resolution_s : finest time resolution the data carries (seconds), used to refuse finer grids
-    warnings : things a user should know that did not stop the ingest
+    warnings : things a user should know that did not stop the ingest: plain ``str`` for a
+        file-wide remark, :class:`Note` for one that names column and lines
     """
 
     table: str

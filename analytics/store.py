@@ -35,6 +35,7 @@ from analytics.schema import (
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
     Parsed,
     conform,
+    note_dict,
 )
 
 DATA_TABLES = tuple(CANONICAL)
@@ -211,7 +212,7 @@ def _insert(cur, item: IngestItem) -> dict:
             "status": "ingested", "table": p.table,
             "ts_min": ts_min.isoformat() if ts_min is not None else None,
             "ts_max": ts_max.isoformat() if ts_max is not None else None,
-            "warnings": list(p.warnings)}
+            "warnings": [note_dict(w) for w in p.warnings]}
 
 
 def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:

@@ -4,25 +4,13 @@ from datetime import UTC, datetime, time
 
 import streamlit as st
 from analytics.config import DEFAULT_T0, ParseOptions
-from analytics.ui import cache
+from analytics.ui import cache, widgets
 
 st.title("Data")
 
 report = st.session_state.pop("ingest_report", None)
 if report:
-    for r in report:
-        if r["status"] == "rejected":
-            st.error(f"**{r['file']}** rejected - {r['error']}")
-        elif r["status"] == "duplicate":
-            st.info(f"**{r['file']}**: same bytes as dataset `{r['dataset']}` - nothing added. "
-                    "Delete that dataset first to ingest the file with other options.")
-        else:
-            st.success(f"**{r['file']}** -> dataset `{r['dataset']}` ({r['format']}, "
-                       f"{r['rows']:,} rows)")
-            st.caption(f"format detected: `{r['format']}` -> table `{r.get('table')}`; time span "
-                       f"{r.get('ts_min')} to {r.get('ts_max')} (UTC)")
-            for w in r.get("warnings", []):
-                st.caption(f"note: {w}")
+    widgets.ingest_report(report)
 
 ledger = cache.datasets()
 if ledger.empty:

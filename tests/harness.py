@@ -77,6 +77,11 @@ def metrics(at) -> dict[str, str]:
 
 # --- browser -------------------------------------------------------------------------------
 
+def table_with(at, column: str):
+    """The first dataframe on the AppTest page that has ``column`` (pages show several)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
 def need_browser():
     """The ``playwright.sync_api`` module; a failure in CI (``CI`` set) when Chromium or
     Playwright is missing, a skip elsewhere."""

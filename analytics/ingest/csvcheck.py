@@ -23,6 +23,8 @@ from typing import BinaryIO
 
 import polars as pl
 
+from analytics.schema import NOTE_LINES_KEPT, Note
+
 #: A file to read: its path, or its bytes.
 Source = str | Path | bytes
 
@@ -379,6 +381,24 @@ def raise_at_first(frame: pl.DataFrame, mask: pl.Series, display: str, column: s
         value = frame[column][idx] if column in frame.columns else None
         raise FormatError(display, header_line + 1 + int(frame[ROW][idx]), column,
                           reason.format(value=value))
+
+
+def note_rows(frame: pl.DataFrame, mask: pl.Series, message: str, column: str | int | None,
+              header_line: int = 1) -> Note | None:
+    """A :class:`~analytics.schema.Note` naming every row where boolean ``mask`` is true (its
+    lines from the ``__row`` index, ``header_line + 1 + row``), or None when no row is.
+
+    For values an ingest accepts but the user should know about (a sentinel read as empty, a
+    counter reset, an ambiguous local time): the report groups them under ``message`` and
+    counts them.
+    """
+    mask = mask.fill_null(False)
+    if not mask.any():
+        return None
+    rows = frame[ROW].filter(mask)
+    lines = (rows.head(NOTE_LINES_KEPT) + header_line + 1).to_list()
+    return Note(message, column=None if column is None else str(column), lines=lines,
+                count=int(mask.sum()))
 
 
 def check_range(frame: pl.DataFrame, cols: str | list[str], display: str, *,

@@ -92,3 +92,49 @@ def envelope_controls(prefix: str) -> EnvelopeParams:
     frac = tuple(float(x) for x in split.split("/")) if split[0] == "0" else None
     return EnvelopeParams(alpha=float(alpha), horizon=int(horizon), base_model=base,
                           split_days=days, split_frac=frac)
+
+
+def plain(text: object) -> str:
+    """``text`` with Markdown and HTML made inert (backslash-escaped), for user-supplied strings
+    (file, dataset and model names, cell values echoed in messages) shown in Markdown widgets."""
+    out = []
+    for ch in str(text):
+        out.append("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>~$:" else ch)
+    return "".join(out)
+
+
+def ingest_report(report: list[dict]) -> None:
+    """Show an ingest report: counts by status, one line per file (a folded table beyond five
+    files), and every warning in a table (file, column, lines, rows, message), grouped and
+    counted as the parser grouped them. Names and errors are shown as plain text."""
+    counts = {s: sum(r["status"] == s for r in report)
+              for s in ("ingested", "duplicate", "rejected")}
+    st.markdown(f"**Ingest: {counts['ingested']} ingested, {counts['duplicate']} duplicate, "
+                f"{counts['rejected']} rejected** of {len(report)} file(s).")
+    rows = []
+    if len(report) > 5:  # a first-run bootstrap: one table, not a box per file
+        with st.expander(f"{len(report)} files", expanded=counts["rejected"] > 0):
+            st.dataframe([{k: r.get(k) for k in ("file", "status", "dataset", "format", "rows",
+                                                  "error")} for r in report],
+                         hide_index=True, width="stretch", key="ingest_files")
+    for r in report:
+        rows += [{"file": r["file"], "column": w.get("column"),
+                  "lines": ", ".join(map(str, w.get("lines") or [])),
+                  "rows": w.get("count"), "warning": w.get("message")}
+                 for w in r.get("warnings", [])]
+        if len(report) > 5:
+            continue
+        if r["status"] == "rejected":
+            st.error(f"{plain(r['file'])} rejected: {plain(r['error'])}")
+        elif r["status"] == "duplicate":
+            st.info(f"{plain(r['file'])}: same bytes as dataset {plain(r['dataset'])}; nothing "
+                    "added. Delete that dataset first to ingest the file with other options.")
+        else:
+            st.success(f"{plain(r['file'])} \u2192 dataset {plain(r['dataset'])} "
+                       f"({r['format']}, {r['rows']:,} rows, table {r.get('table')})")
+            if r.get("ts_min"):
+                st.caption(f"time span {r['ts_min']} to {r['ts_max']} (UTC)")
+    if rows:
+        with st.expander(f"{len(rows)} warning(s), with line and column", expanded=True):
+            st.dataframe(rows, hide_index=True, width="stretch", key="ingest_warnings",
+                         column_config={"rows": st.column_config.NumberColumn(format="%d")})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from harness import metrics, new_app, seed, shared
+from harness import metrics, new_app, seed, shared, table_with
 
 WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
 
@@ -44,7 +44,7 @@ def test_upload_azure_conv_adds_dataset_and_demand_page_charts_it(app_env):
     at.button(key="ingest").click().run()
     assert not at.exception
     assert "19,366 rows" in at.success[0].value
-    ledger = at.dataframe[0].value
+    ledger = table_with(at, "name")
     row = ledger[ledger["name"] == "AzureLLMInferenceTrace_conv"].iloc[0]
     assert row["rows"] == 19366 and row["format"] == "azure_llm"
     assert at.sidebar.selectbox(key="dataset").value == "AzureLLMInferenceTrace_conv"
@@ -177,12 +177,13 @@ def test_first_run_ingests_recognised_files_in_the_data_folder(app_env):
     (app_env["raw"] / "notes.txt").write_text("not a trace\n")
     at = new_app().run()
     assert not at.exception
-    ledger = at.dataframe[0].value.set_index("name")
+    ledger = table_with(at, "name").set_index("name")
     assert ledger.loc["AzureLLMInferenceTrace_code", "rows"] == 8819
     assert ledger.loc["BurstGPT_1_head400", "rows"] == 400
     assert len(ledger) == 2  # notes.txt was not recognised and is left alone
-    assert any("format detected" in c.value for c in at.caption)
-    assert any("17 failed requests" in c.value for c in at.caption)
+    assert "2 ingested, 0 duplicate, 0 rejected" in at.markdown[0].value
+    warned = table_with(at, "warning")
+    assert any("17 failed requests" in w for w in warned["warning"])
 
 
 def test_capacity_page_factor_moves_with_the_target(app_env):
@@ -246,7 +247,7 @@ def test_first_run_reports_a_bad_file_and_keeps_the_good_one(app_env):
     at = new_app().run()
     assert not at.exception
     assert "line 2, column Timestamp" in at.error[0].value
-    assert at.dataframe[0].value["name"].tolist() == ["AzureLLMInferenceTrace_code"]
+    assert table_with(at, "name")["name"].tolist() == ["AzureLLMInferenceTrace_code"]
 
 
 def test_telemetry_page_live_chart_with_a_gpu(app_env, monkeypatch):

@@ -23,18 +23,20 @@ from analytics.ingest.csvcheck import (  # re-exported: the format modules impor
     is_gzip,
     is_parquet,
     locate_structure_error,
+    note_rows,
     open_text,
     parse_timestamps,
     raise_at_first,
     read_csv_checked,
     read_head,
 )
-from analytics.schema import Parsed  # re-exported: formats and the CLI import it from here
+from analytics.schema import Note, Parsed  # re-exported: formats and the CLI import them here
 
 __all__ = [
     "ROW", "Format", "FormatError", "Parsed", "check_allowed", "check_gzip_stream",
     "check_monotone", "check_nonnegative", "check_range", "check_unique", "file_stem",
-    "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "open_text",
+    "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "note_rows",
+    "open_text",
     "parse_timestamps", "raise_at_first", "read_csv_checked", "read_head",
 ]
 
