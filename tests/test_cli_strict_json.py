@@ -51,6 +51,9 @@ def test_zero_demand_test_window_gives_null_wape_with_reason(tmp_path):
         assert math.isfinite(metrics["mae"]) and math.isfinite(metrics["rmse"])
     assert all(m["coverage"] is None or 0 <= m["coverage"] <= 1
                for m in doc["intervals"].values())
+    # ACI judges misses on the band as reported (clipped at 0, closed): no unbounded bins
+    assert {name: m["infinite_bins"] for name, m in doc["intervals"].items()
+            if m["infinite_bins"]} == {}
 
 
 def test_output_never_writes_nan_or_infinity():

@@ -7,6 +7,12 @@ built on it, :class:`RollingConformal` and :class:`ACI`. Their quantiles follow 
 ``ceil(level (n + 1)) / n`` and numpy ``method="lower"``; a level above 1 gives an infinite
 bound), so on the same data they return MAPIE's intervals (tested) in far less time
 (``bench/bench_conformal.py``).
+
+One deliberate difference: ACI counts a miss when ``y_t`` is outside the *closed* interval
+``[lower, upper]``, as Gibbs & Candes (2021, eq. 1-2) define ``err_t = 1{Y_t not in C_t}`` with
+``C_t`` closed. MAPIE tests the open interval, so on perfectly constant (or perfectly predicted)
+demand every zero-width interval counts as a miss, ``alpha_t`` is driven to 0 and the bounds
+become infinite. On continuous data the two agree (ties have probability zero).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ def _signed_bounds(sorted_scores: np.ndarray, alpha_t: float) -> tuple[float, fl
 
 
 def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, alpha: float,
-                     gamma: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     gamma: float = 0.0, floor: float | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rolling conformal (``gamma = 0``) or ACI (``gamma > 0``) over a test stream.
 
     At step t the interval is ``yhat[t] + [lower, upper]`` from the signed residuals in the
@@ -47,6 +54,10 @@ def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, a
     init_scores : ndarray of shape (n_window,), signed residuals ``y - yhat``
     alpha : target miscoverage
     gamma : ACI step size (0 = plain rolling conformal)
+    floor : the least value ``y`` can take (0 for demand), or None. ACI then judges a miss on
+        the band as it is reported, both bounds clipped at ``floor``
+        (:func:`analytics.envelope.repair.repair_band`): a lower bound above a zero-demand bin
+        is a miss, a negative one is not. The returned bounds are not clipped.
 
     Returns
     -------
@@ -65,7 +76,9 @@ def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, a
         low_off, up_off = _signed_bounds(order, alpha_t)
         lo[t], hi[t], path[t] = yhat[t] + low_off, yhat[t] + up_off, alpha_t
         if gamma:
-            err = not (lo[t] < y[t] < hi[t])
+            low, high = ((lo[t], hi[t]) if floor is None
+                         else (max(lo[t], floor), max(hi[t], floor)))
+            err = not (low <= y[t] <= high)  # closed: see the module doc
             alpha_t = min(1.0, max(0.0, alpha_t + gamma * (alpha - err)))
         new = y[t] - yhat[t]
         old = window[head]
@@ -113,7 +126,8 @@ class ACI(IntervalMethod):
         return cls(gamma=params.aci_gamma)
 
     def predict_interval(self, data: IntervalData) -> Intervals:
-        """See :func:`online_conformal`."""
+        """See :func:`online_conformal`; misses are judged on the band clipped at 0 (demand is
+        never negative), as it is reported."""
         lo, hi, path = online_conformal(data.y_test, data.yhat_test, data.y_cal - data.yhat_cal,
-                                        data.alpha, self.gamma)
+                                        data.alpha, self.gamma, floor=0.0)  # demand >= 0
         return Intervals(lo, hi, {"alpha": path})

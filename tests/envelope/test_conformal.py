@@ -64,8 +64,31 @@ def test_own_online_loop_equals_mapie_time_series_regressor(week, gamma):
 def test_aci_alpha_moves_against_misses():
     y = np.r_[np.zeros(50), np.full(50, 100.0)]  # a level shift the window has not seen
     lo, hi, path = online.online_conformal(y, np.zeros(100), np.linspace(-1, 1, 40), 0.1, 0.05)
-    assert path[0] == 0.1 and path[60] < 0.1  # misses after the shift lower alpha_t
+    assert path[0] == 0.1 and path[60] < path[50]  # misses after the shift lower alpha_t
     assert np.isinf(hi[-1]) or hi[-1] > 50  # ... widening the interval until it covers again
+
+
+def test_aci_stays_finite_on_perfectly_constant_demand():
+    """Issue 14 item 7: a zero-width band that contains y is a hit (closed interval, Gibbs &
+    Candes 2021 eq. 1), so constant demand does not drive alpha_t to 0 and the bounds to
+    infinity -- MAPIE's open-interval test does."""
+    y = np.full(400, 500.0)
+    lo, hi, path = online.online_conformal(y, y.copy(), np.zeros(60), 0.1, 0.005)
+    assert np.isfinite(lo).all() and np.isfinite(hi).all()
+    assert (lo == 500).all() and (hi == 500).all() and path[-1] > 0.1  # all hits: alpha_t rises
+
+
+def test_aci_judges_misses_on_the_band_clipped_at_zero():
+    """Zero demand, residual offsets that put the raw band below 0 (case 27's shape): the band
+    as reported is clipped at 0 and covers the zero bins; judged on the raw band every bin would
+    be a miss and the band would become infinite."""
+    y, yhat = np.zeros(300), np.linspace(100, 20, 300)  # falling forecast over zero demand
+    init = -np.linspace(110, 100.2, 50)  # residuals y - yhat: the raw upper bound is below 0
+    lo, hi, _ = online.online_conformal(y, yhat, init, 0.1, 0.05, floor=0.0)
+    assert np.isfinite(hi).all()
+    assert (np.maximum(lo, 0) <= 0).all()  # the clipped band covers every zero bin
+    lo_open, hi_open, _ = online.online_conformal(y, yhat, init, 0.1, 0.05)
+    assert (hi_open[:2] < 0).all() and np.isinf(hi_open).sum() > 200  # raw: blows up
 
 
 def test_split_and_regime_cover_exchangeable_data():
