@@ -11,6 +11,7 @@ change) and then for the run to finish (:func:`wait_settled`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -76,6 +77,15 @@ def metrics(at) -> dict[str, str]:
 
 
 # --- browser -------------------------------------------------------------------------------
+
+def strict_loads(text: str):
+    """Parse a CLI document with a strict JSON parser: ``NaN``, ``Infinity`` and ``-Infinity``
+    raise (Python's json accepts them by default; jq and browsers do not). Every test reads CLI
+    output through this, so every command the suite runs is checked for strict JSON."""
+    def refuse(token):
+        raise ValueError(f"non-strict JSON token {token}")
+    return json.loads(text, parse_constant=refuse)
+
 
 def table_with(at, column: str):
     """The first dataframe on the AppTest page that has ``column`` (pages show several)."""

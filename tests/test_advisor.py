@@ -3,12 +3,11 @@ ranking, backtest and promotion gate - on the real staged benchmarks and job his
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
+from harness import strict_loads
 
 from analytics import advisor, cli, store
 from analytics.advisor import decide, gate, model, priors
@@ -226,18 +225,18 @@ def test_cli_advise_and_backtest(bench_db, capsys):
     code = cli.main(["--db", str(bench_db), "advise", "--model",
                      "meta-llama/Llama-3.1-405B-Instruct", "--params-b", "405",
                      "--concurrency", "64", "--in-len", "1024", "--out-len", "512"])
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     assert code == 0
     ranked = [a for a in doc["arms"] if a["rank"] is not None]
     assert ranked and all(a["feasible"] and not a["abstain"] for a in ranked)
     assert {"q10", "q50", "q90"} == set(ranked[0]["throughput_tok_s"])
     assert doc["arms"][0]["rank"] == 1
     code = cli.main(["--db", str(bench_db), "advisor-backtest"])
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     assert code == 0 and len(doc["policies"]) == 6
     assert set(doc["coverage"]) >= {"held_out_cell", "random_fold"}
     assert doc["model_version"]["promoted"] is True
     code = cli.main(["--db", str(bench_db), "advise", "--model", "x", "--params-b", "8",
                      "--concurrency", "8", "--in-len", "10", "--out-len", "10",
                      "--price", "B200=abc"])
-    assert code == 2 and "--price" in json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and "--price" in strict_loads(capsys.readouterr().out)["error"]

@@ -3,12 +3,12 @@ formats are tested in tests/ingest/test_telemetry_formats.py)."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from harness import strict_loads
 
 from analytics import telemetry
 
@@ -130,7 +130,7 @@ def test_cli_reports_missing_driver(tmp_path, capsys):
         pytest.skip("this host has an NVIDIA GPU")
     rc = cli.main(["--db", str(tmp_path / "t.duckdb"), "telemetry", "sample", "--seconds", "1"])
     assert rc == 1
-    assert "no NVIDIA driver" in json.loads(capsys.readouterr().out)["error"]
+    assert "no NVIDIA driver" in strict_loads(capsys.readouterr().out)["error"]
 
 
 def test_serving_window_vs_whole_job_by_hand():

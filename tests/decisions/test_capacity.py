@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 from conftest import shared
+from harness import strict_loads
 from scipy.stats import binom
 
 from analytics.config import GPU_CATALOG, GPUKind
@@ -151,7 +152,7 @@ def test_cli_capacity(tmp_path, capsys, week_envelope):
     capsys.readouterr()
     assert cli.main(["--db", str(db), "capacity", "burstgpt1_week1_per_minute_tps",
                      "--target-violation", "0.05"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     assert {"overbooking_factor", "slo_violation_rate", "shortfall_fraction", "gpus"} <= set(doc)
     # the CLI answers what the library answers on the same grid (the bootstrap count differs,
     # which the capacity plan does not read)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
+from harness import strict_loads
 
 from analytics.config import GPU_CATALOG
 from analytics.decisions import dispatch, sites
@@ -95,7 +96,7 @@ def test_real_five_sites_cli(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["--db", str(db), "dispatch", "burstgpt1_week1_per_minute_tps", "--sites",
                      "CISO,ERCO,BPAT,PJM,NYIS", "--scale", "1000", "--max-share", "0.4"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     assert doc["carbon_aware_tco2e"] < doc["baseline_tco2e"]
     assert doc["carbon_aware_tco2e"] < doc["proportional_tco2e"]
     shares = {s: v["carbon_aware_share"] for s, v in doc["sites"].items()}

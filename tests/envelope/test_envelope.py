@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from conftest import REPO, shared
+from harness import strict_loads
 
 from analytics import store
 from analytics.envelope import pipeline as envelope
@@ -107,7 +107,7 @@ def test_cli_envelope_matches_library(result, tmp_path):
     out = subprocess.run([*run, "envelope", DATASET, "--alpha", "0.1"], capture_output=True,
                          text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = strict_loads(out.stdout)
     ref = envelope.to_json(result)
     for part in ("intervals", "point"):
         for name, metrics in ref[part].items():

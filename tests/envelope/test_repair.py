@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, shared
+from harness import strict_loads
 
 from analytics import store
 from analytics.envelope import forecast, repair
@@ -144,7 +145,7 @@ def test_case15_cli_reports_repairs(case_result, tmp_path):
     out = subprocess.run([*run, "envelope", CASE, "--bin", "5min", "--alpha", "0.1"],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = strict_loads(out.stdout)
     assert doc["repairs"] == envelope.to_json(case_result)["repairs"]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import json
 import socket
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import threading
 
 import pytest
 from conftest import REPO, SHARED_DATA, shared
+from harness import strict_loads
 
 from analytics.ingest import sources
 
@@ -119,11 +119,11 @@ def test_cli_pull_then_ingest(server, tmp_path):
                "--dest", str(dest), "--url",
                f"{server}/azure_llm/AzureLLMInferenceTrace_conv.csv"])
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = strict_loads(out.stdout)
     assert doc["bytes"] == 719188 and doc["verified"] is True
     out = run([sys.executable, "-m", "analytics.cli", "--db", str(db), "ingest", doc["path"]])
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)[0]["rows"] == 19366
+    assert strict_loads(out.stdout)[0]["rows"] == 19366
 
 
 def test_registry_entries_are_complete():

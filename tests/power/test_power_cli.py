@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 from conftest import shared
+from harness import strict_loads
 
 from analytics import cli, store
 from analytics.ingest import files as ingest
@@ -15,7 +14,7 @@ from analytics.ingest import files as ingest
 
 def _cli(capsys, *args) -> tuple[int, dict]:
     rc = cli.main(list(args))
-    return rc, json.loads(capsys.readouterr().out)
+    return rc, strict_loads(capsys.readouterr().out)
 
 
 def test_cli_powersim_sweep_json(tmp_path, capsys):

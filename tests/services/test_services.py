@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import shared
+from harness import strict_loads
 
 from analytics import cli
 from analytics.config import DemandTarget
@@ -44,7 +45,7 @@ def test_cli_grid_document_is_the_service_document(two_traces, tmp_path, capsys)
     db = tmp_path / "test.duckdb"
     two_traces.close()
     assert cli.main(["--db", str(db), "grid", "lora_request_trace", "--bin", "1h"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     from analytics import store
 
     con = store.connect(db)

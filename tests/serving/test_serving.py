@@ -3,13 +3,13 @@ curve, and the real Azure conv trace with 16 co-hosted models."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
+from harness import strict_loads
 
 from analytics import cli, serving, store
 from analytics.ingest import files as ingest
@@ -194,7 +194,7 @@ def test_real_azure_conv_16_models_festina_saves_energy_within_2pp(real, capsys)
     rc = cli.main(["--db", str(real["db"]), "serve-energy", "AzureLLMInferenceTrace_conv",
                    "--policy", "all", "--models", "16"])
     assert rc == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     pol = doc["policies"]
     assert set(pol) == {"max_clock", "static_dvfs", "festina"}
     assert len(doc["ablation"]) == 5
@@ -330,7 +330,7 @@ def test_cli_sensitivity_flag(real, capsys):
     rc = cli.main(["--db", str(real["db"]), "serve-energy", "AzureLLMInferenceTrace_conv",
                    "--policy", "festina", "--window-s", "60", "--sensitivity"])
     assert rc == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     assert len(doc["sensitivity"]) == 12
     assert {"gamma", "static_scale", "saving", "ttft_pp", "tbt_pp"} <= set(doc["sensitivity"][0])
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from harness import metrics, new_app, seed, shared, table_with
+from harness import metrics, new_app, seed, shared, strict_loads, table_with
 
 WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
 
@@ -115,7 +115,6 @@ def test_demand_page_refuses_finer_bins_than_the_per_minute_aggregate(app_env):
 
 
 def test_demand_page_envelope_matches_cli_numbers(app_env, capsys):
-    import json
 
     from analytics import cli
 
@@ -127,7 +126,7 @@ def test_demand_page_envelope_matches_cli_numbers(app_env, capsys):
     capsys.readouterr()
     # in-process: the app's cached connection holds the DuckDB file's write lock
     assert cli.main(["--db", str(app_env["db"]), "envelope", "burstgpt1_week1_per_minute_tps"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = strict_loads(capsys.readouterr().out)
     assert shown["ACI coverage"] == f"{doc['intervals']['aci']['coverage']:.1%}"
     assert shown["mean width"] == f"{doc['intervals']['aci']['mean_width']:,.0f}"
     table = at.dataframe[0].value
