@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 import zlib
 from pathlib import Path
 from typing import BinaryIO
@@ -31,6 +32,30 @@ Source = str | Path | bytes
 ROW = "__row"  # 0-based data-row index carried through parsing to report line numbers
 
 
+#: Longest run of non-space characters an error message echoes from a file (a cell, a header)
+ECHO_TOKEN_CHARS = 80
+#: Longest error reason (a 100 MB cell must not make a 100 MB message)
+ECHO_REASON_CHARS = 1000
+
+
+def cut_echo(text: str, limit: int = ECHO_TOKEN_CHARS) -> str:
+    """``text`` with every run of non-space characters over :data:`ECHO_TOKEN_CHARS` cut to
+    its first 40 characters and the whole cut to ``limit`` characters, each cut said
+    (``...[+N chars]``). Used on everything a FormatError echoes from a file.
+
+    >>> cut_echo("value " + "x" * 120)
+    'value xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...[+80 chars]'
+    """
+    def cut(match: re.Match) -> str:
+        token = match.group(0)
+        return f"{token[:40]}...[+{len(token) - 40:,} chars]"
+
+    text = re.sub(rf"\S{{{ECHO_TOKEN_CHARS + 1},}}", cut, str(text))
+    if len(text) > limit:
+        text = f"{text[:limit]}...[+{len(text) - limit:,} chars]"
+    return text
+
+
 class FormatError(ValueError):
     """A file was rejected; says where and why.
 
@@ -43,6 +68,8 @@ class FormatError(ValueError):
     """
 
     def __init__(self, file: str, line: int, column: str | int, reason: str):
+        column = cut_echo(column) if isinstance(column, str) else column
+        reason = cut_echo(reason, ECHO_REASON_CHARS)
         self.file, self.line, self.column, self.reason = file, line, column, reason
         super().__init__(f"{file}: line {line}, column {column}: {reason}")
 

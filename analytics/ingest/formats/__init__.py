@@ -94,6 +94,10 @@ FORMATS: dict[str, type[Format]] = {
 }
 
 
+_TOO_DEEP = ("nested deeper than the JSON reader allows (about 1,000 levels); "
+             "no trace format nests like this")
+
+
 def format_names() -> list[str]:
     """Names accepted by ``--format``."""
     return list(FORMATS)
@@ -115,8 +119,13 @@ def detect(path: str | Path, display: str | None = None) -> type[Format]:
 def _detect_head(display: str, head: str) -> type[Format]:
     """The first format of :data:`FORMATS` whose ``detect`` accepts ``head``."""
     for fmt in FORMATS.values():
-        if fmt.detect(display, head):
-            return fmt
+        try:
+            if fmt.detect(display, head):
+                return fmt
+        except RecursionError as exc:  # e.g. JSON nested 10,000 deep: refuse, never a traceback
+            raise FormatError(display, 1, 1, _TOO_DEEP) from exc
+        except Exception:  # noqa: BLE001 - a detector that fails does not recognise the file
+            continue
     first = head.splitlines()[0][:200] if head else ""
     raise FormatError(
         display, 1, 1,
@@ -157,6 +166,8 @@ def parse_file(
         parsed = dataclasses.replace(parsed, frame=conform(parsed.frame, parsed.table))
     except FormatError:
         raise
+    except RecursionError as exc:
+        raise FormatError(display, 1, 1, _TOO_DEEP) from exc
     except Exception as exc:  # a value no check above anticipated: never a traceback
         raise FormatError(display, 1, 1, f"could not read the file as {plugin.NAME}: "
                                          f"{type(exc).__name__}: {exc}") from exc
