@@ -4,6 +4,8 @@ Run with ``make run`` (or ``streamlit run app.py``). Pages live in ``pages/``; t
 the page, the shared sidebar (dataset picker) and the first-run bootstrap.
 """
 
+import logging
+import uuid
 from pathlib import Path
 
 import streamlit as st
@@ -49,9 +51,7 @@ def _sidebar() -> None:
             st.caption("No demand dataset yet: add one on the Data page.")
 
 
-_first_run()
-_sidebar()
-pages = [
+PAGES = [
     st.Page(str(HERE / "pages" / "data.py"), title="Data", icon=":material/database:",
             default=True),
     st.Page(str(HERE / "pages" / "demand.py"), title="Demand", icon=":material/show_chart:"),
@@ -64,4 +64,21 @@ pages = [
     st.Page(str(HERE / "pages" / "telemetry.py"), title="Telemetry",
             icon=":material/monitor_heart:"),
 ]
-st.navigation(pages).run()
+
+
+def _main() -> None:
+    _first_run()
+    _sidebar()
+    st.navigation(PAGES).run()
+
+
+try:
+    _main()
+except Exception:  # st.stop / st.rerun are BaseExceptions and pass through
+    if cache.settings().debug:
+        raise
+    error_id = uuid.uuid4().hex[:8]
+    logging.getLogger("headroom").exception("page error, id %s", error_id)
+    st.error(f"Something went wrong on this page (error id {error_id}). The details are in the "
+             "server log under that id; try another setting or page, and report the id if it "
+             "persists.")

@@ -38,18 +38,25 @@ class Settings:
         Folder scanned on first run for recognised files. ``$HEADROOM_DATA_DIR`` or ``data/raw``.
     max_upload_mb : int
         Largest file the browser upload accepts.
+    debug : bool
+        ``$HEADROOM_DEBUG=1``: the app lets an unexpected error through with its traceback
+        (development and tests); otherwise the page shows a short message with an error id and
+        the details go to the server log only.
     """
 
     db_path: Path
     data_dir: Path
     max_upload_mb: int = MAX_UPLOAD_MB
+    debug: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
-        """Read ``HEADROOM_DB`` and ``HEADROOM_DATA_DIR``, falling back to the repo's ``data/``."""
+        """Read ``HEADROOM_DB``, ``HEADROOM_DATA_DIR`` (falling back to the repo's ``data/``)
+        and ``HEADROOM_DEBUG``."""
         db = os.environ.get("HEADROOM_DB") or str(REPO_ROOT / "data" / "headroom.duckdb")
         raw = os.environ.get("HEADROOM_DATA_DIR") or str(REPO_ROOT / "data" / "raw")
-        return cls(db_path=Path(db), data_dir=Path(raw))
+        debug = os.environ.get("HEADROOM_DEBUG", "") not in ("", "0", "false")
+        return cls(db_path=Path(db), data_dir=Path(raw), debug=debug)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ def app_env(tmp_path, monkeypatch):
     raw.mkdir()
     monkeypatch.setenv("HEADROOM_DB", str(db))
     monkeypatch.setenv("HEADROOM_DATA_DIR", str(raw))
+    monkeypatch.setenv("HEADROOM_DEBUG", "1")  # a page error fails the test with its traceback
     original = pages_manager.PagesManager.__init__
 
     def init(self, *args, **kwargs):
@@ -43,9 +44,12 @@ def app_env(tmp_path, monkeypatch):
         pages_manager.PagesManager.uses_pages_directory = False
 
     monkeypatch.setattr(pages_manager.PagesManager, "__init__", init)
+    shown = st.get_option("client.showErrorDetails")
+    st.set_option("client.showErrorDetails", "full")  # .streamlit/config.toml redacts for users
     st.cache_data.clear()
     st.cache_resource.clear()
     yield {"db": db, "raw": raw}
+    st.set_option("client.showErrorDetails", shown)
     st.cache_data.clear()
     st.cache_resource.clear()
 

@@ -286,3 +286,24 @@ def test_telemetry_window_from_a_vllm_bench_result(app_env):
     assert at.text_input(key="win_end").value == "2024-05-10 12:01:00"
     g0 = at.dataframe[0].value.query("gpu_id == 0").set_index("metric")
     assert g0.loc["power_w", "window"] == pytest.approx(132.5)  # only the 12:00 sample is in
+
+
+def test_an_unexpected_page_error_shows_an_id_not_a_traceback(app_env, monkeypatch, caplog):
+    """Issue 16 item 11: users get a short message with an error id; the details (and server
+    paths) go to the server log under that id. ``HEADROOM_DEBUG`` (set for the other tests)
+    lets the error through instead."""
+    from analytics.ui import cache
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret detail at /srv/headroom/data")
+
+    monkeypatch.delenv("HEADROOM_DEBUG")
+    monkeypatch.setattr(cache, "datasets", broken)
+    at = new_app().run()
+    assert not at.exception
+    (message,) = [e.value for e in at.error]
+    assert "error id" in message and "/srv" not in message and "secret" not in message
+    error_id = message.split("error id ")[1][:8]
+    assert any(error_id in r.getMessage() and r.exc_info for r in caplog.records)
+    monkeypatch.setenv("HEADROOM_DEBUG", "1")
+    assert "secret detail" in str(new_app().run().exception[0].value)
