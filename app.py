@@ -74,6 +74,8 @@ def _main() -> None:
 
 try:
     _main()
+except cache.StoreBusy as exc:  # the CLI or another program is writing: say who, not a traceback
+    st.warning(str(exc))
 except Exception:  # st.stop / st.rerun are BaseExceptions and pass through
     if cache.settings().debug:
         raise

@@ -1,9 +1,17 @@
 """The DuckDB store: connection, migration runner and every SQL statement headroom runs.
 
-This is the only module that imports ``duckdb``. Callers hold one connection per process and every
-function here opens its own cursor (``with con.cursor() as cur``), because DuckDB refuses
-concurrent use of one connection from several threads and Streamlit runs sessions on threads.
-Results are materialised (pandas) before they are returned.
+This is the only module that imports ``duckdb``. Every function here opens its own cursor
+(``with con.cursor() as cur``), because DuckDB refuses concurrent use of one connection from
+several threads and Streamlit runs sessions on threads. Results are materialised (pandas) before
+they are returned.
+
+**Sharing the store.** DuckDB lets one process write a database file, or several read it. So
+connections are short-lived (the app and the CLI open one per request or command and close it),
+readers open it read-only (:func:`connect` with ``read_only=True``: the app's pages, the CLI's
+read commands) and writers read-write. An open that meets a lock held by another process (or a
+connection of the other mode in this one) is retried with exponential back-off for ``wait_s``
+seconds (``$HEADROOM_STORE_WAIT_S``, default 20); if the store stays busy, :class:`StoreBusy`
+names the process that holds it and what to do.
 
 Ingest is one transaction: a batch of parsed files is written completely or not at all, and a
 file whose bytes (sha256) are already in the ledger is reported as ``duplicate`` and skipped.
@@ -18,6 +26,9 @@ every multi-statement write runs inside :func:`transaction`.
 from __future__ import annotations
 
 import json
+import os
+import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,6 +60,11 @@ class StoreError(RuntimeError):
         super().__init__(message + (f"\n-- failing SQL:\n{sql.strip()}" if sql else ""))
 
 
+class StoreBusy(StoreError):
+    """Another process (or a connection of the other mode in this one) kept the store locked
+    for longer than the wait; the message names the holder and what to do."""
+
+
 class NameTaken(ValueError):
     """A dataset of this name exists with other content; pick another ``--name``."""
 
@@ -60,24 +76,96 @@ class UnknownDataset(KeyError):
         return f"no dataset named {self.args[0]!r}"
 
 
-def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) the store at ``path`` and bring its schema up to date.
+#: Fragments of DuckDB's messages for a file another connection holds (worth a retry).
+_LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "different configuration",
+                 "database is locked", "being used by another process")
+
+
+def default_wait_s() -> float:
+    """Seconds to wait for a busy store: ``$HEADROOM_STORE_WAIT_S``, default 20."""
+    return float(os.environ.get("HEADROOM_STORE_WAIT_S", 20))
+
+
+def connect(path: str | Path, read_only: bool = False,
+            wait_s: float | None = None) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) the store at ``path`` with its schema up to date.
+
+    Parameters
+    ----------
+    path : DuckDB file, or ``":memory:"``
+    read_only : open for reading only, so other readers (the app, other CLI commands) can hold
+        it at the same time. A missing or outdated store is first created / migrated by a short
+        read-write open.
+    wait_s : how long to retry while another connection holds a conflicting lock (default
+        :func:`default_wait_s`)
 
     Raises
     ------
+    StoreBusy
+        The store stayed locked for ``wait_s`` seconds; says by which process.
     StoreError
-        If the file is locked by another process or is not a DuckDB database.
+        The file is not a DuckDB database or cannot be opened for another reason.
     """
     path = Path(path)
-    if str(path) != ":memory:":
-        path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        con = duckdb.connect(str(path), read_only=read_only)
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot open store {path}: {exc}") from exc
+    wait_s = default_wait_s() if wait_s is None else wait_s
+    if str(path) == ":memory:":
+        con = duckdb.connect(":memory:")
+        migrate(con)
+        return con
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if read_only and not _is_current(path, wait_s):
+        with _open(path, False, wait_s) as con:
+            migrate(con)
+    con = _open(path, read_only, wait_s)
     if not read_only:
         migrate(con)
     return con
+
+
+def _is_current(path: Path, wait_s: float) -> bool:
+    """Whether ``path`` exists and its schema is at :data:`SCHEMA_VERSION` (read-only check)."""
+    if not path.exists():
+        return False
+    with _open(path, True, wait_s) as con:
+        try:
+            got = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        except duckdb.CatalogException:
+            return False
+    return got == SCHEMA_VERSION
+
+
+def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect`` retried with back-off (50 ms doubling to 1 s) while locked."""
+    deadline, delay = time.monotonic() + wait_s, 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            message = str(exc)
+            if not any(m in message for m in _LOCK_MARKERS):
+                raise StoreError(f"cannot open store {path}: {exc}") from exc
+            if time.monotonic() + delay > deadline:
+                raise StoreBusy(_busy_message(path, message, wait_s, read_only)) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _busy_message(path: Path, duckdb_message: str, wait_s: float, read_only: bool) -> str:
+    """Who holds the store (PID and command line, when DuckDB names it) and what to do."""
+    pid = re.search(r"PID (\d+)", duckdb_message)
+    holder = "another connection in this process"
+    if pid:
+        holder = f"process {pid.group(1)}"
+        try:
+            cmd = Path(f"/proc/{pid.group(1)}/cmdline").read_bytes().replace(b"\0", b" ")
+            holder += f" ({cmd.decode(errors='replace').strip()[:120]})"
+        except OSError:
+            pass
+    want = "read" if read_only else "write"
+    return (f"the store {path} is busy: {holder} has it open, and it stayed locked for "
+            f"{wait_s:g} s while this one waited to {want} it. Wait for that command or page "
+            "to finish and try again, stop it, or use another store (--db / HEADROOM_DB); "
+            "set HEADROOM_STORE_WAIT_S to wait longer.")
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

@@ -69,7 +69,7 @@ def advise(args, settings) -> dict:
 
 def backtest(args, settings) -> dict:
     """Top-1 / regret of the advisor and five baselines; coverage; the promotion gate."""
-    with open_store(settings.db_path) as con:
+    with open_store(settings.db_path, write=not args.no_record) as con:
         log("fitting the cost model on the stored benchmarks")
         adv = advisor.fit(con)
         return advisor.backtest_document(con, adv, args.value_per_token,

@@ -47,7 +47,7 @@ def ingest(args, settings) -> list[dict]:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
     opts = ParseOptions(t0=args.t0, site=args.site, year=args.year)
-    with open_store(settings.db_path) as con:
+    with open_store(settings.db_path, write=True) as con:
         log(f"parsing {len(args.paths)} file(s)")
         return data.ingest_paths(con, args.paths, args.format, args.name, opts)
 
@@ -60,7 +60,7 @@ def datasets(args, settings) -> list[dict]:
 
 def delete(args, settings) -> dict:
     """Remove one dataset."""
-    with open_store(settings.db_path) as con:
+    with open_store(settings.db_path, write=True) as con:
         return data.delete(con, args.dataset)
 
 

@@ -22,5 +22,5 @@ def sample(args, settings) -> dict:
     """Sample NVML for ``--seconds`` (stored unless ``--no-store``)."""
     if args.no_store:
         return telemetry.sample_into_store(None, args.seconds, args.interval_ms, args.name, log)
-    with open_store(settings.db_path) as con:
+    with open_store(settings.db_path, write=True) as con:
         return telemetry.sample_into_store(con, args.seconds, args.interval_ms, args.name, log)

@@ -30,15 +30,19 @@ from analytics import store
 
 
 @contextmanager
-def open_store(db_path: str | Path) -> Iterator:
-    """Open the store at ``db_path`` for one command and close it afterwards.
+def open_store(db_path: str | Path, write: bool = False) -> Iterator:
+    """Open the store at ``db_path`` for one command and close it afterwards: read-only unless
+    ``write`` (so reading commands and the app can share it), waiting while another process
+    holds a conflicting lock (see :func:`analytics.store.connect`).
 
     Raises
     ------
+    store.StoreBusy
+        Another process kept the store locked for the whole wait; the message names it.
     store.StoreError
-        The file is not a headroom store or cannot be opened (e.g. another process writes it).
+        The file is not a headroom store or cannot be opened.
     """
-    con = store.connect(db_path)
+    con = store.connect(db_path, read_only=not write)
     try:
         yield con
     finally:

@@ -8,8 +8,9 @@ an ingest or delete invalidates what depends on the data without any ``.clear()`
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -26,6 +27,7 @@ from analytics.envelope.pipeline import EnvelopeParams, EnvelopeResult
 from analytics.services import advisor, data, decisions, demand, power, serving, telemetry
 from analytics.serving import ServingParams
 
+StoreBusy = store.StoreBusy  # raised when another process keeps the store locked
 DEMAND_KINDS = data.DEMAND_KINDS
 DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S
 POWER_SHARES = power.SWEEP_SHARES
@@ -36,19 +38,25 @@ def settings() -> Settings:
     return Settings.from_env()
 
 
-@st.cache_resource(show_spinner=False)
-def _connection(db_path: str):
-    return store.connect(db_path)
+@contextlib.contextmanager
+def connection(write: bool = False) -> Iterator:
+    """A short-lived store connection for one read (read-only, so the CLI and other readers
+    can use the store at the same time) or one write (``write=True``), closed afterwards.
 
-
-def connection():
-    """The process-wide store connection (store functions open a cursor per call)."""
-    return _connection(str(settings().db_path))
+    Raises store.StoreBusy when another process keeps the store locked (see
+    :func:`analytics.store.connect`); the page shows that message.
+    """
+    con = store.connect(settings().db_path, read_only=not write)
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 def data_version() -> int:
     """Max id of the dataset ledger: the key every cached read depends on."""
-    return store.data_version(connection())
+    with connection() as con:
+        return store.data_version(con)
 
 
 def cached(service: Callable[..., Any], **cache_kwargs) -> Callable[..., Any]:
@@ -56,7 +64,8 @@ def cached(service: Callable[..., Any], **cache_kwargs) -> Callable[..., Any]:
     the data version, the service's name and the arguments (which must be hashable by
     Streamlit: frozen dataclasses, tuples, scalars, bytes)."""
     def run(service_name: str, db_path: str, version: int, *args, **kwargs):
-        return service(connection(), *args, **kwargs)
+        with connection() as con:
+            return service(con, *args, **kwargs)
 
     # Streamlit keys a cached function on its qualified name and source: give each its own.
     run.__qualname__ = f"cached[{service.__module__}.{service.__qualname__}]"
@@ -97,12 +106,14 @@ def export_table(name: str, fmt: str) -> bytes:
 def ingest_uploads(files, opts: ParseOptions) -> list[dict]:
     """Ingest browser uploads, one transaction per file; never raises for bad input
     (see :func:`analytics.services.data.ingest_uploads`)."""
-    return data.ingest_uploads(connection(), files, opts, settings().max_upload_mb * 1_000_000)
+    with connection(write=True) as con:
+        return data.ingest_uploads(con, files, opts, settings().max_upload_mb * 1_000_000)
 
 
 def delete_dataset(name: str) -> None:
     """Remove a dataset (the data version moves, so caches refresh)."""
-    data.delete(connection(), name)
+    with connection(write=True) as con:
+        data.delete(con, name)
 
 
 def registry() -> list[dict]:
@@ -112,7 +123,8 @@ def registry() -> list[dict]:
 
 def pull_and_ingest(name: str, on_progress: Callable[[int, int | None], None]) -> list[dict]:
     """Download a registry file into the data dir and ingest it. Raises PullError/FormatError."""
-    return data.pull_and_ingest(connection(), name, settings().data_dir, on_progress)
+    with connection(write=True) as con:
+        return data.pull_and_ingest(con, name, settings().data_dir, on_progress)
 
 
 def recognised_files() -> list[str]:
@@ -122,12 +134,14 @@ def recognised_files() -> list[str]:
 
 def bootstrap(on_file: Callable[[int, int, str], None]) -> list[dict]:
     """First run: ingest every recognised file in the data dir."""
-    return data.bootstrap(connection(), settings().data_dir, on_file)
+    with connection(write=True) as con:
+        return data.bootstrap(con, settings().data_dir, on_file)
 
 
 def add_synthetic_demo() -> list[dict]:
     """Add the labelled synthetic demo trace."""
-    return data.add_synthetic_demo(connection())
+    with connection(write=True) as con:
+        return data.add_synthetic_demo(con)
 
 
 # --------------------------------------------------------------------------- demand
@@ -242,7 +256,8 @@ def window_from_vllm_result(payload: bytes) -> tuple:
 # --------------------------------------------------------------------------- launch advisor
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _advisor(db_path: str, version: int) -> advisor.Advisor:
-    return advisor.fit(connection())
+    with connection() as con:
+        return advisor.fit(con)
 
 
 def advisor_model() -> advisor.Advisor:
@@ -291,12 +306,15 @@ def hardware_specs() -> pd.DataFrame:
 
 def model_versions() -> pd.DataFrame:
     """Advisor model versions (provenance), newest first; not cached (a record adds one)."""
-    return advisor.model_versions(connection())
+    with connection() as con:
+        return advisor.model_versions(con)
 
 
 def record_model_version() -> dict:
     """Gate the current fitted model against the incumbent and record it."""
-    return advisor.record_model_version(connection(), advisor_model())
+    model = advisor_model()  # before the write connection: it reads through its own
+    with connection(write=True) as con:
+        return advisor.record_model_version(con, model)
 
 
 def advisor_request(**kwargs) -> decide.Request:
@@ -367,7 +385,8 @@ def power_no_jobs_hint() -> str:
 
 @st.cache_data(show_spinner="Fitting the batch arrival model ...", max_entries=8)
 def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: str, seed: int):
-    return power.load_inputs(connection(), jobs_name, inference_name, seed)
+    with connection() as con:
+        return power.load_inputs(con, jobs_name, inference_name, seed)
 
 
 def power_help(field: str) -> str:
