@@ -94,6 +94,22 @@ def test_nvidia_smi_logs_of_two_hosts_joined_with_a_host_column(con, tmp_path):
     assert [s["mean_power_w"] for s in summary] == [100.5, 110.5, 600.5, 620.5]
 
 
+def test_nvidia_smi_logs_joined_with_cat_repeat_the_header_and_noheader_host_prefix(tmp_path):
+    lines = SMI_HOSTS.splitlines(keepends=True)
+    path = tmp_path / "catted.csv"
+    path.write_text("".join(lines[:5] + lines[:1] + lines[5:]))  # node-b's header again
+    p = parse_file(path)
+    assert p.frame.height == 8 and p.frame["host"].n_unique() == 2
+    # noheader rows prefixed with the host name by the logging script
+    path = tmp_path / "prefixed.csv"
+    path.write_text("".join(x.replace(" W", "").replace(" %", "") for x in lines[1:]))
+    p = parse_file(path, opts=ParseOptions(
+        fields=field_list("host,timestamp,index,power.draw,utilization.gpu")))
+    energy = telemetry.energy_by_gpu(p.frame.to_pandas())
+    assert energy["gpu"].tolist() == ["node-a/0", "node-a/1", "node-b/0", "node-b/1"]
+    assert energy["mean_power_w"].tolist() == [100.5, 110.5, 600.5, 620.5]
+
+
 def test_nvidia_smi_uuid_field_keeps_hosts_apart_without_a_host_column(tmp_path):
     text = ("timestamp, index, uuid, power.draw [W]\n"
             "2024/05/10 12:00:00.000, 0, GPU-aaaa, 100 W\n"
@@ -285,3 +301,27 @@ def test_dcgm_nan_values_are_null_with_a_warning(tmp_path):
     avg = telemetry.window_averages(p.frame.to_pandas(), pd.Timestamp("2024-05-10 12:00"),
                                     pd.Timestamp("2024-05-10 12:02"))
     assert avg.set_index("metric").loc["power_w", "window"] == 150.0
+
+
+def test_nvml_sampler_keeps_uuid_and_its_energy_summary_is_reset_aware():
+    from test_telemetry import FakeNVML, _fake_time
+
+    class Reloading(FakeNVML):
+        calls = 0
+
+        def nvmlDeviceGetUUID(self, h):  # noqa: N802 - pynvml naming
+            return f"GPU-{h}".encode()
+
+        def nvmlDeviceGetTotalEnergyConsumption(self, h):  # noqa: N802
+            self.calls += 1
+            if h == 1 and self.calls == 6:  # GPU 1's third reading: the driver reloaded
+                self.energy_mj[1] = 0
+            return super().nvmlDeviceGetTotalEnergyConsumption(h)
+
+    clock, sleep = _fake_time()
+    frame = telemetry.sample(1.0, 250, nvml=Reloading(), host="h1", clock=clock, sleep=sleep)
+    assert sorted(frame["gpu_uuid"].unique()) == ["GPU-0", "GPU-1"]
+    s = {r["gpu"]: r for r in telemetry.summarize(frame)}
+    assert s["h1/0"]["energy_j"] == pytest.approx(3 * 62.5) and s["h1/0"]["counter_resets"] == 0
+    # GPU 1: 62.5, then the counter restarts at 62.5 (counted from 0), then 62.5
+    assert s["h1/1"]["energy_j"] == pytest.approx(3 * 62.5) and s["h1/1"]["counter_resets"] == 1

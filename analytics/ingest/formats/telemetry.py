@@ -12,7 +12,8 @@
   ``clocks_throttle_reasons.active`` and ``total_energy_consumption`` (the NVML energy counter,
   mJ unless the header says ``[J]``) when present. A GPU is (host, index, UUID): ``host`` is a
   ``host`` / ``hostname`` / ``node`` column of a log joined from several hosts, else ``--site``,
-  else the file stem; ``uuid`` (else ``pci.bus_id``) goes to ``gpu_uuid``.
+  else the file stem; ``uuid`` (else ``pci.bus_id``) goes to ``gpu_uuid``. A repeat of the
+  header line (logs joined with ``cat``) is skipped.
 * Sentinels (any bracketed value such as ``[N/A]``, ``[Not Supported]``, ``[Unknown Error]``,
   ``[GPU is lost]``, and bare ``N/A`` or an empty cell) are NULL, never 0, with a warning naming
   line and column. A cumulative counter (``energy_j``) that drops below the GPU's previous
@@ -154,6 +155,8 @@ def _smi_rows(path, display: str, header: list[str], first_line: int):
         for lineno, line in enumerate(fh, start=1):
             if lineno < first_line or not line.strip():
                 continue
+            if not _is_data_row(line) and _split_header(line)[0] == header:
+                continue  # the header again: logs of several hosts joined with `cat`
             cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
             if len(cells) != len(header):
                 raise FormatError(display, lineno, min(len(cells), len(header)) + 1,
