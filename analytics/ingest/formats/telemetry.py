@@ -188,9 +188,11 @@ def _smi_record(line: int, rec: dict[str, str], units: dict[str, str], display: 
     host = next((rec[f] for f in _HOST_FIELDS if rec.get(f)), None)
     if host is not None:
         out["host"] = host
-    ident = rec.get("uuid") or (f"pci:{rec['pci.bus_id']}" if rec.get("pci.bus_id") else None)
-    if ident is not None and not is_sentinel(ident):
-        out["gpu_uuid"] = ident
+    uuid, bus = rec.get("uuid", ""), rec.get("pci.bus_id", "")
+    if not is_sentinel(uuid):
+        out["gpu_uuid"] = uuid
+    elif not is_sentinel(bus):
+        out["gpu_uuid"] = f"pci:{bus}"
     for field, col in _SMI_FIELDS.items():
         raw = rec.get(field)
         if raw is None or out.get(col) is not None:
