@@ -129,11 +129,13 @@ def _smi_layout(path, display, opts) -> tuple[list[str], dict[str, str], int, li
     if _is_data_row(first):
         n = len(first.split(","))
         if not given:
+            shape = (EXAMPLE_FIELDS.split(",") + [f"<field {i}>" for i in range(6, n + 1)])[:n]
             raise FormatError(display, 1, 1, (
                 f"the log has no header (nvidia-smi --format=csv,noheader; {n} fields a row): "
                 "give the --query-gpu field list it was written with, in order (CLI --fields "
-                f"{EXAMPLE_FIELDS}; Data page: Parse options > nvidia-smi fields), or add the "
-                f"header line it needs, e.g. '{EXAMPLE_FIELDS.replace(',', ', ')}'"))
+                f"{','.join(shape)}; Data page: Parse options > nvidia-smi fields), or add the "
+                f"header line it needs, {n} names such as '{', '.join(shape)}' (timestamp and "
+                "index are required)"))
         header, units, start = list(given), {}, 1
         remarks.append(f"no header: fields taken from the given list ({', '.join(header)})")
     else:
