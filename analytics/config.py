@@ -75,12 +75,38 @@ class ParseOptions:
     max_backstep_s : float
         How far a request timestamp may go backwards before the file is rejected as
         non-monotone (seconds).
+    fields : tuple of str or None
+        Column names of a header-less CSV log, in order: the ``--query-gpu`` list an
+        ``nvidia-smi --format=csv,noheader`` log was written with (``timestamp, index,
+        power.draw, ...``). None = the file has a header.
     """
 
     t0: datetime = DEFAULT_T0
     site: str | None = None
     year: int = 2022
     max_backstep_s: float = 1.0
+    fields: tuple[str, ...] | None = None
+
+
+def field_list(text: str | None) -> tuple[str, ...] | None:
+    """A comma-separated field list (``"timestamp,index,power.draw [W]"``, as given to
+    ``nvidia-smi --query-gpu``) as :attr:`ParseOptions.fields`; unit suffixes in brackets are
+    dropped, blank text is None.
+
+    >>> field_list("timestamp, index,power.draw [W]")
+    ('timestamp', 'index', 'power.draw')
+    >>> field_list("  ") is None
+    True
+    """
+    if text is None or not text.strip():
+        return None
+    out = []
+    for f in text.split(","):
+        name = f.strip()
+        if "[" in name:
+            name = name[: name.index("[")].strip()
+        out.append(name.lower())
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,10 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
         "sm_active": pl.Float64, "mem_used_mib": pl.Float64, "temp_c": pl.Float64,
         "energy_j": pl.Float64, "gpu_util_pct": pl.Float64, "sm_clock_mhz": pl.Float64,
         "mem_clock_mhz": pl.Float64, "throttle_reasons": pl.Int64,
+        # the GPU's UUID (nvidia-smi ``uuid``, DCGM ``UUID`` label), else ``pci:`` + its PCI bus
+        # id; empty = not reported. A GPU is (host, gpu_id, gpu_uuid): logs of several hosts
+        # share indices
+        "gpu_uuid": pl.String,
     },
     "jobs": {
         "job_id": pl.String, "submit_ts": pl.Datetime("us"), "start_ts": pl.Datetime("us"),
@@ -214,10 +218,11 @@ _SQL_TYPES = {
     pl.Boolean: "BOOLEAN",
 }
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 10
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
-                ("bench_runs", "concurrency_measured")}  # columns later migrations add
+                ("bench_runs", "concurrency_measured"),
+                ("telemetry", "gpu_uuid")}  # columns later migrations add
 
 
 def _ddl(table: str) -> str:
@@ -282,4 +287,6 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS elapsed_s DOUBLE",
         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS request_rate DOUBLE",
         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS concurrency_measured BOOLEAN"],
+    # telemetry of several hosts: a GPU is (host, index, UUID), not its index (issue 14 item 4)
+    10: ["ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_uuid VARCHAR"],
 }

@@ -11,6 +11,11 @@ down-weighted. This module does both.
   batches (``on_batch``), e.g. to :func:`analytics.store.append_rows`.
 * :func:`window_averages` compares whole-job and serving-window means, each sample weighted by
   how long it stood for, with staleness decay beyond the metric's freshness window.
+* :func:`energy_by_gpu` gives each GPU's energy from its cumulative counter, reset-aware
+  (:func:`counter_deltas`), beside power integrated over time.
+
+A GPU is (host, index, UUID) everywhere (:data:`GPU_KEYS`): logs of several hosts share
+indices.
 """
 
 from __future__ import annotations
@@ -97,6 +102,13 @@ def _throttle(nvml, handle):
     return None
 
 
+def _uuid(nvml, handle) -> str | None:
+    if not hasattr(nvml, "nvmlDeviceGetUUID"):
+        return None
+    v = _read(nvml, handle, "nvmlDeviceGetUUID")
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def sample(seconds: float, interval_ms: int, nvml=None, host: str | None = None,
            on_batch: Callable[[pd.DataFrame], None] | None = None, batch_rows: int = 256,
            clock: Callable[[], float] = time.monotonic,
@@ -113,7 +125,7 @@ def sample(seconds: float, interval_ms: int, nvml=None, host: str | None = None,
     Returns
     -------
     DataFrame with ts (UTC), host, gpu_id, power_w, energy_j, sm_clock_mhz, mem_clock_mhz,
-    gpu_util_pct, mem_used_mib, temp_c, throttle_reasons
+    gpu_util_pct, mem_used_mib, temp_c, throttle_reasons, gpu_uuid
 
     Raises
     ------
@@ -151,6 +163,7 @@ def sample(seconds: float, interval_ms: int, nvml=None, host: str | None = None,
                     "temp_c": _read(nvml, h, "nvmlDeviceGetTemperature",
                                     nvml.NVML_TEMPERATURE_GPU),
                     "throttle_reasons": _throttle(nvml, h),
+                    "gpu_uuid": _uuid(nvml, h),
                 })
             if len(batch) >= batch_rows:
                 frames.append(_flush(batch, on_batch))
@@ -174,18 +187,144 @@ def _flush(batch: list[dict], on_batch) -> pd.DataFrame:
     return frame
 
 
-def summarize(frame: pd.DataFrame) -> dict:
-    """Per-GPU mean / max power, energy used (counter delta), mean utilisation and samples."""
-    out = {}
-    for gpu, g in frame.groupby("gpu_id"):
-        e = g["energy_j"].dropna()
-        out[str(gpu)] = {
-            "samples": int(len(g)),
-            "mean_power_w": _num(g["power_w"].mean()), "max_power_w": _num(g["power_w"].max()),
-            "energy_j": _num(e.iloc[-1] - e.iloc[0]) if len(e) > 1 else None,
-            "mean_gpu_util_pct": _num(g["gpu_util_pct"].mean()),
-            "max_temp_c": _num(g["temp_c"].max()),
-        }
+#: Columns that identify one GPU: logs of several hosts share indices (issue 14 item 4).
+GPU_KEYS = ("host", "gpu_id", "gpu_uuid")
+
+
+def gpu_groups(frame: pd.DataFrame):
+    """``(key, rows)`` per GPU, ``key`` a dict of the :data:`GPU_KEYS` the frame has (empty
+    host / UUID kept as None: a group of its own, never dropped), rows in time order."""
+    keys = [k for k in GPU_KEYS if k in frame.columns]
+    if not keys or frame.empty:
+        return
+    frame = frame.sort_values("ts", kind="stable")
+    for values, g in frame.groupby(keys, dropna=False, sort=True):
+        values = values if isinstance(values, tuple) else (values,)
+        yield {k: (None if pd.isna(v) else v) for k, v in zip(keys, values, strict=True)}, g
+
+
+def gpu_label(key: dict, with_uuid: bool = False) -> str:
+    """``host/index`` (``node-a/0``), with the UUID when several GPUs share host and index.
+
+    >>> gpu_label({"host": "node-a", "gpu_id": 0, "gpu_uuid": "GPU-1"})
+    'node-a/0'
+    """
+    label = f"{key.get('host') or '?'}/{key.get('gpu_id')}"
+    return f"{label} {key['gpu_uuid']}" if with_uuid and key.get("gpu_uuid") else label
+
+
+def gpu_labels(frame: pd.DataFrame) -> pd.Series:
+    """:func:`gpu_label` of every row (the UUID added only where host and index repeat)."""
+    keys = [k for k in GPU_KEYS if k in frame.columns]
+    shared = set()
+    if {"host", "gpu_uuid"} <= set(keys):
+        n = frame.groupby(["host", "gpu_id"], dropna=False)["gpu_uuid"].nunique(dropna=False)
+        shared = set(n[n > 1].index)
+    out = []
+    for r in frame[keys].itertuples(index=False):
+        key = {k: (None if pd.isna(v) else v) for k, v in zip(keys, r, strict=True)}
+        out.append(gpu_label(key, (key.get("host"), key.get("gpu_id")) in shared))
+    return pd.Series(out, index=frame.index, dtype=object)
+
+
+def counter_deltas(values) -> tuple[np.ndarray, np.ndarray]:
+    """Reset-aware increments of a cumulative counter sampled in time order.
+
+    Rule: ``delta_i = c_i - c_{i-1}`` when the counter did not go down; when it did (driver
+    reload, node restart, wrap) the counter restarted from 0, so ``delta_i = c_i`` (what it
+    counted since the reset; what it counted between ``c_{i-1}`` and the reset is unknown and
+    left out). Empty readings give a 0 delta and do not break the chain. Never negative.
+
+    Returns ``(deltas, resets)``: arrays as long as ``values`` (``deltas[0] = 0``), ``resets``
+    true where a reset was detected.
+
+    >>> d, r = counter_deltas([1000.0, 1018.0, 1036.0, 9.0, 27.0])
+    >>> d.tolist(), r.tolist()
+    ([0.0, 18.0, 18.0, 9.0, 18.0], [False, False, False, True, False])
+    """
+    c = np.asarray(values, dtype=float)
+    deltas, resets = np.zeros(len(c)), np.zeros(len(c), dtype=bool)
+    prev = np.nan
+    for i, v in enumerate(c):
+        if np.isnan(v):
+            continue
+        if not np.isnan(prev):
+            resets[i] = v < prev
+            deltas[i] = v if v < prev else v - prev
+        prev = v
+    return deltas, resets
+
+
+def energy_by_gpu(frame: pd.DataFrame, start=None, end=None) -> pd.DataFrame:
+    """Energy of each GPU over ``[start, end]`` (both ends included; default: all samples).
+
+    Returns one row per GPU: host, gpu_id, gpu_uuid, gpu (label), samples, mean_power_w,
+    max_power_w, energy_counter_j (sum of :func:`counter_deltas` of ``energy_j``; None without
+    two counter readings), counter_resets, first_reset_ts (ISO text or None), energy_power_j
+    (trapezoid of ``power_w`` over time, J; None without two power readings).
+    """
+    if start is not None or end is not None:
+        ts = pd.to_datetime(frame["ts"])
+        keep = pd.Series(True, index=frame.index)
+        if start is not None:
+            keep &= ts >= pd.Timestamp(start)
+        if end is not None:
+            keep &= ts <= pd.Timestamp(end)
+        frame = frame[keep]
+    labels = gpu_labels(frame) if not frame.empty else pd.Series(dtype=object)
+    rows = []
+    for key, g in gpu_groups(frame):
+        row = {"host": key.get("host"), "gpu_id": key.get("gpu_id"),
+               "gpu_uuid": key.get("gpu_uuid"), "gpu": labels.loc[g.index[0]],
+               "samples": int(len(g)), **_energy_of(g)}
+        rows.append(row)
+    cols = ["host", "gpu_id", "gpu_uuid", "gpu", "samples", "mean_power_w", "max_power_w",
+            "energy_counter_j", "counter_resets", "first_reset_ts", "energy_power_j"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _energy_of(g: pd.DataFrame) -> dict:
+    """Power statistics and the two energy estimates of one GPU's rows (time order)."""
+    out = {"mean_power_w": None, "max_power_w": None, "energy_counter_j": None,
+           "counter_resets": 0, "first_reset_ts": None, "energy_power_j": None}
+    if "power_w" in g:
+        p = g[["ts", "power_w"]].dropna()
+        out["mean_power_w"] = _num(p["power_w"].mean())
+        out["max_power_w"] = _num(p["power_w"].max())
+        if len(p) > 1:
+            ts = pd.to_datetime(p["ts"])
+            t = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
+            w = p["power_w"].to_numpy(float)
+            out["energy_power_j"] = float(np.sum((w[1:] + w[:-1]) / 2 * np.diff(t)))
+    if "energy_j" in g:
+        e = g[["ts", "energy_j"]].dropna()
+        if len(e) > 1:
+            deltas, resets = counter_deltas(e["energy_j"].to_numpy(float))
+            out["energy_counter_j"] = float(deltas.sum())
+            out["counter_resets"] = int(resets.sum())
+            if resets.any():
+                out["first_reset_ts"] = pd.Timestamp(e["ts"].iloc[int(resets.argmax())]
+                                                     ).isoformat()
+    return out
+
+
+def summarize(frame: pd.DataFrame) -> list[dict]:
+    """One row per GPU (host, gpu_id, gpu_uuid, gpu label): samples, mean / max power (W),
+    energy used (reset-aware counter deltas, J; None without two readings), counter resets,
+    mean utilisation (%) and max temperature (degC)."""
+    out = []
+    labels = gpu_labels(frame) if not frame.empty else pd.Series(dtype=object)
+    for key, g in gpu_groups(frame):
+        e = _energy_of(g)
+        out.append({
+            "host": key.get("host"), "gpu_id": int(key["gpu_id"]),
+            "gpu_uuid": key.get("gpu_uuid"), "gpu": labels.loc[g.index[0]],
+            "samples": int(len(g)), "mean_power_w": e["mean_power_w"],
+            "max_power_w": e["max_power_w"], "energy_j": e["energy_counter_j"],
+            "counter_resets": e["counter_resets"],
+            "mean_gpu_util_pct": _num(g["gpu_util_pct"].mean()) if "gpu_util_pct" in g else None,
+            "max_temp_c": _num(g["temp_c"].max()) if "temp_c" in g else None,
+        })
     return out
 
 
@@ -229,13 +368,15 @@ def window_averages(frame: pd.DataFrame, start, end, freshness: dict[str, float]
 
     Parameters
     ----------
-    frame : telemetry rows (ts, gpu_id and metric columns)
+    frame : telemetry rows (ts, gpu_id, optionally host and gpu_uuid, and metric columns)
     start, end : the serving window (e.g. from a vllm bench result or typed in)
     freshness : seconds a sample of each metric stays fresh (default DEFAULT_FRESHNESS_S)
 
     Returns
     -------
-    DataFrame: gpu_id, metric, whole, window, window_minus_whole, samples_in_window
+    DataFrame, one row per (GPU, metric): host, gpu_id, gpu_uuid, gpu (``host/index`` label,
+    :func:`gpu_labels`), metric, whole, window, window_minus_whole, samples_in_window. A GPU is
+    (host, index, UUID): scrapes of several nodes sharing indices stay apart.
 
     Raises
     ------
@@ -246,7 +387,10 @@ def window_averages(frame: pd.DataFrame, start, end, freshness: dict[str, float]
         raise ValueError(f"the serving window ends ({end}) before it starts ({start})")
     fresh = {**DEFAULT_FRESHNESS_S, **(freshness or {})}
     rows = []
-    for gpu, g in frame.sort_values("ts").groupby("gpu_id"):
+    labels = gpu_labels(frame) if not frame.empty else pd.Series(dtype=object)
+    for key, g in gpu_groups(frame):
+        ident = {"host": key.get("host"), "gpu_id": key.get("gpu_id"),
+                 "gpu_uuid": key.get("gpu_uuid"), "gpu": labels.loc[g.index[0]]}
         ts = pd.to_datetime(g["ts"]).to_numpy()
         job_start, job_end = ts[0], ts[-1]
         for m in METRICS:
@@ -260,11 +404,12 @@ def window_averages(frame: pd.DataFrame, start, end, freshness: dict[str, float]
             w_win = freshness_weights(tsm, start.to_datetime64(), end.to_datetime64(), f)
             whole = float(np.average(vals, weights=w_all)) if w_all.sum() else np.nan
             window = float(np.average(vals, weights=w_win)) if w_win.sum() else np.nan
-            rows.append({"gpu_id": gpu, "metric": m, "whole": whole, "window": window,
+            rows.append({**ident, "metric": m, "whole": whole, "window": window,
                          "window_minus_whole": window - whole,
                          "samples_in_window": int(((tsm >= start.to_datetime64())
                                                    & (tsm < end.to_datetime64())).sum())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["host", "gpu_id", "gpu_uuid", "gpu", "metric", "whole",
+                                       "window", "window_minus_whole", "samples_in_window"])
 
 
 def detect_serving_window(frame: pd.DataFrame, metric: str = "gpu_util_pct",

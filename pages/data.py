@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, time
 
 import streamlit as st
-from analytics.config import DEFAULT_T0, ParseOptions
+from analytics.config import DEFAULT_T0, ParseOptions, field_list
 from analytics.ui import cache, widgets
 
 st.title("Data")
@@ -45,8 +45,14 @@ with st.expander("Parse options"):
     site = st.text_input("Site (carbon / weather / prices; default from the file name)",
                          key="site") or None
     year = st.number_input("Year for typical-year (EPW) weather", 1990, 2100, 2022, key="year")
+    smi_fields = st.text_input(
+        "nvidia-smi fields (logs written with --format=csv,noheader)", key="smi_fields",
+        placeholder="timestamp,index,power.draw,utilization.gpu,memory.used")
+    st.caption("A header-less nvidia-smi log needs the --query-gpu list it was written with, "
+               "in order; leave empty when the log has a header.")
 if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
-    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year))
+    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
+                        fields=field_list(smi_fields))
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")

@@ -76,10 +76,30 @@ except ValueError as exc:
     st.stop()
 st.plotly_chart(charts.telemetry_chart(rows, metric, (pd.Timestamp(start), pd.Timestamp(end)),
                                        title=f"{name}: {metric}"), key="telemetry_chart")
+st.caption("One row per GPU and metric; a GPU is (host, index, UUID), so nodes that share GPU "
+           "indices stay apart.")
 st.dataframe(table, hide_index=True, key="window_table", column_config={
+    "gpu_uuid": st.column_config.TextColumn("UUID"),
     "whole": st.column_config.NumberColumn("whole job", format="%.3f"),
     "window": st.column_config.NumberColumn("serving window", format="%.3f"),
     "window_minus_whole": st.column_config.NumberColumn("difference", format="%+.3f")})
+st.subheader("Energy in the window, per GPU")
+energy = cache.gpu_energy(name, pd.Timestamp(start), pd.Timestamp(end))
+st.dataframe(energy, hide_index=True, key="energy_table", column_config={
+    "gpu_uuid": st.column_config.TextColumn("UUID"),
+    "mean_power_w": st.column_config.NumberColumn("mean power (W)", format="%.1f"),
+    "max_power_w": st.column_config.NumberColumn("max power (W)", format="%.1f"),
+    "energy_counter_j": st.column_config.NumberColumn("energy, counter (J)", format="%.0f"),
+    "counter_resets": st.column_config.NumberColumn("counter resets", format="%d"),
+    "first_reset_ts": st.column_config.TextColumn("first reset (UTC)"),
+    "energy_power_j": st.column_config.NumberColumn("energy, power x time (J)", format="%.0f")})
+resets = int(energy["counter_resets"].sum()) if not energy.empty else 0
+st.caption("Energy from the cumulative counter is the sum of reset-aware deltas: where the "
+           "counter drops (driver reload, restart, wrap) the delta is the new reading, counted "
+           "from 0, never negative"
+           + (f"; {resets} reset(s) in this window." if resets else ".")
+           + " Power x time integrates the power samples (trapezoid), both window ends "
+           "included.")
 if "power_w" in metrics:
     st.plotly_chart(charts.power_cdf_chart(rows, refs), key="cdf_chart")
     if refs.empty:

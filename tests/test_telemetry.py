@@ -93,7 +93,9 @@ def test_sampler_loop_batches_and_units():
     assert g1["throttle_reasons"] == 4  # event-reasons unsupported: throttle-reasons used
     assert fake.shutdowns == 1
     s = telemetry.summarize(frame)
-    assert s["0"]["energy_j"] == pytest.approx(3 * 62.5)  # counter delta over 4 samples
+    g0 = next(r for r in s if r["gpu"] == "h1/0")  # one row per (host, GPU)
+    assert g0["energy_j"] == pytest.approx(3 * 62.5)  # counter delta over 4 samples
+    assert g0["counter_resets"] == 0 and [r["gpu"] for r in s] == ["h1/0", "h1/1"]
 
 
 @pytest.mark.parametrize(("code", "text"), [

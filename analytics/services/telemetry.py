@@ -22,6 +22,52 @@ def rows(con, name: str) -> pd.DataFrame:
     return store.dataset_rows(con, name)
 
 
+def gpu_energy(con, name: str, start=None, end=None) -> pd.DataFrame:
+    """One row per (host, GPU) of a telemetry dataset over ``[start, end]`` (default: all):
+    mean / max power (W), energy from the cumulative counter, reset-aware (J), counter resets,
+    and power integrated over time (J) (:func:`analytics.telemetry.energy_by_gpu`)."""
+    return telemetry.energy_by_gpu(rows(con, name), start, end)
+
+
+def summary_document(con, name: str, start=None, end=None,
+                     freshness: dict[str, float] | None = None) -> dict:
+    """The ``headroom telemetry summary`` document: per (host, GPU) energy and power over the
+    window, and whole-job vs window means of every metric.
+
+    The window is ``[start, end]`` when both are given, else the busy span
+    (:func:`analytics.telemetry.detect_serving_window`), else the whole dataset. Returns
+    ``{"dataset", "window": {"start", "end", "source"}, "gpus": [...], "window_averages":
+    [...]}`` with ISO 8601 UTC times and null for undefined numbers. Raises
+    ``store.UnknownDataset``, ValueError (a window that ends before it starts).
+    """
+    frame = rows(con, name)
+    if frame.empty:
+        raise ValueError(f"{name}: no telemetry rows")
+    source = "given"
+    if start is None or end is None:
+        try:
+            guess, source = telemetry.detect_serving_window(frame), "busy samples"
+        except ValueError:
+            guess, source = (frame["ts"].min(), frame["ts"].max()), "whole dataset"
+        start = guess[0] if start is None else start
+        end = guess[1] if end is None else end
+    start, end = pd.Timestamp(start), pd.Timestamp(end)
+    averages = telemetry.window_averages(frame, start, end, freshness)
+    energy = telemetry.energy_by_gpu(frame, start, end)
+    return {"dataset": name,
+            "window": {"start": start.isoformat(), "end": end.isoformat(), "source": source},
+            "gpus": _records(energy), "window_averages": _records(averages)}
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-ready dicts (NaN -> None, numpy scalars -> Python)."""
+    out = []
+    for rec in frame.astype(object).to_dict("records"):
+        out.append({k: (None if v is None or (isinstance(v, float) and v != v)
+                        else v.item() if hasattr(v, "item") else v) for k, v in rec.items()})
+    return out
+
+
 def reference_cdfs(con) -> pd.DataFrame:
     """Reference distributions (AcmeTrace power / utilisation CDFs) in the store."""
     return store.reference_cdfs(con)

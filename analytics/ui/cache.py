@@ -248,6 +248,12 @@ def window_averages(name: str, start, end, freshness: dict) -> pd.DataFrame:
     return telemetry_core.window_averages(telemetry_rows(name), start, end, freshness)
 
 
+def gpu_energy(name: str, start, end) -> pd.DataFrame:
+    """Per (host, GPU) power and energy over ``[start, end]`` (reset-aware counter deltas and
+    power x time; :func:`analytics.telemetry.energy_by_gpu`)."""
+    return telemetry_core.energy_by_gpu(telemetry_rows(name), start, end)
+
+
 def window_from_vllm_result(payload: bytes) -> tuple:
     """Serving window from an uploaded ``vllm bench serve`` result JSON. Raises ValueError."""
     return telemetry.window_from_vllm_result(payload)

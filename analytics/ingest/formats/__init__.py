@@ -27,7 +27,7 @@ greendcc_carbon    carbon_intensity    Green-DCC / Electricity Maps hourly carbo
 greendcc_prices    prices              Green-DCC hourly electricity prices
 epw_weather        weather             EnergyPlus ``.epw`` typical-year weather
 openmeteo_weather  weather             Green-DCC Open-Meteo ``.json.gz`` weather
-nvidia_smi         telemetry           ``nvidia-smi --query-gpu=... --format=csv`` output
+nvidia_smi         telemetry           ``nvidia-smi --query-gpu=... --format=csv`` (noheader too)
 dcgm_prometheus    telemetry           DCGM exporter Prometheus text exposition
 acmetrace_cdf      reference_cdf       AcmeTrace power / utilisation CDFs (overlays)
 mlenergy_v2        bench_runs          ML.ENERGY leaderboard v2 flattened LLM runs CSV
@@ -51,6 +51,7 @@ from analytics.ingest.formats import (
     burstgpt,
     canonical,
     carbon,
+    dcgm,
     jobs,
     mooncake,
     openb,
@@ -83,7 +84,7 @@ FORMATS: dict[str, type[Format]] = {
         weather.EPW,
         weather.OpenMeteo,
         telemetry.NvidiaSmi,
-        telemetry.Dcgm,
+        dcgm.Dcgm,
         telemetry.AcmeCdf,
         bench.MLEnergyV2,
         bench.MLEnergyV3,

@@ -2,18 +2,25 @@
 
 * ``nvidia-smi --query-gpu=timestamp,index,power.draw,... --format=csv[,noheader][,nounits]``:
   comma-and-space separated; the header names the query fields, with ``[W]``, ``[MiB]``,
-  ``[%]``, ``[MHz]`` unit suffixes unless ``nounits``; values may carry the same units and
-  ``[N/A]`` / ``[Not Supported]`` mean no value. ``timestamp`` is ``YYYY/MM/DD HH:MM:SS.fff`` in
-  the host's local time; it is read as UTC (nvidia-smi does not print a zone). Needs
+  ``[%]``, ``[MHz]`` unit suffixes unless ``nounits``; values may carry the same units or not.
+  A log written with ``noheader`` (its first row is data: a ``YYYY/MM/DD HH:MM:SS`` cell) needs
+  the field list it was written with (``ParseOptions.fields``, CLI ``--fields``); without one it
+  is refused at line 1 with the header it needs. ``timestamp`` is ``YYYY/MM/DD HH:MM:SS[.fff]``
+  in the host's local time; it is read as UTC (nvidia-smi does not print a zone). Needs
   ``timestamp`` and ``index``; maps ``power.draw``, ``utilization.gpu``, ``memory.used``,
   ``temperature.gpu``, ``clocks.sm``, ``clocks.mem``, ``clocks_event_reasons.active`` /
-  ``clocks_throttle_reasons.active`` when present. ``host`` = ``--site`` or the file stem.
-* DCGM exporter, Prometheus text exposition: lines ``NAME{labels} value [timestamp_ms]``, ``#``
-  comments. Fields: ``DCGM_FI_DEV_POWER_USAGE`` (W), ``DCGM_FI_PROF_SM_ACTIVE`` (ratio 0-1),
-  ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` (MiB), ``DCGM_FI_DEV_GPU_TEMP`` (degC),
-  ``DCGM_FI_DEV_SM_CLOCK`` / ``DCGM_FI_DEV_MEM_CLOCK`` (MHz),
-  ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ, stored as J). Labels ``gpu`` and ``Hostname``
-  give the GPU and host. Samples without a timestamp take ``--t0`` (one scrape).
+  ``clocks_throttle_reasons.active`` and ``total_energy_consumption`` (the NVML energy counter,
+  mJ unless the header says ``[J]``) when present. A GPU is (host, index, UUID): ``host`` is a
+  ``host`` / ``hostname`` / ``node`` column of a log joined from several hosts, else ``--site``,
+  else the file stem; ``uuid`` (else ``pci.bus_id``) goes to ``gpu_uuid``. A repeat of the
+  header line (logs joined with ``cat``) is skipped.
+* Sentinels (any bracketed value such as ``[N/A]``, ``[Not Supported]``, ``[Unknown Error]``,
+  ``[GPU is lost]``, and bare ``N/A`` or an empty cell) are NULL, never 0, with a warning naming
+  line and column. A cumulative counter (``energy_j``) that drops below the GPU's previous
+  sample (driver reload, node restart, wrap) is a reset: a warning names the line; analyses take
+  reset-aware deltas (:func:`analytics.telemetry.counter_deltas`). The same (time, GPU) on two
+  rows is warned about (a log joined from hosts without a host column or ``uuid``).
+* DCGM exporter text: :mod:`analytics.ingest.formats.dcgm`.
 * AcmeTrace ``acme_power_util_cdf.csv`` (``source_pkl, cluster, metric, cdf_percent, value``):
   per-cluster CDFs of per-GPU power (W) and utilisation (%), used as reference overlays.
 """
@@ -28,6 +35,7 @@ import polars as pl
 from analytics.ingest.formats._common import (
     ROW,
     FormatError,
+    Note,
     Parsed,
     file_stem,
     header_fields,
@@ -42,12 +50,37 @@ _SMI_FIELDS = {
     "clocks.mem": "mem_clock_mhz", "clocks.current.memory": "mem_clock_mhz",
     "clocks_event_reasons.active": "throttle_reasons",
     "clocks_throttle_reasons.active": "throttle_reasons",
+    "total_energy_consumption": "energy_j",
 }
-_NA = {"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", ""}
+_HOST_FIELDS = ("host", "hostname", "node")
+_TS_CELL = re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?$")
+_UNITS = re.compile(r"\s*(W|mW|MiB|%|MHz|mJ|J)$")
+#: Cumulative counters among the telemetry columns (reset-aware deltas, reset warnings).
+COUNTERS = ("energy_j",)
+#: The header a header-less log needs, shown when it is refused (an example --query-gpu list).
+EXAMPLE_FIELDS = "timestamp,index,power.draw,utilization.gpu,memory.used"
 
 
-def _smi_header(head: str) -> list[str]:
-    return [re.sub(r"\s*\[.*?\]$", "", f.strip()) for f in head.splitlines()[0].split(",")]
+def is_sentinel(cell: str) -> bool:
+    """nvidia-smi's "no value" cells: any ``[...]`` text, ``N/A``, or an empty cell."""
+    return not cell or cell == "N/A" or (cell.startswith("[") and cell.endswith("]"))
+
+
+def _split_header(line: str) -> tuple[list[str], dict[str, str]]:
+    """Field names (lower case, unit suffix dropped) and the unit each one named."""
+    names, units = [], {}
+    for f in line.rstrip("\r\n").split(","):
+        m = re.match(r"^\s*(.*?)\s*(?:\[(.*?)\])?\s*$", f)
+        name = m.group(1).lower()
+        names.append(name)
+        if m.group(2):
+            units[name] = m.group(2)
+    return names, units
+
+
+def _is_data_row(line: str) -> bool:
+    """Whether the line is an nvidia-smi data row (a timestamp cell), not a header."""
+    return any(_TS_CELL.match(c.strip()) for c in line.split(","))
 
 
 class NvidiaSmi:
@@ -56,123 +89,170 @@ class NvidiaSmi:
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
-        fields = _smi_header(head) if head.strip() else []
+        first = head.splitlines()[0] if head.strip() else ""
+        if first.count(",") >= 2 and _is_data_row(first):
+            return True  # --format=csv,noheader: the fields come from ParseOptions.fields
+        fields = _split_header(first)[0] if first else []
         return "timestamp" in fields and "index" in fields and any(f in _SMI_FIELDS
                                                                    for f in fields)
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        rows = list(_smi_rows(path, display))  # every row's shape is checked before its values
-        recs = [_smi_record(line, cells, display) for line, cells in rows]
+        header, units, first_line, remarks = _smi_layout(path, display, opts)
+        sentinels: dict[tuple[str, str], list[int]] = {}
+        recs = [_smi_record(line, cells, units, display, sentinels)
+                for line, cells in _smi_rows(path, display, header, first_line)]
         if not recs:
-            raise FormatError(display, 2, 1, "no samples after the header")
+            raise FormatError(display, first_line, 1, "no samples in the log")
         host = opts.site or file_stem(display)
-        frame = pl.DataFrame(recs, infer_schema_length=None).with_columns(
-            pl.lit(host).alias("host"))
-        return Parsed("telemetry", NvidiaSmi.NAME, frame, display, 1e-3,
-                      (f"host {host!r}; nvidia-smi timestamps read as UTC",))
+        frame = pl.DataFrame(recs, infer_schema_length=None)
+        if "host" not in frame.columns:
+            frame = frame.with_columns(pl.lit(host).alias("host"))
+        else:
+            frame = frame.with_columns(pl.col("host").fill_null(host))
+            host = ", ".join(sorted(frame["host"].unique().to_list()))
+        field_of = {col: f for f, col in _SMI_FIELDS.items() if f in header}
+        notes = [*sentinel_notes(sentinels),
+                 *sample_notes(frame, lambda col: field_of.get(col, col))]
+        return Parsed("telemetry", NvidiaSmi.NAME, frame.drop("__line"), display, 1e-3,
+                      (f"host {host!r}; nvidia-smi timestamps read as UTC", *remarks, *notes))
 
 
-def _smi_rows(path, display: str):
-    """(line number, {query field: cell}) of each non-blank nvidia-smi data row."""
+def _smi_layout(path, display, opts) -> tuple[list[str], dict[str, str], int, list[str]]:
+    """(field names, units by field, first data line, remarks) of an nvidia-smi log: from its
+    header, else from ``opts.fields``. Raises FormatError for a header-less log without a field
+    list, and for a field list without ``timestamp`` and ``index``."""
     with open_text(path) as fh:
-        header = _smi_header(fh.readline())
-        for lineno, line in enumerate(fh, start=2):
-            if not line.strip():
+        first = fh.readline()
+    given = getattr(opts, "fields", None)
+    remarks: list[str] = []
+    if _is_data_row(first):
+        n = len(first.split(","))
+        if not given:
+            shape = (EXAMPLE_FIELDS.split(",") + [f"<field {i}>" for i in range(6, n + 1)])[:n]
+            raise FormatError(display, 1, 1, (
+                f"the log has no header (nvidia-smi --format=csv,noheader; {n} fields a row): "
+                "give the --query-gpu field list it was written with, in order (CLI --fields "
+                f"{','.join(shape)}; Data page: Parse options > nvidia-smi fields), or add the "
+                f"header line it needs, {n} names such as '{', '.join(shape)}' (timestamp and "
+                "index are required)"))
+        header, units, start = list(given), {}, 1
+        remarks.append(f"no header: fields taken from the given list ({', '.join(header)})")
+    else:
+        header, units = _split_header(first)
+        start = 2
+        if given and tuple(header) != tuple(given):
+            remarks.append("the log has a header; it was used and the given field list ignored")
+    for need in ("timestamp", "index"):
+        if need not in header:
+            raise FormatError(display, 1, need, (
+                f"no '{need}' field in {'the field list' if start == 1 else 'the header'} "
+                f"({', '.join(header)}); nvidia-smi logs need timestamp and index"))
+    return header, units, start, remarks
+
+
+def _smi_rows(path, display: str, header: list[str], first_line: int):
+    """(line number, {field: cell}) of each non-blank nvidia-smi data row."""
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if lineno < first_line or not line.strip():
                 continue
+            if not _is_data_row(line) and _split_header(line)[0] == header:
+                continue  # the header again: logs of several hosts joined with `cat`
             cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
             if len(cells) != len(header):
                 raise FormatError(display, lineno, min(len(cells), len(header)) + 1,
-                                  f"row has {len(cells)} fields, header has {len(header)}")
+                                  f"row has {len(cells)} fields, the "
+                                  f"{'header' if first_line == 2 else 'field list'} has "
+                                  f"{len(header)} ({', '.join(header)})")
             yield lineno, dict(zip(header, cells, strict=True))
 
 
-def _smi_record(line: int, rec: dict[str, str], display: str) -> dict:
-    """One nvidia-smi row as canonical telemetry values (units stripped, ``[N/A]`` empty)."""
-    try:
-        ts = datetime.strptime(rec["timestamp"], "%Y/%m/%d %H:%M:%S.%f")
-    except ValueError as exc:
-        raise FormatError(display, line, "timestamp",
-                          f"{rec['timestamp']!r} is not YYYY/MM/DD HH:MM:SS.fff") from exc
+def _smi_time(line: int, raw: str, display: str) -> datetime:
+    for fmt in ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S"):
+        try:
+            return datetime.strptime(raw, fmt)
+        except ValueError:
+            continue
+    raise FormatError(display, line, "timestamp", f"{raw!r} is not YYYY/MM/DD HH:MM:SS.fff")
+
+
+def _smi_record(line: int, rec: dict[str, str], units: dict[str, str], display: str,
+                sentinels: dict) -> dict:
+    """One nvidia-smi row as canonical telemetry values (units stripped, sentinels NULL and
+    counted into ``sentinels[(field, cell)]``)."""
+    ts = _smi_time(line, rec["timestamp"], display)
     try:
         gpu = int(rec["index"])
     except ValueError as exc:
         raise FormatError(display, line, "index", f"{rec['index']!r} is not an integer") from exc
-    out = {"ts": ts, "gpu_id": gpu}
+    out = {"__line": line, "ts": ts, "gpu_id": gpu}
+    host = next((rec[f] for f in _HOST_FIELDS if rec.get(f)), None)
+    if host is not None:
+        out["host"] = host
+    uuid, bus = rec.get("uuid", ""), rec.get("pci.bus_id", "")
+    if not is_sentinel(uuid):
+        out["gpu_uuid"] = uuid
+    elif not is_sentinel(bus):
+        out["gpu_uuid"] = f"pci:{bus}"
     for field, col in _SMI_FIELDS.items():
         raw = rec.get(field)
-        if raw is None or raw in _NA or out.get(col) is not None:
+        if raw is None or out.get(col) is not None:
             continue
-        value = re.sub(r"\s*(W|MiB|%|MHz)$", "", raw)
-        try:
-            out[col] = int(value, 16) if col == "throttle_reasons" else float(value)
-        except ValueError as exc:
-            raise FormatError(display, line, field, f"{raw!r} is not a number") from exc
+        if is_sentinel(raw):
+            sentinels.setdefault((field, raw or "empty cell"), []).append(line)
+            continue
+        out[col] = _smi_number(line, field, col, raw, units.get(field), display)
     return out
 
 
-_PROM = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-_DCGM = {
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0), "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 1.0),
-    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util_pct", 1.0), "DCGM_FI_DEV_FB_USED": ("mem_used_mib", 1.0),
-    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0), "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
-    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),
-}
+def _smi_number(line: int, field: str, col: str, raw: str, unit: str | None, display: str):
+    value = _UNITS.sub("", raw)
+    try:
+        if col == "throttle_reasons":
+            return int(value, 16)
+        number = float(value)
+    except ValueError as exc:
+        raise FormatError(display, line, field, f"{raw!r} is not a number") from exc
+    if col == "energy_j":  # the NVML counter is mJ; a header or cell saying J is taken at its word
+        return number if (unit == "J" or raw.endswith(" J")) else number * 1e-3
+    if col == "power_w" and raw.endswith("mW"):
+        return number * 1e-3
+    return number
 
 
-class Dcgm:
-    NAME = "dcgm_prometheus"
-    TABLE = "telemetry"
+def sentinel_notes(hits: dict[tuple[str, str], list[int]]) -> list[Note]:
+    """One warning per (column, sentinel): its lines, the value read as NULL (never 0)."""
+    return [Note(f"{cell} read as empty (NULL, not 0)", column=field, lines=lines)
+            for (field, cell), lines in sorted(hits.items(), key=lambda kv: kv[1][0])]
 
-    @staticmethod
-    def detect(name: str, head: str) -> bool:
-        return "DCGM_FI_" in head and bool(re.search(r"^DCGM_FI_\w+(\{|\s)", head, re.M))
 
-    @staticmethod
-    def parse(path, display, opts) -> Parsed:
-        t0_ms = int(opts.t0.timestamp() * 1000)
-        samples: dict[tuple, dict] = {}
-        n = 0
-        with open_text(path) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                text = line.strip()
-                if not text or text.startswith("#"):
-                    continue
-                m = _PROM.match(text)
-                if not m:
-                    raise FormatError(display, lineno, 1,
-                                      "not a Prometheus sample line 'NAME{labels} value [ts]'")
-                name, _, labels, value, ts = m.groups()
-                if name not in _DCGM:
-                    continue
-                lab = dict(_LABEL.findall(labels or ""))
-                if "gpu" not in lab:
-                    raise FormatError(display, lineno, "gpu", "sample has no gpu label")
-                try:
-                    val = float(value)
-                except ValueError as exc:
-                    raise FormatError(display, lineno, len(name) + len(labels or "") + 3,
-                                      f"{value!r} is not a number") from exc
-                try:
-                    gpu = int(lab["gpu"])
-                except ValueError as exc:
-                    raise FormatError(display, lineno, "gpu", f"gpu label {lab['gpu']!r} is "
-                                      "not an integer") from exc
-                key = (int(ts) if ts else t0_ms, lab.get("Hostname") or opts.site
-                       or file_stem(display), gpu)
-                col, factor = _DCGM[name]
-                samples.setdefault(key, {})[col] = val * factor
-                n += 1
-        if not n:
-            raise FormatError(display, 1, 1, "no DCGM_FI_* samples")
-        recs = [{"ts_ms": k[0], "host": k[1], "gpu_id": k[2], **v} for k, v in samples.items()]
-        frame = pl.DataFrame(recs).with_columns(
-            pl.from_epoch(pl.col("ts_ms"), "ms").cast(pl.Datetime("us")).alias("ts")
-        ).drop("ts_ms").sort("ts", "host", "gpu_id")
-        return Parsed("telemetry", Dcgm.NAME, frame, display, 1e-3,
-                      (f"{n} DCGM samples pivoted to {frame.height} (time, host, GPU) rows",))
+def sample_notes(frame: pl.DataFrame, column_of=lambda col: col) -> list[Note]:
+    """Warnings about a telemetry frame with a ``__line`` column: counter resets (a cumulative
+    column below the same GPU's previous sample) and the same (time, GPU) on several lines.
+    ``column_of`` names the file's column for a canonical one."""
+    keys = [k for k in ("host", "gpu_id", "gpu_uuid") if k in frame.columns]
+    frame = frame.sort([*keys, "ts", "__line"], nulls_last=True)
+    notes: list[Note] = []
+    for col in COUNTERS:
+        if col not in frame.columns:
+            continue
+        seen = frame.filter(pl.col(col).is_not_null())
+        drop = seen.filter(pl.col(col) < pl.col(col).shift(1).over(keys))
+        if drop.height:
+            lines = sorted(drop["__line"].to_list())
+            notes.append(Note(
+                "counter reset (the cumulative counter dropped below the GPU's previous "
+                "sample: driver reload, restart or wrap); energy after it counts from the new "
+                "value (reset-aware deltas), never negative",
+                column=column_of(col), lines=lines))
+    dup = frame.filter(pl.struct([*keys, "ts"]).is_duplicated())
+    if dup.height:
+        lines = sorted(dup["__line"].to_list())
+        notes.append(Note(
+            "the same (time, host, GPU) on several lines: the file may join hosts without a "
+            "host column, uuid or Hostname label; rows kept as they are", lines=lines))
+    return notes
 
 
 class AcmeCdf:

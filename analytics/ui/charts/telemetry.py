@@ -7,14 +7,18 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from analytics.telemetry import gpu_labels
+
 
 def telemetry_chart(frame: pd.DataFrame, metric: str, window: tuple | None = None,
                     title: str = "") -> go.Figure:
-    """A telemetry metric over time, one line per (host, GPU), the serving window shaded."""
+    """A telemetry metric over time, one line per GPU = (host, index, UUID), named
+    ``host/index`` (with the UUID where host and index repeat), the serving window shaded."""
     fig = go.Figure()
-    for (host, gpu), g in frame.groupby(["host", "gpu_id"]):
+    labelled = frame.assign(_gpu=gpu_labels(frame)) if not frame.empty else frame.assign(_gpu=[])
+    for label, g in labelled.sort_values("ts").groupby("_gpu", sort=True):
         fig.add_trace(go.Scattergl(x=g["ts"], y=g[metric], mode="lines+markers",
-                                   name=f"{host} GPU {gpu}", marker={"size": 3}))
+                                   name=str(label), marker={"size": 3}))
     if window is not None:
         fig.add_vrect(x0=window[0], x1=window[1], fillcolor="rgba(46,139,87,0.12)",
                       line_width=0, annotation_text="serving window",

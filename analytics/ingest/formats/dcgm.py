@@ -1,0 +1,127 @@
+"""DCGM exporter scrapes (Prometheus text exposition) -> ``telemetry``.
+
+Lines ``NAME{labels} value [timestamp_ms]``, ``#`` comments. Fields: ``DCGM_FI_DEV_POWER_USAGE``
+(W), ``DCGM_FI_PROF_SM_ACTIVE`` (ratio 0-1), ``DCGM_FI_DEV_GPU_UTIL`` (%),
+``DCGM_FI_DEV_FB_USED`` (MiB), ``DCGM_FI_DEV_GPU_TEMP`` (degC), ``DCGM_FI_DEV_SM_CLOCK`` /
+``DCGM_FI_DEV_MEM_CLOCK`` (MHz), ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (cumulative mJ since
+the driver loaded, stored as J); other metrics are skipped. A GPU is (host, ``gpu`` label,
+``UUID`` label): host = the ``Hostname`` label, else ``--site``, else the file stem, so scrapes
+of several nodes in one file (same ``gpu`` indices) stay apart; ``UUID`` (else ``pci_bus_id``)
+goes to ``gpu_uuid``. Samples without a timestamp take ``--t0`` (one scrape).
+
+Rules (issue 14): ``NaN`` / ``±Inf`` values (what the exporter writes for a blank field) are
+NULL with a warning naming line and metric, never 0; an energy counter below the GPU's previous
+sample is a counter reset, warned about with its line (analyses take reset-aware deltas); a
+metric given twice for one (time, host, GPU) keeps the later value, with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import polars as pl
+
+from analytics.ingest.formats._common import FormatError, Note, Parsed, file_stem, open_text
+from analytics.ingest.formats.telemetry import sample_notes
+
+_PROM = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_DCGM = {
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0), "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 1.0),
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util_pct", 1.0), "DCGM_FI_DEV_FB_USED": ("mem_used_mib", 1.0),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0), "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
+    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),
+}
+_METRIC_OF = {col: name for name, (col, _) in _DCGM.items()}
+
+
+class Dcgm:
+    NAME = "dcgm_prometheus"
+    TABLE = "telemetry"
+
+    @staticmethod
+    def detect(name: str, head: str) -> bool:
+        return "DCGM_FI_" in head and bool(re.search(r"^DCGM_FI_\w+(\{|\s)", head, re.M))
+
+    @staticmethod
+    def parse(path, display, opts) -> Parsed:
+        t0_ms = int(opts.t0.timestamp() * 1000)
+        default_host = opts.site or file_stem(display)
+        samples: dict[tuple, dict] = {}
+        blanks: dict[str, list[int]] = {}
+        twice: list[int] = []
+        n = 0
+        with open_text(path) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                got = _sample(lineno, line.strip(), display)
+                if got is None:
+                    continue
+                name, lab, val, ts = got
+                host = lab.get("Hostname") or default_host
+                ident = lab.get("UUID") or (f"pci:{lab['pci_bus_id']}"
+                                            if lab.get("pci_bus_id") else None)
+                key = (ts if ts is not None else t0_ms, host, int(lab["gpu"]), ident)
+                col, factor = _DCGM[name]
+                row = samples.setdefault(key, {"__line": lineno})
+                if col in row:
+                    twice.append(lineno)
+                n += 1
+                if not math.isfinite(val):
+                    blanks.setdefault(name, []).append(lineno)
+                    row.setdefault(col, None)
+                    continue
+                row[col] = val * factor
+                if col == "energy_j":
+                    row["__line"] = lineno  # a counter reset is reported on the counter's line
+        if not n:
+            raise FormatError(display, 1, 1, "no DCGM_FI_* samples")
+        return _parsed(samples, blanks, twice, n, display)
+
+
+def _sample(lineno: int, text: str, display: str):
+    """``(metric, labels, value, ts_ms or None)`` of a DCGM sample line; None for comments,
+    blank lines and metrics not read. Raises FormatError for a malformed line."""
+    if not text or text.startswith("#"):
+        return None
+    m = _PROM.match(text)
+    if not m:
+        raise FormatError(display, lineno, 1,
+                          "not a Prometheus sample line 'NAME{labels} value [ts]'")
+    name, _, labels, value, ts = m.groups()
+    if name not in _DCGM:
+        return None
+    lab = dict(_LABEL.findall(labels or ""))
+    if "gpu" not in lab:
+        raise FormatError(display, lineno, "gpu", "sample has no gpu label")
+    try:
+        val = float(value)
+    except ValueError as exc:
+        raise FormatError(display, lineno, len(name) + len(labels or "") + 3,
+                          f"{value!r} is not a number") from exc
+    try:
+        int(lab["gpu"])
+    except ValueError as exc:
+        raise FormatError(display, lineno, "gpu", f"gpu label {lab['gpu']!r} is "
+                          "not an integer") from exc
+    return name, lab, val, int(ts) if ts else None
+
+
+def _parsed(samples: dict, blanks: dict, twice: list[int], n: int, display: str) -> Parsed:
+    recs = [{"ts_ms": k[0], "host": k[1], "gpu_id": k[2], "gpu_uuid": k[3], **v}
+            for k, v in samples.items()]
+    frame = pl.DataFrame(recs, infer_schema_length=None).with_columns(
+        pl.from_epoch(pl.col("ts_ms"), "ms").cast(pl.Datetime("us")).alias("ts")
+    ).drop("ts_ms").sort("ts", "host", "gpu_id")
+    notes = [Note(f"{name} value NaN/Inf read as empty (NULL, not 0)", column=name, lines=lines)
+             for name, lines in blanks.items()]
+    if twice:
+        notes.append(Note("a metric given twice for the same (time, host, GPU): the later value "
+                          "kept; scrapes of several nodes need a Hostname label", lines=twice))
+    notes += sample_notes(frame, lambda col: _METRIC_OF.get(col, col))
+    hosts = frame["host"].n_unique()
+    gpus = frame.select("host", "gpu_id", "gpu_uuid").unique().height
+    return Parsed("telemetry", Dcgm.NAME, frame.drop("__line"), display, 1e-3,
+                  (f"{n} DCGM samples pivoted to {frame.height} (time, host, GPU) rows; "
+                   f"{gpus} GPU(s) on {hosts} host(s)", *notes))

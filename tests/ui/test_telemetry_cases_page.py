@@ -1,0 +1,70 @@
+"""Issue 14 items 4, 5 and 10 on the pages: the Telemetry page shows one row per (host, GPU)
+and reset-aware energy; the Data page takes the field list of a header-less nvidia-smi log."""
+
+from __future__ import annotations
+
+import pytest
+from harness import SHARED_DATA, new_app, table_with
+
+CASES = SHARED_DATA.parent / "cases"
+
+
+def upload(at, name: str, data: bytes, fields: str | None = None):
+    at.switch_page("pages/data.py").run()
+    at.file_uploader(key="uploads").set_value([(name, data, "text/plain")])
+    if fields is not None:
+        at.text_input(key="smi_fields").set_value(fields)
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    return at
+
+
+def case_bytes(name: str) -> bytes:
+    path = CASES / name
+    if not path.exists():
+        pytest.skip(f"case file not found: {path}")
+    return path.read_bytes()
+
+
+def test_case_20_telemetry_page_one_row_per_host_and_gpu(app_env):
+    at = upload(new_app().run(), "two-nodes.prom",
+                case_bytes("20-dcgm-two-nodes-same-gpu-index.prom"))
+    at.switch_page("pages/telemetry.py").run()
+    assert not at.exception
+    energy = table_with(at, "energy_counter_j")
+    assert energy["gpu"].tolist() == ["node-a/0", "node-a/1", "node-b/0", "node-b/1"]
+    assert energy["mean_power_w"].tolist() == pytest.approx([100.5, 110.5, 600.5, 620.5])
+    window = table_with(at, "metric")
+    power = window[window["metric"] == "power_w"]
+    assert power["gpu"].tolist() == ["node-a/0", "node-a/1", "node-b/0", "node-b/1"]
+
+
+def test_case_21_telemetry_page_reset_aware_energy(app_env):
+    at = upload(new_app().run(), "reset.prom", case_bytes("21-dcgm-energy-counter-reset.prom"))
+    warnings = table_with(at, "column")
+    reset = warnings[warnings["column"] == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
+    assert len(reset) == 1 and "6" in str(reset.iloc[0].to_dict())
+    at.switch_page("pages/telemetry.py").run()
+    at.text_input(key="win_start").set_value("2024-05-10 12:00:00")
+    at.text_input(key="win_end").set_value("2024-05-10 12:04:00")
+    at.run()
+    assert not at.exception
+    (row,) = table_with(at, "energy_counter_j").to_dict("records")
+    assert row["energy_counter_j"] == 63_000.0 and row["energy_power_j"] == 72_000.0
+    assert row["counter_resets"] == 1
+    assert any("1 reset(s)" in c.value for c in at.caption)
+
+
+NOHEADER = (b"2024/05/10 12:00:00.000, 0, 69.12, 0\n"
+            b"2024/05/10 12:00:01.000, 0, [N/A], 97\n"
+            b"2024/05/10 12:00:02.000, 0, 412.50, 97\n")
+
+
+def test_data_page_noheader_nvidia_smi_log_with_and_without_fields(app_env):
+    at = upload(new_app().run(), "smi.csv", NOHEADER)
+    assert "no header" in at.error[0].value and "fields" in at.error[0].value
+    at = upload(at, "smi.csv", NOHEADER, "timestamp,index,power.draw,utilization.gpu")
+    assert len(at.success) == 1 and not at.error
+    warnings = table_with(at, "column")
+    assert "power.draw" in warnings["column"].tolist()
