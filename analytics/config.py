@@ -52,6 +52,10 @@ class Settings:
         return cls(db_path=Path(db), data_dir=Path(raw))
 
 
+#: ``ParseOptions.carbon_basis`` values: every basis in a carbon file, life-cycle or direct only.
+CARBON_BASES = ("all", "LCA", "direct")
+
+
 @dataclass(frozen=True)
 class ParseOptions:
     """Options a format may need to turn a file into canonical rows.
@@ -68,12 +72,17 @@ class ParseOptions:
     max_backstep_s : float
         How far a request timestamp may go backwards before the file is rejected as
         non-monotone (seconds).
+    carbon_basis : str
+        Which carbon-intensity basis an Electricity Maps / Green-DCC file gives: ``"all"``
+        (default: every basis in the file, one row per hour and basis), ``"LCA"`` (life-cycle)
+        or ``"direct"`` (combustion only).
     """
 
     t0: datetime = DEFAULT_T0
     site: str | None = None
     year: int = 2022
     max_backstep_s: float = 1.0
+    carbon_basis: str = "all"
 
 
 @dataclass(frozen=True)

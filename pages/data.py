@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, time
 
 import streamlit as st
-from analytics.config import DEFAULT_T0, ParseOptions
+from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions
 from analytics.ui import cache, widgets
 
 st.title("Data")
@@ -45,8 +45,14 @@ with st.expander("Parse options"):
     site = st.text_input("Site (carbon / weather / prices; default from the file name)",
                          key="site") or None
     year = st.number_input("Year for typical-year (EPW) weather", 1990, 2100, 2022, key="year")
+    carbon_basis = st.selectbox(
+        "Carbon basis (Electricity Maps / Green-DCC files)", list(CARBON_BASES),
+        key="carbon_basis",
+        help="all: every basis in the file, one row per hour and basis; LCA: life-cycle only; "
+             "direct: combustion only")
 if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
-    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year))
+    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
+                        carbon_basis=carbon_basis)
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analytics.cli.common import BadInput, log, t0
-from analytics.config import DEFAULT_T0, ParseOptions
+from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions
 from analytics.ingest.formats import format_names
 from analytics.services import data, open_store
 
@@ -22,6 +22,9 @@ def add_parsers(sub) -> None:
                         f"{DEFAULT_T0.isoformat()} - weekdays are then relative")
     p.add_argument("--site", default=None, help="site for carbon/weather/price files")
     p.add_argument("--year", type=int, default=2022, help="year given to TMY weather records")
+    p.add_argument("--carbon-basis", choices=list(CARBON_BASES), default="all",
+                   help="Electricity Maps / Green-DCC carbon files: store every basis in the "
+                        "file (all, default), only life-cycle (LCA) or only direct")
     p.set_defaults(run=ingest)
 
     sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
@@ -46,7 +49,8 @@ def ingest(args, settings) -> list[dict]:
     for path in args.paths:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
-    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year)
+    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year,
+                        carbon_basis=args.carbon_basis)
     with open_store(settings.db_path) as con:
         log(f"parsing {len(args.paths)} file(s)")
         return data.ingest_paths(con, args.paths, args.format, args.name, opts)
