@@ -127,8 +127,10 @@ def test_file_without_a_carbon_column_lists_looked_for_and_found(tmp_path):
 
 
 # --------------------------------------------------------------------------- item 12: ingest
-def _sustaindc_with_gaps(tmp_path):
-    """The real CISO file with two hours deleted and one value blanked."""
+def sustaindc_with_gaps(tmp_path):
+    """The real CISO file with 2022-01-08 05:00 blanked and 06:00, 07:00 deleted (those hours
+    fall in the test window of the BurstGPT week, which dispatch aligns onto 2022-01-07 21:00 ..
+    2022-01-08 23:00); also used by the dispatch tests."""
     lines = shared("sustaindc_dcrl/CarbonIntensity/CISO_NG_&_avgCI.csv").read_text().splitlines()
     header = lines[0].split(",")
     ci = header.index("avg_CI")
@@ -145,7 +147,7 @@ def _sustaindc_with_gaps(tmp_path):
 
 
 def test_sustaindc_blank_value_and_two_absent_hours_are_named(tmp_path):
-    p = parse_file(_sustaindc_with_gaps(tmp_path))
+    p = parse_file(sustaindc_with_gaps(tmp_path))
     assert p.frame.height == 8758
     notes = _notes(p)
     absent = next(n for n in notes if n.message.startswith("hours absent"))
