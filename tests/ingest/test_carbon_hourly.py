@@ -227,3 +227,22 @@ def test_canonical_carbon_per_site_and_basis(tmp_path):
     assert "for site A, basis avg" in absent[0].message
     blank = next(n for n in _notes(p) if n.column == "gco2_per_kwh")
     assert blank.lines == (3,)
+
+
+def test_cli_carbon_basis_option_and_report(tmp_path, capsys):
+    from analytics import cli
+
+    f = tmp_path / "SE_2021_hourly.csv"
+    f.write_text("\n".join([NEW_HEADER, *NEW_ROWS]) + "\n", encoding="utf-8")
+    db = str(tmp_path / "d.duckdb")
+    assert cli.main(["--db", db, "ingest", str(f), "--carbon-basis", "LCA"]) == 0
+    (rep,) = json.loads(capsys.readouterr().out)
+    assert (rep["format"], rep["rows"]) == ("greendcc_carbon", 2)
+    basis = next(w for w in rep["warnings"] if w["message"].startswith("basis LCA"))
+    assert basis["column"] == "Carbon intensity gCO₂eq/kWh (Life cycle)"
+    bad = tmp_path / "PL_2024_hourly.csv"
+    bad.write_text("Datetime (UTC),Zone id,Renewable energy percentage (RE%)\n"
+                   "2024-01-01 00:00:00,PL,22.1\n")
+    assert cli.main(["--db", db, "ingest", str(bad)]) == 2
+    out = capsys.readouterr().out
+    assert "looked for" in out and "Renewable energy percentage (RE%)" in out
