@@ -60,14 +60,14 @@ try:
                                           fill_missing=FILLS[fill_label])
 except (ValueError, KeyError) as exc:
     st.error(f"No dispatch: {widgets.plain(str(exc))}")
-    if hasattr(exc, "gaps"):  # missing site hours: say where the choice is
+    if hasattr(exc, "gaps") and FILLS[fill_label] == "none":  # say where the choice is
         st.info("Pick **forward fill** or **interpolate** under *missing site hours* to fill "
                 "them, shift the alignment offset, or leave the site out.")
     st.stop()
 if plan.filled:
-    st.warning("Missing site hours were filled: "
-               + "; ".join(f"{widgets.plain(f['site'])} {f['series'].replace('_', ' ')}: {f['hours']} hours "
-                           f"by {f['method']}" for f in plan.filled))
+    st.warning("Missing site hours were filled: " + "; ".join(
+        f"{widgets.plain(f['site'])} {f['series'].replace('_', ' ')}: {f['hours']} hours by "
+        f"{f['method']}" for f in plan.filled))
     st.dataframe(pd.DataFrame([{k: f[k] for k in ("site", "series", "series_site", "hours",
                                                    "method")} for f in plan.filled]),
                  key="filled_table")
