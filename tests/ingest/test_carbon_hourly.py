@@ -246,3 +246,20 @@ def test_cli_carbon_basis_option_and_report(tmp_path, capsys):
     assert cli.main(["--db", db, "ingest", str(bad)]) == 2
     out = capsys.readouterr().out
     assert "looked for" in out and "Renewable energy percentage (RE%)" in out
+
+
+def test_electricity_maps_blank_intensity_and_absent_hour(tmp_path):
+    f = tmp_path / "SE_2021_hourly.csv"
+    rows = [*NEW_ROWS,
+            "2021-01-01 02:00:00,Sweden,Sweden,SE,2.7,,99.4,59.5,svk.se,true,",
+            "2021-01-01 05:00:00,Sweden,Sweden,SE,2.8,31.0,99.4,59.5,svk.se,true,"]
+    f.write_text("\n".join([NEW_HEADER, *rows]) + "\n", encoding="utf-8")
+    p = parse_file(f)
+    lca = p.frame.filter(pl.col("basis") == "LCA")
+    assert lca["gco2_per_kwh"].to_list() == [30.02, 30.32, None, 31.0]
+    blank = next(n for n in _notes(p) if n.message.startswith("life-cycle carbon intensity"))
+    assert (blank.column, blank.lines, blank.count) == (
+        "Carbon intensity gCO₂eq/kWh (Life cycle)", (4,), 1)
+    absent = next(n for n in _notes(p) if n.message.startswith("hours absent"))
+    assert absent.count == 2 and "for site SE" in absent.message
+    assert "first missing 2021-01-01 03:00, 2021-01-01 04:00 (gap before line 5)" in absent.message
