@@ -59,6 +59,10 @@ class Settings:
         return cls(db_path=Path(db), data_dir=Path(raw), debug=debug)
 
 
+#: ``ParseOptions.carbon_basis`` values: every basis in a carbon file, life-cycle or direct only.
+CARBON_BASES = ("all", "LCA", "direct")
+
+
 @dataclass(frozen=True)
 class ParseOptions:
     """Options a format may need to turn a file into canonical rows.
@@ -79,6 +83,10 @@ class ParseOptions:
         Column names of a header-less CSV log, in order: the ``--query-gpu`` list an
         ``nvidia-smi --format=csv,noheader`` log was written with (``timestamp, index,
         power.draw, ...``). None = the file has a header.
+    carbon_basis : str
+        Which carbon-intensity basis an Electricity Maps / Green-DCC file gives: ``"all"``
+        (default: every basis in the file, one row per hour and basis), ``"LCA"`` (life-cycle)
+        or ``"direct"`` (combustion only).
     """
 
     t0: datetime = DEFAULT_T0
@@ -86,6 +94,7 @@ class ParseOptions:
     year: int = 2022
     max_backstep_s: float = 1.0
     fields: tuple[str, ...] | None = None
+    carbon_basis: str = "all"
 
 
 def field_list(text: str | None) -> tuple[str, ...] | None:

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, time
 
 import streamlit as st
-from analytics.config import DEFAULT_T0, ParseOptions, field_list
+from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list
 from analytics.ui import cache, widgets
 
 st.title("Data")
@@ -50,9 +50,14 @@ with st.expander("Parse options"):
         placeholder="timestamp,index,power.draw,utilization.gpu,memory.used")
     st.caption("A header-less nvidia-smi log needs the --query-gpu list it was written with, "
                "in order; leave empty when the log has a header.")
+    carbon_basis = st.selectbox(
+        "Carbon basis (Electricity Maps / Green-DCC files)", list(CARBON_BASES),
+        key="carbon_basis",
+        help="all: every basis in the file, one row per hour and basis; LCA: life-cycle only; "
+             "direct: combustion only")
 if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
     opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
-                        fields=field_list(smi_fields))
+                        fields=field_list(smi_fields), carbon_basis=carbon_basis)
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")

@@ -1,5 +1,6 @@
 """Dispatch: split the demand envelope across sites to cut tCO2e."""
 
+import pandas as pd
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
 from analytics.ui import cache, charts, widgets
@@ -33,10 +34,16 @@ kinds = [k for k in GPU_CATALOG if k.ref_tok_s]
 kind_name = c4.selectbox("GPU kind (energy per token)", [k.name for k in kinds],
                          index=[k.name for k in kinds].index("H100-80GB"), key="gpu_kind")
 kind = next(k for k in kinds if k.name == kind_name)
-c5, c6, c7 = st.columns(3)
+c5, c6, c7, c8 = st.columns(4)
 offset = c5.number_input("alignment offset (days)", -180, 180, 0, key="offset_days")
 basis = c6.selectbox("carbon basis", ["auto", "avg", "LCA", "direct"], key="basis")
 utilisation = c7.slider("GPU utilisation", 0.1, 1.0, 0.8, 0.05, key="dispatch_util")
+FILLS = {"refuse and name them": "none", "forward fill": "ffill", "interpolate": "interpolate"}
+fill_label = c8.selectbox(
+    "missing site hours", list(FILLS), key="fill_missing",
+    help="Trace hours whose carbon, temperature or price hour is absent or blank in a site's "
+         "data: refuse and name them (checked before any fitting), carry the last earlier "
+         "site hour forward, or interpolate linearly between the site hours around them.")
 st.caption("Site data (carbon 2022/2023, weather, prices) rarely share the trace's year: each "
            "trace hour takes the site values of the same day-of-year and hour, shifted by the "
            "offset. BurstGPT dates are relative, so this pairing is a scenario, not a replay.")
@@ -49,10 +56,21 @@ try:
     with st.spinner("Fitting the envelope and solving the dispatch LP ..."):
         plan, notes = cache.dispatch_plan(name, BIN_CHOICES_S[bin_label], params, sites, kind,
                                           float(scale), utilisation, int(offset),
-                                          None if basis == "auto" else basis, home, max_share)
+                                          None if basis == "auto" else basis, home, max_share,
+                                          fill_missing=FILLS[fill_label])
 except (ValueError, KeyError) as exc:
-    st.error(f"No dispatch: {exc}")
+    st.error(f"No dispatch: {widgets.plain(str(exc))}")
+    if hasattr(exc, "gaps") and FILLS[fill_label] == "none":  # say where the choice is
+        st.info("Pick **forward fill** or **interpolate** under *missing site hours* to fill "
+                "them, shift the alignment offset, or leave the site out.")
     st.stop()
+if plan.filled:
+    st.warning("Missing site hours were filled: " + "; ".join(
+        f"{widgets.plain(f['site'])} {f['series'].replace('_', ' ')}: {f['hours']} hours by "
+        f"{f['method']}" for f in plan.filled))
+    st.dataframe(pd.DataFrame([{k: f[k] for k in ("site", "series", "series_site", "hours",
+                                                   "method")} for f in plan.filled]),
+                 key="filled_table")
 
 t = plan.totals.set_index("policy")
 m1, m2, m3, m4 = st.columns(4)

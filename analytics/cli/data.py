@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analytics.cli.common import BadInput, log, t0
-from analytics.config import DEFAULT_T0, ParseOptions, field_list
+from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list
 from analytics.ingest.formats import format_names
 from analytics.services import data, open_store
 
@@ -26,6 +26,9 @@ def add_parsers(sub) -> None:
                    help="field list of a header-less log, in order: the --query-gpu list an "
                         "nvidia-smi --format=csv,noheader log was written with, e.g. "
                         "timestamp,index,power.draw,utilization.gpu")
+    p.add_argument("--carbon-basis", choices=list(CARBON_BASES), default="all",
+                   help="Electricity Maps / Green-DCC carbon files: store every basis in the "
+                        "file (all, default), only life-cycle (LCA) or only direct")
     p.set_defaults(run=ingest)
 
     sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
@@ -50,7 +53,8 @@ def ingest(args, settings) -> list[dict]:
     for path in args.paths:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
-    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields)
+    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields,
+                        carbon_basis=args.carbon_basis)
     with open_store(settings.db_path, write=True) as con:
         log(f"parsing {len(args.paths)} file(s)")
         return data.ingest_paths(con, args.paths, args.format, args.name, opts)

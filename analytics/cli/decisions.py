@@ -7,6 +7,7 @@ import argparse
 from analytics.cli.common import BadInput, add_grid_args, grid_request, open_unit, positive, unit_interval
 from analytics.config import GPU_CATALOG
 from analytics.decisions import mix
+from analytics.decisions.sites import FILL_METHODS, MissingHours
 from analytics.envelope.pipeline import EnvelopeParams
 from analytics.services import decisions, open_store
 
@@ -56,6 +57,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--method", default="rolling", choices=list(METHODS),
                    help="envelope whose upper bound is served")
     p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
+    p.add_argument("--fill-missing", choices=list(FILL_METHODS), default="none",
+                   help="trace hours without a carbon / weather / price value at a site: refuse "
+                        "naming them (none, default; checked before any fitting), carry the "
+                        "last value forward (ffill) or interpolate linearly (interpolate)")
     p.add_argument("--carbon", default=None, help=argparse.SUPPRESS)  # accepted, sites name it
     p.set_defaults(run=dispatch_cmd)
 
@@ -94,7 +99,10 @@ def dispatch_cmd(args, settings) -> dict:
     req = decisions.DispatchRequest(
         sites=sites, gpu=args.gpu, scale=args.scale, utilization=args.utilization,
         offset_days=args.offset_days, basis=args.basis, home=args.home,
-        max_share=args.max_share, method=args.method)
+        max_share=args.max_share, method=args.method, fill_missing=args.fill_missing)
     with open_store(settings.db_path) as con:
-        return decisions.dispatch_document(con, grid_request(args), req,
-                                           EnvelopeParams(alpha=args.alpha))
+        try:
+            return decisions.dispatch_document(con, grid_request(args), req,
+                                               EnvelopeParams(alpha=args.alpha))
+        except MissingHours as exc:
+            raise BadInput(f"{exc} (--fill-missing ffill or interpolate)") from exc

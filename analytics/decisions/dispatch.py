@@ -31,6 +31,7 @@ import pandas as pd
 from scipy.optimize import linprog
 
 from analytics.decisions.sites import COP_T_NOMINAL, Site
+from analytics.envelope.grid import chronological_split
 from analytics.hardware.power import gpu_power_w
 
 
@@ -52,12 +53,16 @@ class Dispatch:
     shares : DataFrame (hour, site, policy, units, it_kwh, facility_kwh, tco2e, usd)
     totals : DataFrame per policy: units, it_mwh, facility_mwh, tco2e, usd
     per_site : DataFrame per policy and site: units share, tco2e
+    notes : list of str, what the sites use and what is not reported
+    filled : list of dict, one per (site, series) whose missing trace hours were filled:
+        :meth:`analytics.decisions.sites.SiteGap.as_dict` with the fill ``method``
     """
 
     shares: pd.DataFrame
     totals: pd.DataFrame
     per_site: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    filled: list[dict] = field(default_factory=list)
 
 
 def dispatch(hours: pd.DatetimeIndex, demand: np.ndarray, sites: list[Site],
@@ -155,8 +160,29 @@ def to_json(d: Dispatch) -> dict:
         "facility_mwh": {p: num(t.loc[p, "facility_mwh"]) for p in t.index},
         "usd": {p: num(t.loc[p, "usd"]) for p in t.index},
         "sites": sites,
+        "filled_hours": d.filled,
         "notes": d.notes,
     }
+
+
+def dispatch_hours(grid: pd.DataFrame, bin_s: int, params) -> pd.DatetimeIndex:
+    """The trace hours a dispatch serves, from the demand grid alone (nothing is fitted).
+
+    They are the hours of the envelope's test window (:func:`envelope_hourly_demand`), known
+    from the chronological split before any model is fitted, so that missing site hours are
+    found before the expensive fit.
+
+    Parameters
+    ----------
+    grid : demand grid with ``ts`` (UTC bin starts), shape (n_bins, k)
+    bin_s : bin width (s)
+    params : :class:`analytics.envelope.pipeline.EnvelopeParams` (its split)
+
+    Returns DatetimeIndex (H,) of hour starts. Raises ValueError (too few bins for a split).
+    """
+    split = chronological_split(len(grid), bin_s, params.split_days, params.split_frac)
+    ts = pd.DatetimeIndex(pd.to_datetime(grid["ts"]).iloc[split.test])
+    return pd.Series(1.0, index=ts).resample("1h").sum().index
 
 
 def envelope_hourly_demand(result, method: str = "rolling", scale: float = 1.0

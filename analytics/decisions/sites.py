@@ -14,7 +14,9 @@ per-unit flows cannot be scaled to a GPU site from the config alone. A site with
 
 Time alignment: carbon, weather and price years rarely match the trace's; an hour of the trace
 takes the values of the same day-of-year and hour in the site-data year, plus an optional offset
-in days.
+in days. A trace hour whose site-data hour is absent from a series or blank is *missing*:
+:func:`site_gaps` names them (in trace time and site-data time) before anything is fitted, and
+dispatch refuses (:class:`MissingHours`) unless a fill method of :data:`FILL_METHODS` is chosen.
 """
 
 from __future__ import annotations
@@ -113,14 +115,117 @@ class Site:
 BASIS_PREFERENCE = ("avg", "LCA", "direct")
 
 
-def _aligned(series: pd.DataFrame, hours: pd.DatetimeIndex, offset_days: int) -> np.ndarray:
-    """Values of an hourly site series at the trace hours, aligned by day-of-year and hour."""
+#: What dispatch does with trace hours that have no site value (an absent hour or a blank value
+#: in the site series): refuse and name them (``none``), carry the last earlier site hour's value
+#: forward (``ffill``; hours before the first value take the first value), or interpolate
+#: linearly between the site hours on either side (``interpolate``; held flat past the ends).
+#: Both fills work in site-data time, on the series' own hourly axis, before the alignment.
+FILL_METHODS = ("none", "ffill", "interpolate")
+
+
+def _aligned(series: pd.DataFrame, hours: pd.DatetimeIndex, offset_days: int,
+             fill: str = "none") -> tuple[np.ndarray, pd.DatetimeIndex]:
+    """Values of an hourly site series at the trace hours, aligned by day-of-year and hour.
+
+    Returns ``(values (H,), site-data hours (H,))``; NaN where the series has no value for the
+    hour (absent or blank) and ``fill`` is ``none`` or has nothing to fill from.
+    """
+    if fill not in FILL_METHODS:
+        raise ValueError(f"fill method {fill!r}: choose one of {', '.join(FILL_METHODS)}")
     if series.empty:
-        return np.full(len(hours), np.nan)
+        return np.full(len(hours), np.nan), align_hours(hours, 2022, offset_days)
     ts = pd.to_datetime(series["ts"])
     year = int(ts.dt.year.mode().iloc[0])
     idx = align_hours(hours, year, offset_days)
-    return series.set_index(ts)["value"].reindex(idx).to_numpy(float)
+    values = pd.Series(series["value"].to_numpy(float), index=pd.DatetimeIndex(ts))
+    if fill != "none" and len(idx):
+        axis = pd.date_range(min(values.index.min(), idx.min()),
+                             max(values.index.max(), idx.max()), freq="h")
+        values = values.reindex(axis)
+        values = values.ffill().bfill() if fill == "ffill" else values.interpolate(
+            method="linear", limit_direction="both")
+    return values.reindex(idx).to_numpy(float), idx
+
+
+_WHAT = {"carbon_intensity": "carbon intensity", "weather": "temperature", "prices": "price"}
+
+
+@dataclass(frozen=True)
+class SiteGap:
+    """Trace hours for which one site series has no value (the hour is absent from the series
+    or its value is blank).
+
+    Attributes
+    ----------
+    site : dispatch site
+    table : ``carbon_intensity``, ``weather`` or ``prices``
+    series_site : site of the series (the carbon site, its weather city or its price zone)
+    trace_hours : hours of the demand trace (UTC) without a value, in order
+    site_hours : the site-data hours they map to (day-of-year alignment), same order
+    """
+
+    site: str
+    table: str
+    series_site: str
+    trace_hours: tuple[pd.Timestamp, ...]
+    site_hours: tuple[pd.Timestamp, ...]
+
+    def describe(self, shown: int = 5) -> str:
+        """One sentence naming the site, the series and the first ``shown`` trace hours."""
+        def fmt(hours):
+            return ", ".join(h.strftime("%Y-%m-%d %H:%M") for h in hours[:shown]) + (
+                ", ..." if len(hours) > shown else "")
+        n = len(self.trace_hours)
+        src = "" if self.series_site == self.site else f" (from {self.series_site})"
+        return (f"{self.site}: {n} trace hour{'s' if n != 1 else ''} without "
+                f"{_WHAT[self.table]}{src}: {fmt(self.trace_hours)} (site-data hours "
+                f"{fmt(self.site_hours)})")
+
+    def as_dict(self, method: str | None = None) -> dict:
+        """JSON object: site, series, hours (count), method, first trace / site-data hours."""
+        out = {"site": self.site, "series": self.table, "series_site": self.series_site,
+               "hours": len(self.trace_hours),
+               "trace_hours": [h.isoformat() for h in self.trace_hours[:20]],
+               "site_data_hours": [h.isoformat() for h in self.site_hours[:20]]}
+        return {**out, "method": method} if method else out
+
+
+class MissingHours(ValueError):
+    """Dispatch refused: some trace hours have no carbon / weather / price value at a site.
+
+    Attributes
+    ----------
+    gaps : list of :class:`SiteGap`
+    """
+
+    def __init__(self, gaps: list[SiteGap], unfillable: bool = False):
+        self.gaps = gaps
+        total = sum(len(g.trace_hours) for g in gaps)
+        how = ("the series has no value to fill from; leave the site out or ingest its data"
+               if unfillable else "choose a fill method (forward fill or interpolation), shift "
+               "the alignment offset, or leave the site out")
+        super().__init__(f"site data missing for some trace hours ({total} hours in "
+                         f"{len(gaps)} site series): "
+                         + "; ".join(g.describe() for g in gaps) + f". Nothing was fitted: {how}")
+
+
+def site_gaps(sources: list[SiteSources], series: dict, hours: pd.DatetimeIndex,
+              offset_days: int = 0, fill: str = "none") -> list[SiteGap]:
+    """Every series of every site that has no value for some trace hours (pure, no fitting).
+
+    Parameters as :func:`build_sites`; with ``fill`` other than ``none``, the hours that stay
+    empty after filling (a series with no value at all). Returns one :class:`SiteGap` per
+    (site, series) with a gap, in the order of ``sources``.
+    """
+    out = []
+    for src in sources:
+        for key in src.series_keys():
+            values, site_hours = _aligned(series[key], hours, offset_days, fill)
+            miss = np.isnan(values)
+            if miss.any():
+                out.append(SiteGap(src.name, key[0], key[1], tuple(hours[miss]),
+                                   tuple(site_hours[miss])))
+    return out
 
 
 @dataclass(frozen=True)
@@ -196,7 +301,7 @@ def site_sources(catalog: pd.DataFrame, names: list[str], basis: str | None = No
 def build_sites(sources: list[SiteSources], series: dict[tuple[str, str, str | None], pd.DataFrame],
                 hours: pd.DatetimeIndex, offset_days: int = 0,
                 capacity: dict[str, float] | None = None,
-                max_share: dict[str, float] | None = None) -> list[Site]:
+                max_share: dict[str, float] | None = None, fill: str = "none") -> list[Site]:
     """Sites with their hourly series aligned to the trace hours (pure).
 
     Parameters
@@ -207,16 +312,19 @@ def build_sites(sources: list[SiteSources], series: dict[tuple[str, str, str | N
     hours : DatetimeIndex (H,), trace hours to align to (day-of-year and hour)
     offset_days : days added to the day-of-year alignment
     capacity, max_share : per-site limits (default unlimited)
+    fill : one of :data:`FILL_METHODS`; ``none`` leaves missing hours NaN (see
+        :func:`site_gaps` to name them)
 
     Returns the sites, each with arrays of shape (H,).
     """
     sites = []
     for src in sources:
-        ci = _aligned(series[("carbon_intensity", src.name, src.basis)], hours, offset_days)
+        ci = _aligned(series[("carbon_intensity", src.name, src.basis)], hours, offset_days,
+                      fill)[0]
         temp = None if src.weather_site is None else _aligned(
-            series[("weather", src.weather_site, None)], hours, offset_days)
+            series[("weather", src.weather_site, None)], hours, offset_days, fill)[0]
         price = None if src.price_site is None else _aligned(
-            series[("prices", src.price_site, None)], hours, offset_days)
+            series[("prices", src.price_site, None)], hours, offset_days, fill)[0]
         sites.append(Site(src.name, ci, temp, price, (capacity or {}).get(src.name, np.inf),
                           (max_share or {}).get(src.name, 1.0)))
     return sites

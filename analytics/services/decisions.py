@@ -96,6 +96,10 @@ class DispatchRequest:
     home : all-at-home baseline site (None: the first)
     max_share : most share of an hour per site, in (0, 1]
     method : interval method whose upper bound is served
+    fill_missing : what to do with trace hours a site series has no value for
+        (:data:`analytics.decisions.sites.FILL_METHODS`): ``none`` refuses, naming them,
+        before anything is fitted; ``ffill`` / ``interpolate`` fill them and the document says
+        how many at which site
     """
 
     sites: tuple[str, ...]
@@ -107,6 +111,7 @@ class DispatchRequest:
     home: str | None = None
     max_share: float = 1.0
     method: str = "rolling"
+    fill_missing: str = "none"
 
 
 def dispatch_plan(con, grid_req: demand.GridRequest, req: DispatchRequest,
@@ -114,19 +119,41 @@ def dispatch_plan(con, grid_req: demand.GridRequest, req: DispatchRequest,
     """Hourly dispatch of the envelope across sites minimising tCO2e, with the all-at-home and
     capacity-proportional baselines. Returns ``(Dispatch, notes)``.
 
-    Raises ValueError (unknown GPU kind, short series), KeyError (a site without carbon data).
+    Missing site hours (trace hours whose carbon, weather or price hour is absent or blank)
+    are found from the demand grid before the envelope is fitted: with ``fill_missing`` =
+    ``none`` the plan is refused (:class:`analytics.decisions.sites.MissingHours`, naming them),
+    else they are filled and listed in ``Dispatch.filled``.
+
+    Raises ValueError (unknown GPU kind, short series, ``MissingHours``), KeyError (a site
+    without carbon data).
     """
     kind = _kinds((req.gpu,))[0]
+    if req.fill_missing not in sites.FILL_METHODS:
+        raise ValueError(f"fill method {req.fill_missing!r}: choose one of "
+                         f"{', '.join(sites.FILL_METHODS)}")
     target = demand.resolve_target(con, grid_req.dataset, grid_req.target)
-    env = demand.envelope(con, grid_req, params)
+    grid = demand.grid(con, grid_req)
     sources = sites.site_sources(store.site_catalog(con), list(req.sites), req.basis)
     series = {key: store.site_hourly(con, *key) for src in sources for key in src.series_keys()}
-    hours, _ = dispatch.envelope_hourly_demand(env, req.method, req.scale)
+    # the cheap check first: the trace hours are known from the split, before any fitting
+    hours = dispatch.dispatch_hours(grid, grid_req.bin_s, params)
+    gaps = sites.site_gaps(sources, series, hours, req.offset_days)
+    if gaps and req.fill_missing == "none":
+        raise sites.MissingHours(gaps)
+    left = sites.site_gaps(sources, series, hours, req.offset_days, req.fill_missing)
+    if left:
+        raise sites.MissingHours(left, unfillable=True)
+    env = pipeline.run_envelope(grid, grid_req.bin_s, params)
+    hours, _ = dispatch.envelope_hourly_demand(env, req.method, req.scale)  # the same hours
     built = sites.build_sites(sources, series, hours, req.offset_days,
-                              max_share={s: req.max_share for s in req.sites})
+                              max_share={s: req.max_share for s in req.sites},
+                              fill=req.fill_missing)
     notes = [line for src in sources for line in src.note()]
-    return dispatch.plan_dispatch(env, built, kind, target, req.scale, req.utilization,
-                                  req.method, req.home), notes
+    notes += [f"filled by {req.fill_missing}: {g.describe()}" for g in gaps]
+    plan = dispatch.plan_dispatch(env, built, kind, target, req.scale, req.utilization,
+                                  req.method, req.home)
+    plan.filled = [g.as_dict(req.fill_missing) for g in gaps]
+    return plan, notes
 
 
 def dispatch_document(con, grid_req: demand.GridRequest, req: DispatchRequest,
@@ -136,7 +163,8 @@ def dispatch_document(con, grid_req: demand.GridRequest, req: DispatchRequest,
     out = dispatch.to_json(d)
     out["notes"] = notes + out["notes"]
     gpu = req.gpu if isinstance(req.gpu, str) else req.gpu.name
-    return {"dataset": grid_req.dataset, "gpu": gpu, "scale": req.scale, **out}
+    return {"dataset": grid_req.dataset, "gpu": gpu, "scale": req.scale,
+            "fill_missing": req.fill_missing, **out}
 
 
 def site_catalog(con) -> pd.DataFrame:

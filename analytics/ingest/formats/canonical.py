@@ -15,6 +15,10 @@ prices            site, ts, usd_per_mwh
 
 ``ts`` is ISO 8601 text (``2024-05-10 12:00:00``, optional fraction and ``+hh:mm`` / ``Z``
 offset; without an offset it is read as UTC) or, in Parquet, a timestamp column.
+
+In the hourly site tables (carbon_intensity, weather, prices) a blank value is kept empty and
+absent hours of each site (and basis) are reported, both as notes
+(:mod:`analytics.ingest.hourly`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from analytics.ingest.formats._common import (
     read_csv_checked,
     read_head,
 )
+from analytics.ingest.hourly import absent_hours_notes, blank_note
 from analytics.schema import CANONICAL, REQUIRED, conform
 
 
@@ -63,6 +68,19 @@ def _ts_text(frame: pl.DataFrame, display: str) -> pl.DataFrame:
     raise FormatError(display, 1, "ts", f"ts column has type {col.dtype}, expected timestamps")
 
 
+#: The value column of each hourly site table: blank cells are kept empty and reported.
+SITE_VALUE = {"carbon_intensity": "gco2_per_kwh", "weather": "temp_c", "prices": "usd_per_mwh"}
+
+
+def _site_notes(frame: pl.DataFrame, table: str, header_line: int) -> tuple:
+    """Notes on blank values and absent hours of each site (and basis) series of a site table."""
+    value = SITE_VALUE[table]
+    blank = blank_note(frame, value, value, value, header_line)
+    keys = ("site", "basis") if "basis" in frame.columns else ("site",)
+    return (*([blank] if blank else []),
+            *absent_hours_notes(frame, "ts", keys, header_line=header_line))
+
+
 class Canonical:
     """A CSV / CSV.gz / Parquet file already in a canonical schema -> its table."""
 
@@ -88,7 +106,8 @@ class Canonical:
             table = _table_for(header_fields(read_head(path, display)))
             if table is None:
                 raise FormatError(display, 1, 1, "header has no canonical column set")
-            spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]}
+            spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]
+                    if c != SITE_VALUE.get(table)}  # a site series' value may be blank
             opt = {c: (pl.String if t == pl.Boolean else t) for c, t in CANONICAL[table].items()
                    if c not in spec}
             frame = read_csv_checked(path, display, spec, optional=opt)
@@ -102,7 +121,7 @@ class Canonical:
                 frame = frame.with_columns(low.is_in(["true", "1"]).alias("failed"))
             header_line = 1
         for c in REQUIRED[table]:
-            nulls = frame[c].is_null()
+            nulls = frame[c].is_null() if c != SITE_VALUE.get(table) else pl.Series([False])
             if nulls.any():
                 raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
                                   c, "empty value")
@@ -118,4 +137,6 @@ class Canonical:
         missing = [c for c in CANONICAL[table] if c not in frame.columns]
         warnings = (f"canonical {table} file; absent optional columns left empty: {missing}",) \
             if missing else ()
+        if table in SITE_VALUE:
+            warnings += _site_notes(frame, table, header_line)
         return Parsed(table, Canonical.NAME, out, display, resolution, warnings)

@@ -4,6 +4,8 @@ Source: Green-DCC ``electricity_prices/standardized/<zone>_electricity_prices_<y
 (HewlettPackard/green-dcc; prices from ENTSO-E, CAISO, ERCOT, AEMO and others, converted to USD and
 UTC upstream). Columns ``Datetime (UTC), Datetime (Local), Price (USD/MWh)``; ``site`` = the zone
 from the file name. Prices can be negative (renewable surplus hours) and are kept as they are.
+A blank price is kept empty and absent hours are reported, both as notes
+(:mod:`analytics.ingest.hourly`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import polars as pl
 
 from analytics.ingest.formats._common import (
+    FormatError,
     Parsed,
     check_monotone,
     check_unique,
@@ -19,6 +22,7 @@ from analytics.ingest.formats._common import (
     parse_timestamps,
     read_csv_checked,
 )
+from analytics.ingest.hourly import absent_hours_notes, blank_note
 
 
 class GreenDCCPrices:
@@ -34,9 +38,10 @@ class GreenDCCPrices:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        frame = read_csv_checked(
-            path, display, {"Datetime (UTC)": pl.String, "Price (USD/MWh)": pl.Float64}
-        )
+        frame = read_csv_checked(path, display, {"Datetime (UTC)": pl.String},
+                                 optional={"Price (USD/MWh)": pl.Float64})
+        if "Price (USD/MWh)" not in frame.columns:
+            raise FormatError(display, 1, "Price (USD/MWh)", "missing column 'Price (USD/MWh)'")
         frame = parse_timestamps(frame, "Datetime (UTC)", display, "%Y-%m-%d %H:%M:%S%z")
         check_monotone(frame, display, 0.0, "Datetime (UTC)")
         check_unique(frame, ["ts"], display, "Datetime (UTC)")
@@ -48,4 +53,7 @@ class GreenDCCPrices:
         warnings = [f"site {site!r}"]
         if n_neg:
             warnings.append(f"{n_neg} hours have negative prices (kept)")
+        blank = blank_note(frame, "Price (USD/MWh)", "Price (USD/MWh)", "price")
+        warnings += [blank] if blank else []
+        warnings += absent_hours_notes(frame, "Datetime (UTC)")
         return Parsed("prices", GreenDCCPrices.NAME, out, display, 3600.0, tuple(warnings))

@@ -11,6 +11,9 @@
   ``utc_offset_seconds`` (one fixed offset: daylight-saving shifts are not in the file and are
   not modelled, at most one hour off for part of the year), ``temperature_2m`` °C and
   ``relative_humidity_2m`` %. ``site`` = the zone from the file name.
+
+Empty values (EPW missing markers, JSON ``null``) and absent hours are reported as notes
+(:mod:`analytics.ingest.hourly`), never filled at ingest.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from analytics.ingest.formats._common import FormatError, Parsed, file_stem, open_text
+from analytics.ingest.formats._common import ROW, FormatError, Parsed, file_stem, open_text
+from analytics.ingest.hourly import absent_hours_notes, blank_note
 
 
 class EPW:
@@ -34,7 +38,7 @@ class EPW:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        ts, temp, rh = [], [], []
+        ts, temp, rh, rows = [], [], [], []
         tz_h = 0.0
         lineno = 0
         try:
@@ -72,6 +76,7 @@ class EPW:
                                               f"{row[idx]!r} is not a number") from exc
                         vals.append(None if v >= missing else v)
                     ts.append(stamp)
+                    rows.append(lineno - 2)  # __row: the notes name line ``row + 2``
                     temp.append(vals[0])
                     rh.append(vals[1])
         except (OSError, EOFError) as exc:
@@ -80,14 +85,15 @@ class EPW:
             raise FormatError(display, 9, 1, "no hourly records after the 8 header lines")
         site = opts.site or file_stem(display)
         out = pl.DataFrame(
-            {"site": [site] * len(ts), "ts": ts, "temp_c": temp, "rh_pct": rh},
+            {"site": [site] * len(ts), "ts": ts, "temp_c": temp, "rh_pct": rh, ROW: rows},
             schema={"site": pl.String, "ts": pl.Datetime("us"), "temp_c": pl.Float64,
-                    "rh_pct": pl.Float64},
+                    "rh_pct": pl.Float64, ROW: pl.Int64},
         ).sort("ts")
-        return Parsed(
-            "weather", EPW.NAME, out, display, 3600.0,
-            (f"site {site!r}; typical-year records stamped in {opts.year} (UTC offset {tz_h} h)",),
-        )
+        notes = [f"site {site!r}; typical-year records stamped in {opts.year} (UTC offset "
+                 f"{tz_h} h)", *_gap_notes(out, (("temp_c", "field 7 dry bulb"),
+                                                 ("rh_pct", "field 9 relative humidity")),
+                                           "fields 2-4 month/day/hour")]
+        return Parsed("weather", EPW.NAME, out.drop(ROW), display, 3600.0, tuple(notes))
 
 
 class OpenMeteo:
@@ -138,8 +144,17 @@ class OpenMeteo:
             "temp_c",
             "rh_pct",
         )
-        return Parsed(
-            "weather", OpenMeteo.NAME, out, display, 3600.0,
-            (f"site {site!r}; local times moved to UTC with the file's fixed offset "
-             f"{offset_s / 3600:+.1f} h (daylight saving not modelled)",),
-        )
+        notes = [f"site {site!r}; local times moved to UTC with the file's fixed offset "
+                 f"{offset_s / 3600:+.1f} h (daylight saving not modelled)",
+                 *_gap_notes(out, (("temp_c", "hourly.temperature_2m"),
+                                   ("rh_pct", "hourly.relative_humidity_2m")), "hourly.time")]
+        return Parsed("weather", OpenMeteo.NAME, out, display, 3600.0, tuple(notes))
+
+
+def _gap_notes(frame: pl.DataFrame, values: tuple[tuple[str, str], ...], time_col: str
+               ) -> list:
+    """Notes on empty values of each ``(column, name in the file)`` and on absent hours."""
+    words = {"temp_c": "temperature", "rh_pct": "relative humidity"}
+    notes = [blank_note(frame, col, name, f"{words[col]} (missing marker or null)")
+             for col, name in values]
+    return [n for n in notes if n] + absent_hours_notes(frame, time_col)
