@@ -160,6 +160,8 @@ class Parsed:
     resolution_s : finest time resolution the data carries (seconds), used to refuse finer grids
     warnings : things a user should know that did not stop the ingest: plain ``str`` for a
         file-wide remark, :class:`Note` for one that names column and lines
+    source_tz : IANA zone the file's local times (written without an offset) were read in and
+        converted from (``ParseOptions.tz``), None when none was applied; kept in the ledger
     """
 
     table: str
@@ -168,6 +170,7 @@ class Parsed:
     source: str
     resolution_s: float
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    source_tz: str | None = None
 
 
 def conform(frame: pl.DataFrame, table: str,
@@ -214,7 +217,7 @@ _SQL_TYPES = {
     pl.Boolean: "BOOLEAN",
 }
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured")}  # columns later migrations add
@@ -282,4 +285,6 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS elapsed_s DOUBLE",
         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS request_rate DOUBLE",
         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS concurrency_measured BOOLEAN"],
+    # the IANA time zone a dataset's local times were converted from (--tz; issue 14 item 2)
+    8: ["ALTER TABLE datasets ADD COLUMN IF NOT EXISTS source_tz VARCHAR"],
 }

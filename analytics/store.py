@@ -203,13 +203,16 @@ def _insert(cur, item: IngestItem) -> dict:
     ts_max = frame[ts_col].max() if ts_col and frame.height else None
     _run(
         cur,
-        "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO datasets (dataset_id, name, kind, format, source, sha256, rows, ts_min, "
+        "ts_max, resolution_s, ingested_at, synthetic, warnings, source_tz) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [dataset_id, item.name, p.table, p.format, p.source, item.sha256, frame.height,
-         ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings)],
+         ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings),
+         p.source_tz],
     )
     _insert_frame(cur, p.table, frame, dataset_id)
     return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
-            "status": "ingested", "table": p.table,
+            "status": "ingested", "table": p.table, "source_tz": p.source_tz,
             "ts_min": ts_min.isoformat() if ts_min is not None else None,
             "ts_max": ts_max.isoformat() if ts_max is not None else None,
             "warnings": [note_dict(w) for w in p.warnings]}
@@ -239,12 +242,13 @@ def delete_dataset(con, name: str) -> None:
 
 def list_datasets(con) -> pd.DataFrame:
     """The ledger, oldest first: dataset_id, name, kind, format, source, rows, ts_min, ts_max,
-    resolution_s, ingested_at, synthetic, warnings."""
+    resolution_s, source_tz (IANA zone local times were converted from; None: UTC as written),
+    ingested_at, synthetic, warnings."""
     with con.cursor() as cur:
         return _run(
             cur,
             "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, resolution_s, "
-            "ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
+            "source_tz, ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
         ).df()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.cli.common import BadInput, log, t0
+from analytics.cli.common import BadInput, log, t0, zone
 from analytics.config import DEFAULT_T0, ParseOptions
 from analytics.ingest.formats import format_names
 from analytics.services import data, open_store
@@ -22,6 +22,11 @@ def add_parsers(sub) -> None:
                         f"{DEFAULT_T0.isoformat()} - weekdays are then relative")
     p.add_argument("--site", default=None, help="site for carbon/weather/price files")
     p.add_argument("--year", type=int, default=2022, help="year given to TMY weather records")
+    p.add_argument("--tz", type=zone, default=None,
+                   help="IANA time zone the files' local times (written without an offset: sacct, "
+                        "nvidia-smi, ...) are in, e.g. America/New_York; converted to UTC with "
+                        "the repeated / skipped DST hour handled and kept in the ledger "
+                        "(default: read as UTC)")
     p.set_defaults(run=ingest)
 
     sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
@@ -46,7 +51,7 @@ def ingest(args, settings) -> list[dict]:
     for path in args.paths:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
-    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year)
+    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, tz=args.tz)
     with open_store(settings.db_path) as con:
         log(f"parsing {len(args.paths)} file(s)")
         return data.ingest_paths(con, args.paths, args.format, args.name, opts)

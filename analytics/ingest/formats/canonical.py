@@ -84,6 +84,7 @@ class Canonical:
 
     NAME = "canonical"
     TABLE = "any"
+    LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
