@@ -436,6 +436,28 @@ def gpu_jobs(con, name: str) -> pd.DataFrame:
             ORDER BY submit_ts, job_id""", [int(info["dataset_id"])]).df()
 
 
+def gpu_jobs_left_out(con, name: str) -> pd.DataFrame:
+    """GPU jobs of one ``jobs`` dataset that :func:`gpu_jobs` leaves out, in submit order.
+
+    Returns
+    -------
+    DataFrame with ``job_id``, ``start_ts``, ``end_ts`` (UTC), ``runtime_s`` (end - start, s;
+    NaN when a time is missing) and ``why``: ``no_start`` (never started), ``no_end`` (no end
+    time), ``end_before_start`` (negative run time) or ``zero_runtime``. Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    with con.cursor() as cur:
+        return _run(cur, """
+            SELECT job_id, start_ts, end_ts, epoch(end_ts) - epoch(start_ts) AS runtime_s,
+                   CASE WHEN start_ts IS NULL THEN 'no_start' WHEN end_ts IS NULL THEN 'no_end'
+                        WHEN end_ts < start_ts THEN 'end_before_start'
+                        ELSE 'zero_runtime' END AS why
+            FROM jobs
+            WHERE dataset_id = ? AND n_gpus > 0
+              AND NOT coalesce(end_ts > start_ts, false)
+            ORDER BY submit_ts, job_id""", [int(info["dataset_id"])]).df()
+
+
 def append_rows(con, name: str, frame: pl.DataFrame) -> int:
     """Add rows to an existing dataset (the NVML sampler's batches), one transaction.
 

@@ -9,6 +9,9 @@
   data from Electricity Maps): ``Datetime (UTC)`` and two intensities per hour, ``direct``
   (combustion only) and ``LCA`` (life-cycle). Both are stored, one row per basis, so a zone-year
   gives 2 x 8,760 rows; ``site`` = ``Zone Id``.
+
+Both sources are UTC (SustainDC writes ``+00:00``; Green-DCC names the column ``Datetime (UTC)``):
+``--tz`` does not apply; a value with an offset is converted with it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@
   comma-and-space separated; the header names the query fields, with ``[W]``, ``[MiB]``,
   ``[%]``, ``[MHz]`` unit suffixes unless ``nounits``; values may carry the same units and
   ``[N/A]`` / ``[Not Supported]`` mean no value. ``timestamp`` is ``YYYY/MM/DD HH:MM:SS.fff`` in
-  the host's local time; it is read as UTC (nvidia-smi does not print a zone). Needs
+  the host's local time without a zone: with ``--tz`` it is converted to UTC (each GPU's samples
+  in file order; the repeated DST hour's second pass, after the clock steps back or repeats, is
+  standard time; a skipped-hour time moves forward by the gap); without it, read as UTC and rows
+  where a GPU's clock steps back or repeats are named. Needs
   ``timestamp`` and ``index``; maps ``power.draw``, ``utilization.gpu``, ``memory.used``,
   ``temperature.gpu``, ``clocks.sm``, ``clocks.mem``, ``clocks_event_reasons.active`` /
   ``clocks_throttle_reasons.active`` when present. ``host`` = ``--site`` or the file stem.
@@ -13,7 +16,8 @@
   ``DCGM_FI_DEV_GPU_UTIL`` (%), ``DCGM_FI_DEV_FB_USED`` (MiB), ``DCGM_FI_DEV_GPU_TEMP`` (degC),
   ``DCGM_FI_DEV_SM_CLOCK`` / ``DCGM_FI_DEV_MEM_CLOCK`` (MHz),
   ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (mJ, stored as J). Labels ``gpu`` and ``Hostname``
-  give the GPU and host. Samples without a timestamp take ``--t0`` (one scrape).
+  give the GPU and host. Timestamps are epoch milliseconds (UTC; ``--tz`` does not apply);
+  samples without a timestamp take ``--t0`` (one scrape).
 * AcmeTrace ``acme_power_util_cdf.csv`` (``source_pkl, cluster, metric, cdf_percent, value``):
   per-cluster CDFs of per-GPU power (W) and utilisation (%), used as reference overlays.
 """
@@ -34,6 +38,7 @@ from analytics.ingest.formats._common import (
     open_text,
     read_csv_checked,
 )
+from analytics.ingest.localtime import localize_sequence, note_clock_steps
 
 _SMI_FIELDS = {
     "power.draw": "power_w", "power.draw.instant": "power_w", "power.draw.average": "power_w",
@@ -63,14 +68,30 @@ class NvidiaSmi:
     @staticmethod
     def parse(path, display, opts) -> Parsed:
         rows = list(_smi_rows(path, display))  # every row's shape is checked before its values
-        recs = [_smi_record(line, cells, display) for line, cells in rows]
+        recs = [{ROW: line - 2, **_smi_record(line, cells, display)} for line, cells in rows]
         if not recs:
             raise FormatError(display, 2, 1, "no samples after the header")
         host = opts.site or file_stem(display)
         frame = pl.DataFrame(recs, infer_schema_length=None).with_columns(
             pl.lit(host).alias("host"))
-        return Parsed("telemetry", NvidiaSmi.NAME, frame, display, 1e-3,
-                      (f"host {host!r}; nvidia-smi timestamps read as UTC",))
+        frame, notes = _smi_clock(frame, opts.tz)
+        clock = (f"local times in {opts.tz} converted to UTC" if opts.tz else
+                 "timestamps read as UTC (nvidia-smi prints the host's local time: give --tz)")
+        return Parsed("telemetry", NvidiaSmi.NAME, frame.drop(ROW), display, 1e-3,
+                      (f"host {host!r}; nvidia-smi {clock}", *notes))
+
+    LOCAL_TIMES = True  # nvidia-smi prints the host's local clock without an offset
+
+
+def _smi_clock(frame: pl.DataFrame, tz: str | None) -> tuple[pl.DataFrame, list]:
+    """nvidia-smi local timestamps -> UTC in ``tz`` (each GPU's samples a sequence in file order,
+    one per time: :func:`~analytics.ingest.localtime.localize_sequence`), or, without a zone, a
+    note on rows where a GPU's clock steps back or repeats (a likely repeated DST hour)."""
+    if tz is not None:
+        return localize_sequence(frame, "ts", tz, by=["gpu_id"], unique=True,
+                                 column="timestamp")
+    note = note_clock_steps(frame, "ts", by=["gpu_id"], unique=True, column="timestamp")
+    return frame, [note] if note else []
 
 
 def _smi_rows(path, display: str):
