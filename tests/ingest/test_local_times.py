@@ -235,3 +235,18 @@ def test_cli_tz_option(tmp_path):
     listed = json.loads(cli("datasets").stdout)
     assert listed[0]["source_tz"] == NY
     assert store.SCHEMA_VERSION == 8
+
+
+def test_row_rule_later_column_takes_the_second_pass_only_when_needed():
+    """Submit 01:50, Start 01:10, End 01:30 on the fall-back day: Submit is the first pass (EDT);
+    Start and End can only follow it in the second pass (EST)."""
+    from analytics.ingest.localtime import localize_rows, zone_offset_h
+
+    f = pl.DataFrame({"__row": [0], "s": [datetime(2024, 11, 3, 1, 50)],
+                      "a": [datetime(2024, 11, 3, 1, 10)], "e": [datetime(2024, 11, 3, 1, 30)]})
+    out, notes = localize_rows(f, ["s", "a", "e"], NY)
+    assert out.row(0)[1:] == (datetime(2024, 11, 3, 5, 50), datetime(2024, 11, 3, 6, 10),
+                              datetime(2024, 11, 3, 6, 30))
+    assert sorted(n.column for n in notes if "later" in n.message) == ["a", "e"]
+    assert zone_offset_h(NY, datetime(2024, 7, 1)) == -4.0
+    assert zone_offset_h("Europe/Berlin", datetime(2024, 1, 1)) == 1.0
