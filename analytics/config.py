@@ -6,6 +6,7 @@ Nothing here touches data: it only says where things are and which knobs an anal
 from __future__ import annotations
 
 import os
+import zoneinfo
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -87,6 +88,17 @@ class ParseOptions:
         Which carbon-intensity basis an Electricity Maps / Green-DCC file gives: ``"all"``
         (default: every basis in the file, one row per hour and basis), ``"LCA"`` (life-cycle)
         or ``"direct"`` (combustion only).
+    tz : str or None
+        IANA time zone (``America/New_York``) that a file's times *without an offset* were
+        written in (``sacct``, nvidia-smi, ...): formats that carry such local times convert
+        them to UTC, handling the repeated and the skipped DST hour
+        (:mod:`analytics.ingest.localtime`). ``None``: read as UTC. Values with an offset keep
+        theirs; formats whose times are UTC or relative ignore it and say so.
+
+    Raises
+    ------
+    ValueError
+        ``tz`` is not an IANA zone name (:func:`check_zone`).
     """
 
     t0: datetime = DEFAULT_T0
@@ -95,6 +107,36 @@ class ParseOptions:
     max_backstep_s: float = 1.0
     fields: tuple[str, ...] | None = None
     carbon_basis: str = "all"
+    tz: str | None = None
+
+    def __post_init__(self):
+        if self.tz is not None:
+            check_zone(self.tz)
+
+
+def check_zone(name: str) -> str:
+    """Return ``name`` when it is an IANA time-zone name the tz database (:mod:`zoneinfo`) knows.
+
+    Raises
+    ------
+    ValueError
+        Unknown or malformed name; the message gives examples and where to find the names.
+
+    >>> check_zone("Europe/Berlin")
+    'Europe/Berlin'
+    """
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+        raise ValueError(
+            f"unknown time zone {name!r}: give an IANA name such as America/New_York, "
+            "Europe/Berlin or UTC (the list: zoneinfo.available_timezones())") from exc
+    return name
+
+
+def time_zones() -> list[str]:
+    """IANA zone names of the tz database, sorted (the Data page's time-zone choices)."""
+    return sorted(zoneinfo.available_timezones())
 
 
 def field_list(text: str | None) -> tuple[str, ...] | None:

@@ -164,6 +164,8 @@ class Parsed:
     resolution_s : finest time resolution the data carries (seconds), used to refuse finer grids
     warnings : things a user should know that did not stop the ingest: plain ``str`` for a
         file-wide remark, :class:`Note` for one that names column and lines
+    source_tz : IANA zone the file's local times (written without an offset) were read in and
+        converted from (``ParseOptions.tz``), None when none was applied; kept in the ledger
     """
 
     table: str
@@ -172,6 +174,7 @@ class Parsed:
     source: str
     resolution_s: float
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    source_tz: str | None = None
 
 
 def conform(frame: pl.DataFrame, table: str,
@@ -218,7 +221,7 @@ _SQL_TYPES = {
     pl.Boolean: "BOOLEAN",
 }
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 9
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"),
@@ -287,6 +290,8 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS elapsed_s DOUBLE",
         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS request_rate DOUBLE",
         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS concurrency_measured BOOLEAN"],
+    # the IANA time zone a dataset's local times were converted from (--tz; issue 14 item 2)
+    8: ["ALTER TABLE datasets ADD COLUMN IF NOT EXISTS source_tz VARCHAR"],
     # telemetry of several hosts: a GPU is (host, index, UUID), not its index (issue 14 item 4)
-    10: ["ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_uuid VARCHAR"],
+    9: ["ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_uuid VARCHAR"],
 }

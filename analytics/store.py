@@ -291,13 +291,16 @@ def _insert(cur, item: IngestItem) -> dict:
     ts_max = frame[ts_col].max() if ts_col and frame.height else None
     _run(
         cur,
-        "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO datasets (dataset_id, name, kind, format, source, sha256, rows, ts_min, "
+        "ts_max, resolution_s, ingested_at, synthetic, warnings, source_tz) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [dataset_id, item.name, p.table, p.format, p.source, item.sha256, frame.height,
-         ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings)],
+         ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings),
+         p.source_tz],
     )
     _insert_frame(cur, p.table, frame, dataset_id)
     return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
-            "status": "ingested", "table": p.table,
+            "status": "ingested", "table": p.table, "source_tz": p.source_tz,
             "ts_min": ts_min.isoformat() if ts_min is not None else None,
             "ts_max": ts_max.isoformat() if ts_max is not None else None,
             "warnings": [note_dict(w) for w in p.warnings]}
@@ -327,12 +330,13 @@ def delete_dataset(con, name: str) -> None:
 
 def list_datasets(con) -> pd.DataFrame:
     """The ledger, oldest first: dataset_id, name, kind, format, source, rows, ts_min, ts_max,
-    resolution_s, ingested_at, synthetic, warnings."""
+    resolution_s, source_tz (IANA zone local times were converted from; None: UTC as written),
+    ingested_at, synthetic, warnings."""
     with con.cursor() as cur:
         return _run(
             cur,
             "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, resolution_s, "
-            "ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
+            "source_tz, ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
         ).df()
 
 
@@ -517,6 +521,28 @@ def gpu_jobs(con, name: str) -> pd.DataFrame:
             FROM jobs
             WHERE dataset_id = ? AND n_gpus > 0 AND start_ts IS NOT NULL AND end_ts IS NOT NULL
               AND end_ts > start_ts
+            ORDER BY submit_ts, job_id""", [int(info["dataset_id"])]).df()
+
+
+def gpu_jobs_left_out(con, name: str) -> pd.DataFrame:
+    """GPU jobs of one ``jobs`` dataset that :func:`gpu_jobs` leaves out, in submit order.
+
+    Returns
+    -------
+    DataFrame with ``job_id``, ``start_ts``, ``end_ts`` (UTC), ``runtime_s`` (end - start, s;
+    NaN when a time is missing) and ``why``: ``no_start`` (never started), ``no_end`` (no end
+    time), ``end_before_start`` (negative run time) or ``zero_runtime``. Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    with con.cursor() as cur:
+        return _run(cur, """
+            SELECT job_id, start_ts, end_ts, epoch(end_ts) - epoch(start_ts) AS runtime_s,
+                   CASE WHEN start_ts IS NULL THEN 'no_start' WHEN end_ts IS NULL THEN 'no_end'
+                        WHEN end_ts < start_ts THEN 'end_before_start'
+                        ELSE 'zero_runtime' END AS why
+            FROM jobs
+            WHERE dataset_id = ? AND n_gpus > 0
+              AND NOT coalesce(end_ts > start_ts, false)
             ORDER BY submit_ts, job_id""", [int(info["dataset_id"])]).df()
 
 

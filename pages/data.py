@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, time
 
 import streamlit as st
-from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list
+from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list, time_zones
 from analytics.ui import cache, widgets
 
 st.title("Data")
@@ -55,9 +55,18 @@ with st.expander("Parse options"):
         key="carbon_basis",
         help="all: every basis in the file, one row per hour and basis; LCA: life-cycle only; "
              "direct: combustion only")
+    no_zone = "none: read as UTC"
+    zone = st.selectbox(
+        "Time zone of local times (sacct, nvidia-smi, ... write the host's clock, no offset)",
+        [no_zone, *time_zones()], key="tz",
+        help="IANA zone the files' times were written in, e.g. America/New_York. They are "
+             "converted to UTC; a time in the hour repeated when clocks go back, or skipped when "
+             "they go forward, is resolved by a stated rule and named in the ingest report. "
+             "Times that carry an offset keep it; UTC formats ignore the zone.")
 if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
     opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
-                        fields=field_list(smi_fields), carbon_basis=carbon_basis)
+                        fields=field_list(smi_fields), carbon_basis=carbon_basis,
+                        tz=None if zone == no_zone else zone)
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")
@@ -76,6 +85,8 @@ if not ledger.empty:
         column_config={
             "rows": st.column_config.NumberColumn(format="%d"),
             "resolution_s": st.column_config.NumberColumn("resolution (s)"),
+            "source_tz": st.column_config.TextColumn(
+                "time zone", help="zone the local times were converted from (empty: UTC)"),
             "synthetic": st.column_config.CheckboxColumn(),
         },
         key="ledger",

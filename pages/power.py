@@ -2,7 +2,7 @@
 
 import pandas as pd
 import streamlit as st
-from analytics.ui import cache, charts
+from analytics.ui import cache, charts, widgets
 
 st.title("Power")
 st.caption("Hybrid batch + inference co-simulation (after Mural, Yu & Xie, \"Workload composition "
@@ -61,6 +61,12 @@ except ValueError as exc:
     st.error(f"No simulation: {exc}")
     st.stop()
 synthetic = run["synthetic"]
+left_out = run["inputs"]["left_out_jobs"]
+if left_out:
+    st.warning(f"{run['inputs']['left_out_jobs_total']} GPU job(s) of "
+               f"{widgets.plain(jobs_name)} left out of the simulation "
+               f"({run['inputs']['jobs_used']} used); each one and why:")
+    st.dataframe(pd.DataFrame(left_out), hide_index=True, key="power_left_out")
 if synthetic:
     st.warning("SYNTHETIC inference demand: a generated daily envelope, not measured traffic. "
                "Ingest a request trace (e.g. BurstGPT per-minute tokens) for real inference.")

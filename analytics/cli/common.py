@@ -7,7 +7,7 @@ import math
 import sys
 from datetime import UTC, datetime
 
-from analytics.config import DemandTarget
+from analytics.config import DemandTarget, check_zone
 from analytics.services import demand
 
 
@@ -78,6 +78,14 @@ def t0(text: str) -> datetime:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--t0 {text!r} is not ISO 8601") from exc
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def zone(text: str) -> str:
+    """An IANA time-zone name (``America/New_York``); anything else is a usage error (exit 2)."""
+    try:
+        return check_zone(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def triple(kind):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.cli.common import BadInput, log, t0
+from analytics.cli.common import BadInput, log, t0, zone
 from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list
 from analytics.ingest.formats import format_names
 from analytics.services import data, open_store
@@ -29,6 +29,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--carbon-basis", choices=list(CARBON_BASES), default="all",
                    help="Electricity Maps / Green-DCC carbon files: store every basis in the "
                         "file (all, default), only life-cycle (LCA) or only direct")
+    p.add_argument("--tz", type=zone, default=None,
+                   help="IANA time zone the files' local times (written without an offset: sacct, "
+                        "nvidia-smi, ...) are in, e.g. America/New_York; converted to UTC with "
+                        "the repeated / skipped DST hour handled and kept in the ledger "
+                        "(default: read as UTC)")
     p.set_defaults(run=ingest)
 
     sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
@@ -54,7 +59,7 @@ def ingest(args, settings) -> list[dict]:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
     opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields,
-                        carbon_basis=args.carbon_basis)
+                        carbon_basis=args.carbon_basis, tz=args.tz)
     with open_store(settings.db_path, write=True) as con:
         log(f"parsing {len(args.paths)} file(s)")
         return data.ingest_paths(con, args.paths, args.format, args.name, opts)

@@ -68,6 +68,7 @@ from analytics.power.inputs import (
     candidate_datasets,
     clock_offset_for,
     describe_inputs,
+    left_out_jobs,
     prepare_inputs,
 )
 from analytics.power.jobs import JobArrays, generate_jobs
@@ -94,7 +95,7 @@ __all__ = [
     "PowerPoolEngine", "Scenario", "ScenarioResult", "SimParams", "SimResult",
     "acme_power_quantiles", "alr_inverse", "candidate_datasets", "clock_offset_for",
     "daily_profile", "demand_shape", "describe_inputs", "fit_arrival_model",
-    "generate_jobs", "inference_load", "power_metrics", "prepare_inputs",
+    "generate_jobs", "inference_load", "left_out_jobs", "power_metrics", "prepare_inputs",
     "resource_groups", "run_scenario", "sample_batch_power", "shape_report", "simulate", "sweep",
     "synthetic_demand", "templates_from_mlenergy",
 ]

@@ -41,6 +41,10 @@ class PowerInputs:
     power_pct, power_w : batch per-GPU power distribution (AcmeTrace CDF percentiles and W)
     power_source : which AcmeTrace table was used
     notes : caveats to show with the results
+    left_out : GPU jobs of the trace the arrival model did not use, each ``{"job_id", "reason",
+        "runtime_s"}`` (:func:`left_out_jobs`)
+    left_out_total : how many GPU jobs were left out (``left_out`` lists at most
+        :data:`LEFT_OUT_LISTED`)
     """
 
     arrivals: ArrivalModel
@@ -54,14 +58,53 @@ class PowerInputs:
     power_w: tuple[float, ...] = ACME_KALOS_POWER_W
     power_source: str = "AcmeTrace Kalos per-GPU power CDF (baked percentiles 0,5,..,100)"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    left_out: tuple[dict, ...] = field(default_factory=tuple)
+    left_out_total: int = 0
+
+
+#: Most left-out jobs a result lists one by one (the total is always given).
+LEFT_OUT_LISTED = 100
+
+
+def left_out_jobs(frame: pd.DataFrame, source_tz: str | None) -> tuple[tuple[dict, ...], str | None]:
+    """Why each GPU job of :func:`analytics.store.gpu_jobs_left_out` is not simulated.
+
+    Parameters
+    ----------
+    frame : ``job_id``, ``runtime_s`` (s, NaN without a time) and ``why`` per left-out job
+    source_tz : the zone the trace's local times were converted from (None: read as UTC)
+
+    Returns
+    -------
+    (jobs, note): up to :data:`LEFT_OUT_LISTED` ``{"job_id", "reason", "runtime_s"}`` dicts (the
+    run time None when a time is missing) and one line counting them by reason (None when no job
+    was left out).
+    """
+    if frame.empty:
+        return (), None
+    dst = ("" if source_tz else "; local times read as UTC across a DST change? re-ingest with "
+           "--tz (the Data page's time zone)")
+    reasons = {"no_start": "never started (no Start time)",
+               "no_end": "no End time (still running or never ended)",
+               "end_before_start": "End before Start (negative run time)" + dst,
+               "zero_runtime": "zero run time (End = Start)"}
+    jobs = tuple({"job_id": str(r.job_id), "reason": reasons[r.why],
+                  "runtime_s": None if pd.isna(r.runtime_s) else float(r.runtime_s)}
+                 for r in frame.head(LEFT_OUT_LISTED).itertuples())
+    counts = frame["why"].value_counts()
+    note = (f"{len(frame)} GPU job(s) left out of the arrival model: " + "; ".join(
+        f"{n} {reasons[w]}" for w, n in counts.items())
+        + (f" (first {LEFT_OUT_LISTED} listed)" if len(frame) > LEFT_OUT_LISTED else ""))
+    return jobs, note
 
 
 
 
 def clock_offset_for(fmt: str | None) -> float:
     """Hours from UTC to the site clock of a job-trace format: MIT SuperCloud (Boston, EST in
-    January-March 2021) -5; others 0 (Slurm sacct times are already local; openb times are
-    relative).
+    January-March 2021) -5; others 0 (sacct times ingested without ``--tz`` are the local clock
+    read as UTC; openb times are relative). A dataset with a ``source_tz`` takes the zone's
+    offset instead (:func:`analytics.services.power.load_inputs`).
 
     >>> clock_offset_for("mit_supercloud_slurm"), clock_offset_for(None)
     (-5.0, 0.0)
@@ -135,7 +178,9 @@ def describe_inputs(inputs: PowerInputs, scenario) -> dict:
     -------
     JSON-ready dict: ``jobs``, ``inference`` (dataset names), ``synthetic``, ``groups``
     (:meth:`ArrivalModel.summary`), ``fit_window``, ``clock_offset_h`` (h), ``templates`` (ML.ENERGY
-    v3 rows), ``templates_source``, ``batch_power``, ``hw_factor`` and its source, ``notes``.
+    v3 rows), ``templates_source``, ``batch_power``, ``hw_factor`` and its source, ``notes``,
+    ``jobs_used`` (GPU jobs the arrival model was fitted on), ``left_out_jobs`` (each GPU job not
+    used and why; at most :data:`LEFT_OUT_LISTED`) and ``left_out_jobs_total``.
     """
     return {
         "jobs": inputs.jobs_label,
@@ -155,6 +200,9 @@ def describe_inputs(inputs: PowerInputs, scenario) -> dict:
         "hw_factor": HW_FACTOR_A100_TO_H100,
         "hw_factor_source": "H100 SXM 700 W / A100 SXM4 400 W board power (hardware CATALOG)",
         "notes": list(inputs.notes),
+        "jobs_used": inputs.arrivals.jobs,
+        "left_out_jobs": [dict(j) for j in inputs.left_out],
+        "left_out_jobs_total": inputs.left_out_total,
     }
 
 

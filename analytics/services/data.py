@@ -28,12 +28,15 @@ def ledger(con) -> pd.DataFrame:
 
 
 def ledger_document(con) -> list[dict]:
-    """The ``headroom datasets`` document (times ISO 8601 UTC, null when unknown)."""
+    """The ``headroom datasets`` document (times ISO 8601 UTC, null when unknown; ``source_tz``
+    the IANA zone local times were converted from, null when none was given)."""
     def iso(ts) -> str | None:
         return None if ts is None or str(ts) in ("NaT", "None") else ts.isoformat()
 
     return [{"name": r.name, "kind": r.kind, "format": r.format, "rows": int(r.rows),
-             "ts_min": iso(r.ts_min), "ts_max": iso(r.ts_max), "synthetic": bool(r.synthetic)}
+             "ts_min": iso(r.ts_min), "ts_max": iso(r.ts_max),
+             "source_tz": r.source_tz if isinstance(r.source_tz, str) else None,
+             "synthetic": bool(r.synthetic)}
             for r in ledger(con).itertuples()]
 
 

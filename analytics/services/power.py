@@ -7,12 +7,14 @@ resolve_target` (tokens, or GPU-seconds for traces without tokens), like every o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from analytics import power, store
+from analytics.ingest.localtime import zone_offset_h
 from analytics.services import demand
 
 #: Inference shares of the sweep (0, 0.1, ..., 1).
@@ -35,7 +37,12 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     inference_name : a demand dataset at 1-minute resolution or finer, ``"synthetic"`` for the
         labelled synthetic envelope, or ``None`` for the longest one (synthetic when none)
     seed : seed of the arrival-model fit
-    clock_offset_h : hours from UTC to the job trace's site clock (``None``: from its format)
+    clock_offset_h : hours from UTC to the job trace's site clock (``None``: the offset of the
+        dataset's ``source_tz`` at its median submit time, else from its format)
+
+    GPU jobs the arrival model cannot use (never started, no end, End before Start, zero run
+    time) are named with the reason in the inputs' ``left_out`` and counted in a note; none is
+    dropped silently.
 
     Raises
     ------
@@ -51,9 +58,19 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     if info["kind"] != "jobs":
         raise ValueError(f"{jobs_name} holds {info['kind']} rows, not jobs; {power.NO_JOBS_HINT}")
     jobs = store.gpu_jobs(con, jobs_name)
+    source_tz = info.get("source_tz") if isinstance(info.get("source_tz"), str) else None
+    dropped = store.gpu_jobs_left_out(con, jobs_name)
+    left_out, left_note = power.left_out_jobs(dropped, source_tz)
     if len(jobs) < 10:
         raise ValueError(f"{jobs_name}: only {len(jobs)} GPU jobs with start and end times; "
-                         "the arrival model needs at least 10")
+                         "the arrival model needs at least 10" +
+                         (f" ({left_note})" if left_note else ""))
+    clock_note = None
+    if clock_offset_h is None and source_tz:
+        mid = pd.Timestamp(jobs["submit_ts"].median()).to_pydatetime()
+        clock_offset_h = zone_offset_h(source_tz, mid)
+        clock_note = (f"site clock {source_tz}: UTC{clock_offset_h:+g} h at the trace's median "
+                      "submit time (the dataset's time zone)")
     if clock_offset_h is None:
         clock_offset_h = power.clock_offset_for(info["format"])
     if inference_name is None:
@@ -61,8 +78,11 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     grid = None
     if inference_name not in (None, "synthetic"):
         grid = demand.grid(con, demand.GridRequest(inference_name, 60))
-    return power.prepare_inputs(jobs, grid, np.random.default_rng(seed), jobs_name,
-                                inference_name, clock_offset_h, store.reference_cdfs(con))
+    inputs = power.prepare_inputs(jobs, grid, np.random.default_rng(seed), jobs_name,
+                                  inference_name, clock_offset_h, store.reference_cdfs(con))
+    notes = tuple(n for n in (left_note, clock_note) if n)
+    return dataclasses.replace(inputs, notes=(*inputs.notes, *notes), left_out=left_out,
+                               left_out_total=len(dropped))
 
 
 def run(inputs, scenario, seed: int = 0) -> dict:

@@ -6,7 +6,10 @@ A format is one class (the plug-in form, see :class:`~analytics.ingest.formats._
 formats. :data:`FORMATS` lists every format once, in detection order. ``parse_file`` picks the
 format, brings its rows to the table's canonical schema (:func:`analytics.schema.conform`), and
 every rejection is a :class:`FormatError` naming file, line and column. To add a format: write the
-class (in a new module or beside its family) and add it to :data:`FORMATS`.
+class (in a new module or beside its family) and add it to :data:`FORMATS`. A format whose file
+writes local wall-clock times without an offset sets ``LOCAL_TIMES = True`` and converts them
+with ``opts.tz`` (:mod:`analytics.ingest.localtime`): ``slurm_sacct``, ``nvidia_smi``,
+``alibaba_lora`` and ``canonical`` do.
 
 Formats, in detection order (first match wins):
 
@@ -148,7 +151,9 @@ def parse_file(
     path : path of the file on disk (plain or gzip-compressed).
     display : name used in messages and as the default dataset name (default: the file name).
     fmt : force a format by name instead of detecting it.
-    opts : parse options (start instant for relative timestamps, site, year).
+    opts : parse options (start instant for relative timestamps, site, year, time zone of local
+        times: applied by the formats whose ``LOCAL_TIMES`` is true and recorded as
+        ``Parsed.source_tz``; other formats add a warning that it was not applied).
 
     Raises
     ------
@@ -174,4 +179,15 @@ def parse_file(
                                          f"{type(exc).__name__}: {exc}") from exc
     if parsed.frame.height == 0:
         raise FormatError(display, 2, 1, "no data rows (header only)")
-    return parsed
+    return _with_zone(parsed, plugin, opts.tz)
+
+
+def _with_zone(parsed: Parsed, plugin: type[Format], tz: str | None) -> Parsed:
+    """Record the zone a format applied (``LOCAL_TIMES`` formats), or say it was not applied."""
+    if tz is None:
+        return parsed
+    if getattr(plugin, "LOCAL_TIMES", False):
+        return dataclasses.replace(parsed, source_tz=tz)
+    return dataclasses.replace(parsed, warnings=(
+        *parsed.warnings, f"time zone {tz} not applied: {plugin.NAME} times are UTC, carry their "
+        "own offset, or count from t0 (see the format's notes)"))

@@ -5,8 +5,10 @@ anonymised). Columns ``gmt_create, predict_type, predict_status, exec_time_secon
 prompt_length, negative_prompt_length, num_images_per_prompt, num_inference_steps,
 checkpoint_model_version_id, num_lora``.
 
-Mapping: ``ts`` = ``gmt_create`` read as UTC (the name says GMT; the trace does not state a zone
-otherwise); ``gpu_s`` = ``exec_time_seconds`` (execution time of the request: the demand target
+Mapping: ``ts`` = ``gmt_create``, read as UTC (the name says GMT; the trace does not state a
+zone otherwise), or as local time in ``--tz`` when given (rows in file order: the repeated DST
+hour's second pass starts where the clock steps back); a value with an offset keeps it;
+``gpu_s`` = ``exec_time_seconds`` (execution time of the request: the demand target
 for this trace is GPU-seconds per bin); ``model`` = ``checkpoint_model_version_id``;
 ``failed`` = ``predict_status != 'SUCCEED'`` (FAILED, and PENDING / PROCESSING requests that never
 completed). The trace has **no token counts** (``prompt_length`` is a text-prompt length of
@@ -32,6 +34,7 @@ class AlibabaLoRA:
 
     NAME = "alibaba_lora"
     TABLE = "requests"
+    LOCAL_TIMES = True  # gmt_create has no offset; --tz reads it as local time
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -46,7 +49,9 @@ class AlibabaLoRA:
             optional={"checkpoint_model_version_id": pl.String},
         )
         check_nonnegative(frame, ["exec_time_seconds"], display)
-        frame = parse_timestamps(frame, "gmt_create", display, "%Y-%m-%d %H:%M:%S")
+        notes: list = []
+        frame = parse_timestamps(frame, "gmt_create", display, "%Y-%m-%d %H:%M:%S", tz=opts.tz,
+                                 notes=notes)
         back = check_monotone(frame, display, opts.max_backstep_s, "gmt_create")
         model = (pl.col("checkpoint_model_version_id") if "checkpoint_model_version_id"
                  in frame.columns else pl.lit(None, pl.String))
@@ -63,7 +68,9 @@ class AlibabaLoRA:
         warnings = [
             "no token counts in this trace: the demand target is GPU-seconds (exec_time_seconds)",
             f"{int(out['failed'].sum())} requests not SUCCEED (FAILED / PENDING / PROCESSING) "
-            "flagged failed; gmt_create read as UTC",
+            "flagged failed; gmt_create read as "
+            + (f"local time in {opts.tz}, converted to UTC" if opts.tz else "UTC"),
+            *notes,
         ]
         if back:
             warnings.append(f"{back} rows step back in time within the tolerance")

@@ -1,8 +1,13 @@
 """Azure LLM inference traces (2023 Splitwise; 2024 DynamoLLM week-long traces).
 
 Source: Azure/AzurePublicDataset, ``AzureLLMInferenceTrace_{code,conv}[_1week].csv``, CC BY 4.0.
-Columns ``TIMESTAMP, ContextTokens, GeneratedTokens``; ``TIMESTAMP`` is
-``YYYY-MM-DD HH:MM:SS.fffffff`` (7 fractional digits, read to the microsecond) and taken as UTC.
+Columns ``TIMESTAMP, ContextTokens, GeneratedTokens``. ``TIMESTAMP`` is UTC: the 2023 release
+writes ``YYYY-MM-DD HH:MM:SS.fffffff`` (7 fractional digits, read to the microsecond, no offset);
+the 2024 week-long release writes ``+00:00`` and six fraction digits or none
+(``2024-05-10 00:00:00.123456+00:00``, ``2024-05-10 00:00:01+00:00``). Any ISO 8601 form with or
+without an offset is accepted (:func:`~analytics.ingest.csvcheck.parse_timestamps`); values with
+an offset are converted to UTC with it, values without one are read as UTC (``--tz`` does not
+apply: the traces are not in a local clock).
 The traces carry no model name, failure flag, session or latency: those columns stay empty.
 """
 

@@ -13,8 +13,12 @@ weather           site, ts, temp_c                           rh_pct
 prices            site, ts, usd_per_mwh
 ================  =========================================  ===================================
 
-``ts`` is ISO 8601 text (``2024-05-10 12:00:00``, optional fraction and ``+hh:mm`` / ``Z``
-offset; without an offset it is read as UTC) or, in Parquet, a timestamp column.
+``ts`` is ISO 8601 text (``2024-05-10 12:00:00``, ``T`` or space, optional fraction and
+``+hh:mm`` / ``Z`` offset) or, in Parquet, a timestamp column. A value with an offset is converted
+to UTC with it; one without is UTC, or local time in ``ParseOptions.tz`` (``--tz``) when given,
+converted with the repeated / skipped DST hour handled (:mod:`analytics.ingest.localtime`; a
+series' rows are taken in file order per site). Without ``--tz``, an hourly series whose time
+steps back or repeats by up to an hour gets a warning naming the lines.
 
 In the hourly site tables (carbon_intensity, weather, prices) a blank value is kept empty and
 absent hours of each site (and basis) are reported, both as notes
@@ -38,6 +42,7 @@ from analytics.ingest.formats._common import (
     read_head,
 )
 from analytics.ingest.hourly import absent_hours_notes, blank_note
+from analytics.ingest.localtime import localize_sequence, note_clock_steps
 from analytics.schema import CANONICAL, REQUIRED, conform
 
 
@@ -48,23 +53,34 @@ def _table_for(fields: list[str]) -> str | None:
     return None
 
 
-def _ts_text(frame: pl.DataFrame, display: str) -> pl.DataFrame:
+#: per table: columns that tell a time series' entities apart, and whether each entity has one
+#: row per time (then a repeated local time marks the repeated DST hour)
+_SEQUENCES = {"requests": ([], False), "demand_series": ([], True),
+              "carbon_intensity": (["site", "basis"], True), "weather": (["site"], True),
+              "prices": (["site"], True)}
+
+
+def _ts_text(frame: pl.DataFrame, display: str, table: str, tz: str | None, notes: list,
+             header_line: int) -> pl.DataFrame:
+    """``ts`` as naive UTC: ISO 8601 text (an offset is honoured; without one the value is UTC,
+    or local in ``tz``) or a Parquet timestamp (tz-aware: converted; naive: UTC, or ``tz``)."""
+    by, unique = _SEQUENCES.get(table, ([], False))
+    by = [c for c in by if c in frame.columns]
     col = frame["ts"]
     if col.dtype == pl.String:
-        norm = col.str.strip_chars().str.replace("T", " ", literal=True)
-        norm = norm.str.replace(r"Z$", "+00:00")
-        with_offset = norm.str.contains(r"[+-]\d\d:?\d\d$")
-        if with_offset.any():  # values without an offset are UTC
-            norm = pl.when(with_offset).then(norm).otherwise(norm + "+00:00")
-            norm = frame.select(norm.alias("ts"))["ts"]
-            fmt = "%Y-%m-%d %H:%M:%S%.f%z"
-        else:
-            fmt = "%Y-%m-%d %H:%M:%S%.f"
-        return parse_timestamps(frame.with_columns(norm.alias("ts")), "ts", display, fmt)
+        return parse_timestamps(frame, "ts", display, "%Y-%m-%d %H:%M:%S%.f", tz=tz, notes=notes,
+                                by=by, unique=unique, header_line=header_line)
     if isinstance(col.dtype, pl.Datetime):
         if col.dtype.time_zone is not None:
             col = col.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
-        return frame.with_columns(col.cast(pl.Datetime("us")).alias("ts"))
+            return frame.with_columns(col.cast(pl.Datetime("us")).alias("ts"))
+        frame = frame.with_columns(col.cast(pl.Datetime("us")).alias("ts"))
+        if tz is None:
+            return frame
+        frame, found = localize_sequence(frame, "ts", tz, by=by, unique=unique,
+                                         header_line=header_line)
+        notes.extend(found)
+        return frame
     raise FormatError(display, 1, "ts", f"ts column has type {col.dtype}, expected timestamps")
 
 
@@ -86,6 +102,7 @@ class Canonical:
 
     NAME = "canonical"
     TABLE = "any"
+    LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -125,7 +142,8 @@ class Canonical:
             if nulls.any():
                 raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
                                   c, "empty value")
-        frame = _ts_text(frame, display)
+        notes: list = []
+        frame = _ts_text(frame, display, table, opts.tz, notes, header_line)
         numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
                                "gco2_per_kwh", "latency_s") if c in frame.columns]
         check_nonnegative(frame, numeric, display, header_line=header_line)
@@ -135,8 +153,14 @@ class Canonical:
         resolution = float(out["bin_s"].min()) if table == "demand_series" else (
             1e-6 if table == "requests" else 3600.0)
         missing = [c for c in CANONICAL[table] if c not in frame.columns]
-        warnings = (f"canonical {table} file; absent optional columns left empty: {missing}",) \
-            if missing else ()
+        warnings = [f"canonical {table} file; absent optional columns left empty: {missing}"] \
+            if missing else []
+        if opts.tz is None:
+            by, unique = _SEQUENCES.get(table, ([], False))
+            warnings.append(note_clock_steps(frame, "ts", by=[c for c in by if c in frame.columns],
+                                             unique=unique, header_line=header_line)
+                            if unique else None)
         if table in SITE_VALUE:
-            warnings += _site_notes(frame, table, header_line)
-        return Parsed(table, Canonical.NAME, out, display, resolution, warnings)
+            warnings.extend(_site_notes(frame, table, header_line))
+        return Parsed(table, Canonical.NAME, out, display, resolution,
+                      tuple(w for w in [*warnings, *notes] if w is not None))

@@ -18,6 +18,9 @@
 
 Blank intensities are kept as empty values and absent hours are reported, both as notes
 (:mod:`analytics.ingest.hourly`); nothing is filled at ingest.
+
+Both sources are UTC (SustainDC writes ``+00:00``; the Electricity Maps column is
+``Datetime (UTC)``): ``--tz`` does not apply; a value with an offset is converted with it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Lines ``NAME{labels} value [timestamp_ms]``, ``#`` comments. Fields: ``DCGM_FI_D
 the driver loaded, stored as J); other metrics are skipped. A GPU is (host, ``gpu`` label,
 ``UUID`` label): host = the ``Hostname`` label, else ``--site``, else the file stem, so scrapes
 of several nodes in one file (same ``gpu`` indices) stay apart; ``UUID`` (else ``pci_bus_id``)
-goes to ``gpu_uuid``. Samples without a timestamp take ``--t0`` (one scrape).
+goes to ``gpu_uuid``. Timestamps are epoch milliseconds (UTC; ``--tz`` does not apply);
+samples without a timestamp take ``--t0`` (one scrape).
 
 Rules (issue 14): ``NaN`` / ``±Inf`` values (what the exporter writes for a blank field) are
 NULL with a warning naming line and metric, never 0; an energy counter below the GPU's previous

@@ -3,8 +3,8 @@
 MIT SuperCloud Slurm accounting export (``slurm-log-queueing-clean.csv``; MIT SuperCloud
 Datacenter Challenge, Samsi et al., HPEC 2021; third-party extract, see SOURCES.md):
 
-* ``time_submit`` / ``time_start`` / ``time_end``: epoch seconds (UTC); a start or end of 0
-  means the job never started / ended and is stored empty.
+* ``time_submit`` / ``time_start`` / ``time_end``: epoch seconds (UTC by definition: ``--tz``
+  does not apply); a start or end of 0 means the job never started / ended and is stored empty.
 * GPUs: the Slurm trackable resources the job *requested*, ``tres_req``, as ``ID=count`` pairs;
   the dataset README maps 1001 -> ``gpu:tesla`` and 1002 -> ``gpu:volta`` (V100), so ``n_gpus``
   is the sum of those counts (both ids are typed; no untyped total exists to double count, see
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -30,9 +30,11 @@ from analytics.ingest.formats._common import (
     FormatError,
     Parsed,
     header_fields,
+    note_rows,
     open_text,
     read_csv_checked,
 )
+from analytics.ingest.localtime import localize_rows
 
 SLURM_STATES = {0: "PENDING", 1: "RUNNING", 2: "SUSPENDED", 3: "COMPLETED", 4: "CANCELLED",
                 5: "FAILED", 6: "TIMEOUT", 7: "NODE_FAIL", 8: "PREEMPTED", 9: "BOOT_FAIL",
@@ -150,8 +152,11 @@ class Sacct:
     Run e.g. ``sacct -a -X --parsable2 --format=JobID,User,Submit,Start,End,State,ExitCode,
     AllocTRES,ReqTRES,Elapsed -S 2024-01-01``; ``Submit`` may be left out when ``Elapsed`` is
     given (``elapsed_s``; times then empty). ``|``-separated with a header; job steps (``123.batch``)
-    are skipped; ``Unknown`` / ``None`` times are empty; times are the cluster's local time, read
-    as UTC. GPUs come from ``gres/gpu[:kind]=n`` in ``AllocTRES`` (else ``ReqTRES``): the untyped
+    are skipped; ``Unknown`` / ``None`` times are empty. Times are the cluster's local wall clock
+    without an offset (sacct man page, "TIME FORMAT"): with ``--tz`` (``ParseOptions.tz``) they
+    are converted to UTC, the repeated / skipped DST hour resolved as :func:`sacct_times` says;
+    without it they are read as UTC and rows that end before they start are named.
+    GPUs come from ``gres/gpu[:kind]=n`` in ``AllocTRES`` (else ``ReqTRES``): the untyped
     ``gres/gpu=n`` total when listed, else the sum of the typed entries, never both
     (:func:`count_gpus`); a MIG type (``gres/gpu:a100_3g.20gb``) is kept in ``gpu_kind`` and
     sets ``mig_slice``; ``State``
@@ -161,6 +166,7 @@ class Sacct:
 
     NAME = "slurm_sacct"
     TABLE = "jobs"
+    LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -206,7 +212,7 @@ class Sacct:
                 code = row.get("ExitCode", "")
                 user = row.get("User", "")
                 recs.append({
-                    "job_id": row["JobID"], "submit_ts": times["Submit"],
+                    ROW: lineno - 2, "job_id": row["JobID"], "submit_ts": times["Submit"],
                     "start_ts": times["Start"], "end_ts": times["End"], "n_gpus": n,
                     "gpu_kind": kind, "mig_slice": mig,
                     "elapsed_s": _elapsed_s(row.get("Elapsed", ""), display, lineno),
@@ -218,7 +224,10 @@ class Sacct:
                 })
         if not recs:
             raise FormatError(display, 2, 1, "no jobs (only steps or no rows)")
-        warns = ["job steps skipped; user names stored as sha256 prefixes; times read as UTC",
+        frame, notes = sacct_times(pl.DataFrame(recs, infer_schema_length=None), opts.tz)
+        clock = (f"times are local in {opts.tz}, converted to UTC" if opts.tz else
+                 "times read as UTC (sacct prints the cluster's local time: give --tz)")
+        warns = [f"job steps skipped; user names stored as sha256 prefixes; {clock}",
                  "GPUs per job: the untyped gres/gpu total when listed, else the sum of the typed "
                  "gres/gpu:<type> entries (never both)"]
         if n_mig:
@@ -226,8 +235,43 @@ class Sacct:
                          "profile)")
         if "Submit" not in header:
             warns.append("no Submit/Start/End columns: times empty, run time from Elapsed")
-        return Parsed("jobs", Sacct.NAME, pl.DataFrame(recs, infer_schema_length=None), display,
-                      1.0, tuple(warns))
+        return Parsed("jobs", Sacct.NAME, frame.drop(ROW), display, 1.0, (*warns, *notes))
+
+
+_SACCT_TIMES = {"submit_ts": "Submit", "start_ts": "Start", "end_ts": "End"}
+
+
+def sacct_times(frame: pl.DataFrame, tz: str | None) -> tuple[pl.DataFrame, list]:
+    """Job times of a ``sacct`` frame (naive local wall clock, with ``__row``) as naive UTC.
+
+    With ``tz`` (IANA zone of the cluster clock) the times are converted by
+    :func:`analytics.ingest.localtime.localize_rows` (Submit <= Start <= End decides an
+    ambiguous repeated-hour value; a skipped-hour value moves forward by the gap). Without it
+    they stay as written (read as UTC). Either way a Note names the rows still impossible: End
+    before Start (by up to an hour: "likely a repeated DST hour"), Start before Submit.
+
+    Returns (frame, notes). Columns absent or all empty are left alone.
+    """
+    cols = [c for c in _SACCT_TIMES if c in frame.columns]
+    frame = frame.with_columns([pl.col(c).cast(pl.Datetime("us")) for c in cols])
+    notes: list = []
+    if tz is not None and cols:
+        frame, notes = localize_rows(frame, cols, tz, names=_SACCT_TIMES)
+    if {"start_ts", "end_ts"} <= set(frame.columns):
+        back = frame["start_ts"] - frame["end_ts"]
+        hour = back <= timedelta(hours=1)
+        where = f"even read in {tz}" if tz else "times read as UTC"
+        hint = ("" if tz else ": likely a repeated DST hour (clocks set back); give --tz with "
+                "the cluster's time zone")
+        notes.append(note_rows(frame, (back > timedelta(0)) & hour,
+                               f"End before Start ({where}){hint}", "End"))
+        notes.append(note_rows(frame, (back > timedelta(0)) & ~hour,
+                               f"End more than an hour before Start ({where})", "End"))
+    if {"submit_ts", "start_ts"} <= set(frame.columns):
+        notes.append(note_rows(frame, frame["start_ts"] < frame["submit_ts"],
+                               "Start before Submit" + ("" if tz else " (times read as UTC)"),
+                               "Start"))
+    return frame, [n for n in notes if n is not None]
 
 
 _ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")

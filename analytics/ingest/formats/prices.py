@@ -4,6 +4,8 @@ Source: Green-DCC ``electricity_prices/standardized/<zone>_electricity_prices_<y
 (HewlettPackard/green-dcc; prices from ENTSO-E, CAISO, ERCOT, AEMO and others, converted to USD and
 UTC upstream). Columns ``Datetime (UTC), Datetime (Local), Price (USD/MWh)``; ``site`` = the zone
 from the file name. Prices can be negative (renewable surplus hours) and are kept as they are.
+Times come from ``Datetime (UTC)`` (written with ``+00:00``), so ``--tz`` does not apply; the
+``Datetime (Local)`` column is not read.
 A blank price is kept empty and absent hours are reported, both as notes
 (:mod:`analytics.ingest.hourly`).
 """

@@ -6,7 +6,10 @@
   A log written with ``noheader`` (its first row is data: a ``YYYY/MM/DD HH:MM:SS`` cell) needs
   the field list it was written with (``ParseOptions.fields``, CLI ``--fields``); without one it
   is refused at line 1 with the header it needs. ``timestamp`` is ``YYYY/MM/DD HH:MM:SS[.fff]``
-  in the host's local time; it is read as UTC (nvidia-smi does not print a zone). Needs
+  in the host's local time without a zone: with ``--tz`` it is converted to UTC (each GPU's
+  samples in file order; the repeated DST hour's second pass, after the clock steps back or
+  repeats, is standard time; a skipped-hour time moves forward by the gap); without it, read as
+  UTC and rows where a GPU's clock steps back or repeats are named. Needs
   ``timestamp`` and ``index``; maps ``power.draw``, ``utilization.gpu``, ``memory.used``,
   ``temperature.gpu``, ``clocks.sm``, ``clocks.mem``, ``clocks_event_reasons.active`` /
   ``clocks_throttle_reasons.active`` and ``total_energy_consumption`` (the NVML energy counter,
@@ -42,6 +45,7 @@ from analytics.ingest.formats._common import (
     open_text,
     read_csv_checked,
 )
+from analytics.ingest.localtime import localize_sequence, note_clock_steps
 
 _SMI_FIELDS = {
     "power.draw": "power_w", "power.draw.instant": "power_w", "power.draw.average": "power_w",
@@ -111,11 +115,28 @@ class NvidiaSmi:
         else:
             frame = frame.with_columns(pl.col("host").fill_null(host))
             host = ", ".join(sorted(frame["host"].unique().to_list()))
+        frame = frame.with_columns((pl.col("__line") - 2).alias(ROW))  # header_line=1 lines
+        frame, clock_notes = _smi_clock(frame, opts.tz)
+        clock = (f"local times in {opts.tz} converted to UTC" if opts.tz else
+                 "timestamps read as UTC (nvidia-smi prints the host's local time: give --tz)")
         field_of = {col: f for f, col in _SMI_FIELDS.items() if f in header}
-        notes = [*sentinel_notes(sentinels),
+        notes = [*sentinel_notes(sentinels), *clock_notes,
                  *sample_notes(frame, lambda col: field_of.get(col, col))]
-        return Parsed("telemetry", NvidiaSmi.NAME, frame.drop("__line"), display, 1e-3,
-                      (f"host {host!r}; nvidia-smi timestamps read as UTC", *remarks, *notes))
+        return Parsed("telemetry", NvidiaSmi.NAME, frame.drop("__line", ROW), display, 1e-3,
+                      (f"host {host!r}; nvidia-smi {clock}", *remarks, *notes))
+
+    LOCAL_TIMES = True  # nvidia-smi prints the host's local clock without an offset
+
+
+def _smi_clock(frame: pl.DataFrame, tz: str | None) -> tuple[pl.DataFrame, list]:
+    """nvidia-smi local timestamps -> UTC in ``tz`` (each GPU's samples a sequence in file order,
+    one per time: :func:`~analytics.ingest.localtime.localize_sequence`), or, without a zone, a
+    note on rows where a GPU's clock steps back or repeats (a likely repeated DST hour)."""
+    if tz is not None:
+        return localize_sequence(frame, "ts", tz, by=["host", "gpu_id"], unique=True,
+                                 column="timestamp")
+    note = note_clock_steps(frame, "ts", by=["host", "gpu_id"], unique=True, column="timestamp")
+    return frame, [note] if note else []
 
 
 def _smi_layout(path, display, opts) -> tuple[list[str], dict[str, str], int, list[str]]:

@@ -8,9 +8,12 @@
   :class:`analytics.config.ParseOptions` (default 2022, the SustainDC carbon year). EPW missing
   markers (99.9 °C, 999 %) become empty values. ``site`` = the file name's station part.
 * Green-DCC Open-Meteo ``<zone>_<year>.json(.gz)``: ``hourly.time`` in local time with the file's
-  ``utc_offset_seconds`` (one fixed offset: daylight-saving shifts are not in the file and are
-  not modelled, at most one hour off for part of the year), ``temperature_2m`` °C and
-  ``relative_humidity_2m`` %. ``site`` = the zone from the file name.
+  ``utc_offset_seconds``: one fixed offset for the whole file (the Green-DCC files hold 8,760
+  distinct, contiguous hours and keep 02:00 on the spring-forward day, e.g. DE-LU 2023-03-26,
+  so no daylight-saving shift is in them), ``temperature_2m`` °C and ``relative_humidity_2m`` %.
+  ``site`` = the zone from the file name.
+
+Both carry their own offset, so ``--tz`` does not apply.
 
 Empty values (EPW missing markers, JSON ``null``) and absent hours are reported as notes
 (:mod:`analytics.ingest.hourly`), never filled at ingest.
