@@ -44,6 +44,7 @@ import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
+from analytics.ingest.encoding import utf8_path
 from analytics.ingest.formats import (
     alibaba,
     azure,
@@ -135,7 +136,8 @@ def parse_file(
 
     Parameters
     ----------
-    path : path of the file on disk (plain or gzip-compressed).
+    path : path of the file on disk (plain or gzip-compressed; UTF-8, or UTF-16 with a
+        byte-order mark, decoded once by :func:`analytics.ingest.encoding.utf8_path`).
     display : name used in messages and as the default dataset name (default: the file name).
     fmt : force a format by name instead of detecting it.
     opts : parse options (start instant for relative timestamps, site, year).
@@ -150,7 +152,17 @@ def parse_file(
     opts = opts or ParseOptions()
     if fmt is not None and fmt not in FORMATS:
         raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    head = read_head(path, display)  # empty / binary checks apply to a forced format too
+    read_head(path, display)  # empty / binary checks apply to a forced format too
+    with utf8_path(path, display) as (text_path, decoded):  # UTF-16 exports: read as UTF-8
+        parsed = _parse_text(text_path, display, fmt, opts)
+    if decoded:
+        parsed = dataclasses.replace(parsed, warnings=(decoded, *parsed.warnings))
+    return parsed
+
+
+def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:
+    """:func:`parse_file` on a file that is UTF-8 text (or binary Parquet)."""
+    head = read_head(path, display)
     plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     try:
         parsed = plugin.parse(path, display, opts)
