@@ -288,7 +288,11 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
     ``ts`` (bin start, UTC), ``requests``, ``failed``, ``prompt_tokens``, ``completion_tokens``,
     ``tokens`` (prompt + completion), ``gpu_s`` (GPU busy seconds, where the trace has them) and
     ``target``: weighted tokens (see :class:`analytics.config.Weights`), or GPU-seconds when
-    ``weights.target == "gpu_seconds"``. Bins are aligned to the Unix epoch.
+    ``weights.target == "gpu_seconds"``; ``unknown_tokens``: requests of the bin whose prompt or
+    completion count is empty (Mooncake lines without ``output_length``, empty cells; 0 for the
+    GPU-seconds target). Their known tokens are counted and the unknown ones are not (never a
+    guess): in bins with ``unknown_tokens > 0`` the weighted-token target is a lower bound.
+    Bins are aligned to the Unix epoch.
     """
     per_model = pd.DataFrame(list(weights.per_model), columns=["model", "w_p", "w_c"]).astype(
         {"model": "string", "w_p": "float64", "w_c": "float64"}
@@ -298,14 +302,18 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
       SELECT time_bucket(to_seconds($bin), r.ts, TIMESTAMP '1970-01-01') AS bin,
              r.prompt_tokens, r.completion_tokens, r.failed, r.gpu_s,
              CASE WHEN $gpu THEN r.gpu_s
-                  ELSE coalesce(mw.w_p, $wp) * r.prompt_tokens
-                       + coalesce(mw.w_c, $wc) * r.completion_tokens END AS target
+                  WHEN r.prompt_tokens IS NULL AND r.completion_tokens IS NULL THEN NULL
+                  ELSE coalesce(mw.w_p, $wp) * coalesce(r.prompt_tokens, 0)
+                       + coalesce(mw.w_c, $wc) * coalesce(r.completion_tokens, 0) END AS target,
+             (NOT $gpu AND (r.prompt_tokens IS NULL OR r.completion_tokens IS NULL))::INTEGER
+               AS unknown
       FROM requests r LEFT JOIN model_weights mw ON r.model = mw.model
       WHERE r.dataset_id = $id AND ($with_failed OR NOT r.failed)
     ), agg AS (
       SELECT bin, count(*) AS requests, sum(failed::INTEGER) AS failed,
              sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-             sum(gpu_s) AS gpu_s, sum(target) AS target
+             sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
+             sum(gpu_s) AS gpu_s, sum(target) AS target, sum(unknown) AS unknown
       FROM src GROUP BY bin
     ), bounds AS (
       SELECT time_bucket(to_seconds($bin), min(ts), TIMESTAMP '1970-01-01') AS lo,
@@ -319,9 +327,10 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
            coalesce(a.failed, 0)::BIGINT AS failed,
            coalesce(a.prompt_tokens, 0)::DOUBLE AS prompt_tokens,
            coalesce(a.completion_tokens, 0)::DOUBLE AS completion_tokens,
-           coalesce(a.prompt_tokens + a.completion_tokens, 0)::DOUBLE AS tokens,
+           coalesce(a.tokens, 0)::DOUBLE AS tokens,
            coalesce(a.gpu_s, 0)::DOUBLE AS gpu_s,
-           coalesce(a.target, 0)::DOUBLE AS target
+           coalesce(a.target, 0)::DOUBLE AS target,
+           coalesce(a.unknown, 0)::BIGINT AS unknown_tokens
     FROM grid g LEFT JOIN agg a ON g.ts = a.bin
     ORDER BY g.ts
     """

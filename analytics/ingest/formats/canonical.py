@@ -13,6 +13,9 @@ weather           site, ts, temp_c                           rh_pct
 prices            site, ts, usd_per_mwh
 ================  =========================================  ===================================
 
+A requests file's ``prompt_tokens`` / ``completion_tokens`` columns must be there, but a cell
+may be empty (an unknown count): it stays empty (NULL, never 0) with a note naming the lines.
+
 ``ts`` is ISO 8601 text (``2024-05-10 12:00:00``, optional fraction and ``+hh:mm`` / ``Z``
 offset; without an offset it is read as UTC) or, in Parquet, a timestamp column.
 """
@@ -29,11 +32,15 @@ from analytics.ingest.formats._common import (
     check_nonnegative,
     header_fields,
     is_parquet,
+    note_rows,
     parse_timestamps,
     read_csv_checked,
     read_head,
 )
 from analytics.schema import CANONICAL, REQUIRED, conform
+
+#: Required columns whose cells may be empty (an unknown count is NULL with a note, never 0).
+_MAY_BE_EMPTY = {"requests": ("prompt_tokens", "completion_tokens")}
 
 
 def _table_for(fields: list[str]) -> str | None:
@@ -88,7 +95,8 @@ class Canonical:
             table = _table_for(header_fields(read_head(path, display)))
             if table is None:
                 raise FormatError(display, 1, 1, "header has no canonical column set")
-            spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]}
+            spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]
+                    if c not in _MAY_BE_EMPTY.get(table, ())}
             opt = {c: (pl.String if t == pl.Boolean else t) for c, t in CANONICAL[table].items()
                    if c not in spec}
             frame = read_csv_checked(path, display, spec, optional=opt)
@@ -101,7 +109,11 @@ class Canonical:
                                       f"{frame['failed'][idx]!r} is not true/false/1/0")
                 frame = frame.with_columns(low.is_in(["true", "1"]).alias("failed"))
             header_line = 1
+        notes = [note_rows(frame, frame[c].is_null(), f"empty {c}: left empty (NULL, not 0)",
+                           c, header_line) for c in _MAY_BE_EMPTY.get(table, ())]
         for c in REQUIRED[table]:
+            if c in _MAY_BE_EMPTY.get(table, ()):
+                continue
             nulls = frame[c].is_null()
             if nulls.any():
                 raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
@@ -118,4 +130,5 @@ class Canonical:
         missing = [c for c in CANONICAL[table] if c not in frame.columns]
         warnings = (f"canonical {table} file; absent optional columns left empty: {missing}",) \
             if missing else ()
+        warnings += tuple(n for n in notes if n is not None)
         return Parsed(table, Canonical.NAME, out, display, resolution, warnings)
