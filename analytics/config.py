@@ -68,12 +68,23 @@ class ParseOptions:
     max_backstep_s : float
         How far a request timestamp may go backwards before the file is rejected as
         non-monotone (seconds).
+    hardware : str or None
+        GPU that ran serving-benchmark results which do not say (SGLang ``bench_serving``
+        JSON Lines; ``vllm bench serve`` results without ``--metadata hardware=...``), e.g.
+        ``H100``; a hardware the file names wins.
+    tp : int or None
+        Tensor-parallel degree of those runs (None: the file's value, else 1 with a note).
+    precision : str or None
+        Weight precision of those runs (``bf16``, ``fp8`` ...; None: the file's, else bf16).
     """
 
     t0: datetime = DEFAULT_T0
     site: str | None = None
     year: int = 2022
     max_backstep_s: float = 1.0
+    hardware: str | None = None
+    tp: int | None = None
+    precision: str | None = None
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,17 @@ with st.expander("Parse options"):
     site = st.text_input("Site (carbon / weather / prices; default from the file name)",
                          key="site") or None
     year = st.number_input("Year for typical-year (EPW) weather", 1990, 2100, 2022, key="year")
+    bench_hw = st.text_input(
+        "GPU of serving benchmarks that do not name one (SGLang bench_serving .jsonl, vllm "
+        "bench without --metadata), e.g. H100", key="bench_hardware").strip() or None
+    b1, b2 = st.columns(2)
+    bench_tp = b1.number_input("Tensor parallel (tp) of those runs", 1, 64, 1, key="bench_tp")
+    bench_prec = b2.selectbox("Precision of those runs", ["bf16", "fp16", "fp8", "int8", "int4"],
+                              key="bench_precision")
 if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
-    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year))
+    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
+                        hardware=bench_hw, tp=int(bench_tp) if bench_hw else None,
+                        precision=bench_prec if bench_hw else None)
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")

@@ -33,7 +33,8 @@ acmetrace_cdf      reference_cdf       AcmeTrace power / utilisation CDFs (overl
 mlenergy_v2        bench_runs          ML.ENERGY leaderboard v2 flattened LLM runs CSV
 mlenergy_v3        bench_runs          ML.ENERGY leaderboard v3 ``tasks/*.json`` / flat CSV
 argonne_bench      bench_runs          Argonne LLM-Inference-Bench result CSVs
-vllm_bench         bench_runs          ``vllm bench serve --save-result`` JSON
+sglang_bench       bench_runs          SGLang ``bench_serving --output-file`` JSON Lines
+vllm_bench         bench_runs          ``vllm bench serve --save-result`` JSON (or JSON Lines)
 canonical          any                 CSV / Parquet already in a canonical schema
 =================  ==================  =====================================================
 """
@@ -56,6 +57,7 @@ from analytics.ingest.formats import (
     mooncake,
     openb,
     prices,
+    sglang,
     telemetry,
     vllm,
     weather,
@@ -89,6 +91,7 @@ FORMATS: dict[str, type[Format]] = {
         bench.MLEnergyV2,
         bench.MLEnergyV3,
         bench.Argonne,
+        sglang.SGLangBench,
         vllm.VllmBench,
         canonical.Canonical,
     )
