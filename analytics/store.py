@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,7 +50,8 @@ class StoreError(RuntimeError):
 
 
 class NameTaken(ValueError):
-    """A dataset of this name exists with other content; pick another ``--name``."""
+    """A dataset of this name exists with other content; the message says how to ingest the
+    file anyway (another ``--name``, or delete the old dataset)."""
 
 
 class UnknownDataset(KeyError):
@@ -144,12 +145,19 @@ def data_version(con) -> int:
 
 @dataclass(frozen=True)
 class IngestItem:
-    """One parsed file to write: rows, the dataset name, and the sha256 of its bytes."""
+    """One parsed file to write: rows, the dataset name, and the sha256 of its bytes.
+
+    ``alternatives``: None keeps ``name`` strict (a name held by other content raises
+    :class:`NameTaken`, the CLI's ``--name`` semantics); a tuple lets :func:`ingest` pick a
+    free name instead: each alternative in turn, then ``name-2``, ``name-3`` ... (browser
+    uploads, whose users cannot rename a file mid-upload).
+    """
 
     parsed: Parsed
     name: str
     sha256: str
     synthetic: bool = False
+    alternatives: tuple[str, ...] | None = None
 
 
 def ingest(con, items: list[IngestItem]) -> list[dict]:
@@ -163,7 +171,8 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
     Raises
     ------
     NameTaken
-        A dataset with that name holds other bytes. Nothing of the batch is written.
+        A dataset with that name holds other bytes and the item allows no other name
+        (``alternatives`` None). Nothing of the batch is written.
     StoreError
         A statement failed. Nothing of the batch is written.
     """
@@ -180,17 +189,37 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
                                         "delete it first to ingest them with other "
                                         "options or another name"})
                 continue
-            taken = _run(cur, "SELECT 1 FROM datasets WHERE name = ?", [item.name]).fetchone()
-            if taken or item.name in seen_names:
-                raise NameTaken(
-                    f"{p.source}: a dataset named {item.name!r} already exists with other "
-                    "content; choose another name (--name)"
-                )
+            if _taken(cur, item.name, seen_names):
+                if item.alternatives is None:
+                    raise NameTaken(
+                        f"{p.source}: a dataset named {item.name!r} already exists with other "
+                        f"content; ingest this file under another name (`headroom ingest "
+                        f"--name NEW_NAME {p.source}`, one file per call) or delete the old "
+                        f"dataset first (`headroom delete {item.name}`)"
+                    )
+                item = _renamed(cur, item, seen_names)
             seen_names.add(item.name)
             results.append(_insert(cur, item))
         if any(r["status"] == "ingested" for r in results):
             _bump_data_version(cur)
     return results
+
+
+def _taken(cur, name: str, seen: set[str]) -> bool:
+    """Whether ``name`` is a stored dataset or already used by this batch."""
+    return name in seen or _run(cur, "SELECT 1 FROM datasets WHERE name = ?",
+                                [name]).fetchone() is not None
+
+
+def _renamed(cur, item: IngestItem, seen: set[str]) -> IngestItem:
+    """``item`` under the first free name of its alternatives, then ``name-2``, ``name-3`` ...,
+    with a first warning saying which name it got and why."""
+    candidates = [*(item.alternatives or ()), *(f"{item.name}-{k}" for k in range(2, 10_000))]
+    new = next(c for c in candidates if not _taken(cur, c, seen))
+    why = (f"dataset named {new!r}: the name {item.name!r} is already used by other content "
+           "(another file of this upload or a stored dataset)")
+    parsed = replace(item.parsed, warnings=(why, *item.parsed.warnings))
+    return replace(item, name=new, parsed=parsed)
 
 
 def _insert(cur, item: IngestItem) -> dict:
