@@ -144,3 +144,14 @@ def test_burstgpt_v3_empty_session_id_noted(tmp_path):
     sess = note(p, "Session ID", "empty Session ID")
     assert (sess.lines, sess.count) == ((3, 4), 2)
     assert note(p, "Elapsed time", "empty Elapsed time").lines == (4,)
+
+
+def test_serving_trace_counts_requests_without_a_completion_count(con):
+    path = case("13-mooncake-optional-fields.jsonl")
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    from analytics.services import serving
+
+    arrivals = serving.trace(con, "13-mooncake-optional-fields")
+    assert arrivals["output"].tolist() == [50, 8, 1, 12]  # the unknown one at the minimum
+    assert arrivals.attrs["unknown_tokens"] == 1  # ... and counted, for the comparison's notes
+    assert serving.trace(con, "13-mooncake-optional-fields", 0.5).attrs["unknown_tokens"] == 0
