@@ -23,7 +23,15 @@ from typing import BinaryIO
 
 import polars as pl
 
-from analytics.ingest.encoding import RESAVE, decode_head, looks_utf16_without_bom, utf16_codec
+from analytics.ingest.encoding import (
+    RESAVE,
+    decode_head,
+    looks_utf16_without_bom,
+    source_codec,
+    utf8_bytes,
+    utf8_path,
+    utf16_codec,
+)
 from analytics.schema import NOTE_LINES_KEPT, Note
 
 #: A file to read: its path, or its bytes.
@@ -232,8 +240,16 @@ def read_csv_checked(
     ------
     FormatError
         Missing column (line of the header), a cell that is not of its type, an empty
-        required cell, ragged rows, truncated gzip, non-UTF-8 bytes.
+        required cell, ragged rows, truncated gzip, non-UTF-8 bytes. UTF-16 with a
+        byte-order mark is decoded first (:mod:`analytics.ingest.encoding`).
     """
+    if source_codec(path) is not None:  # UTF-16 (Excel "Unicode text"): read as UTF-8
+        if isinstance(path, bytes):
+            path = utf8_bytes(path, display)
+        else:
+            with utf8_path(path, display) as (text_path, _):
+                return read_csv_checked(text_path, display, spec, skip_lines=skip_lines,
+                                        rename=rename, optional=optional)
     rename = rename or {}
     optional = optional or {}
     head = read_head(path, display)

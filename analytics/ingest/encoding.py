@@ -136,3 +136,33 @@ def utf8_path(path: str | Path, display: str) -> Iterator[tuple[Path, str | None
 def _chain(first: str, rest) -> Iterator[str]:
     yield first
     yield from rest
+
+
+def source_codec(source) -> str | None:
+    """The UTF-16 codec of a path or bytes source (gzip-compressed or not), from its
+    byte-order mark; None for anything else."""
+    with _decompressed(source) as fh:
+        return utf16_codec(fh.read(2))
+
+
+def utf8_bytes(data: bytes, display: str) -> bytes:
+    """UTF-16 bytes (with a byte-order mark, gzip-compressed or not) as UTF-8 CSV bytes, TAB-
+    separated rows made comma-separated, as :func:`utf8_path` does for files (for sources
+    already held in memory, e.g. an uploaded profile CSV). Raises FormatError as it does."""
+    from analytics.ingest.csvcheck import FormatError
+
+    codec = source_codec(data)
+    if codec is None:
+        return data
+    with _decompressed(data) as fh:
+        raw = fh.read()
+    try:
+        text = raw[2:].decode(codec)
+    except UnicodeDecodeError as exc:
+        line = raw[2:exc.start + 2].decode(codec, errors="ignore").count("\n") + 1
+        raise FormatError(display, line, 1, f"{RESAVE} ({codec} does not decode: "
+                                            f"{exc.reason})") from exc
+    lines = text.splitlines(keepends=True)
+    if lines and _is_tab_separated(lines[0]):
+        text = "".join(_tab_to_csv(lines))
+    return text.encode("utf-8")

@@ -115,3 +115,21 @@ def test_utf16_jsonl_mooncake_decoded(tmp_path):
     p = parse_file(path)
     assert p.format == "mooncake"
     assert p.frame.select(pl.col("prompt_tokens").sum()).item() == 300
+
+
+def test_checked_csv_reader_takes_utf16_bytes_and_paths(tmp_path):
+    from analytics.ingest.csvcheck import read_csv_checked
+
+    text = "gpu\tpower_w\r\nH100\t650.5\r\nA100\t\r\n"  # Excel "Unicode text": TAB, CRLF
+    data = codecs.BOM_UTF16_LE + text.encode("utf-16-le")
+    spec = {"gpu": pl.String}
+    frame = read_csv_checked(data, "profile.txt", spec, optional={"power_w": pl.Float64})
+    assert frame["gpu"].to_list() == ["H100", "A100"]
+    assert frame["power_w"].to_list() == [650.5, None]
+    path = tmp_path / "profile.txt.gz"
+    path.write_bytes(gzip.compress(data))
+    again = read_csv_checked(path, "profile.txt.gz", spec, optional={"power_w": pl.Float64})
+    assert again.drop("__row").equals(frame.drop("__row"))
+    with pytest.raises(FormatError) as err:  # an empty required cell still names its line
+        read_csv_checked(data, "profile.txt", {"gpu": pl.String, "power_w": pl.Float64})
+    assert (err.value.line, err.value.column) == (3, "power_w")
