@@ -54,3 +54,22 @@ def test_sglang_upload_asks_for_the_gpu_then_takes_it_from_parse_options(app_env
     assert "2 rows" in at.success[0].value
     ledger = table_with(at, "name")
     assert ledger[ledger["name"] == "sglang"].iloc[0]["format"] == "sglang_bench"
+
+
+def test_demand_page_says_how_many_requests_had_unknown_output(app_env):
+    case = SHARED_DATA.parent / "cases" / "13-mooncake-optional-fields.jsonl"
+    if not case.exists():
+        pytest.skip(f"case file not found: {case}")
+    at = new_app().run()
+    at.file_uploader(key="uploads").set_value((case.name, case.read_bytes(), "application/json"))
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    assert "4 rows" in at.success[0].value
+    warnings = table_with(at, "warning")
+    line3 = warnings[warnings["column"] == "output_length"].iloc[0]
+    assert line3["lines"] == "3" and "NULL, not 0" in line3["warning"]
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    assert any("1 request(s) in 1 bin(s)" in w.value and "lower bound" in w.value
+               for w in at.warning)
