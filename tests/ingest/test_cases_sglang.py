@@ -128,3 +128,17 @@ def test_jsonl_with_a_broken_line_names_the_line_never_extra_data(tmp_path):
         parse_file(path, opts=ParseOptions(hardware="H100"))
     assert err.value.line == 2
     assert "JSON Lines" in err.value.reason and "Extra data" not in str(err.value)
+
+
+def test_vllm_result_without_hardware_takes_the_given_one_and_says_so(tmp_path):
+    case = CASES / "19-vllm-bench-request-rate-no-concurrency.json"
+    if not case.exists():
+        pytest.skip(f"case file not found: {case}")
+    doc = {k: v for k, v in json.loads(case.read_text()).items() if k != "hardware"}
+    path = tmp_path / "no_hw.json"
+    path.write_text(json.dumps(doc, indent=2))  # pretty-printed, as --save-result writes it
+    p = parse_file(path, opts=ParseOptions(hardware="A100-80GB", tp=4))
+    assert p.frame["hardware"].to_list() == ["A100-80GB"]
+    assert p.frame["tp"].to_list() == [1]  # the file's own tp wins over the option
+    hw = [w for w in p.warnings if getattr(w, "column", None) == "hardware"]
+    assert hw[0].lines == (1,) and "as given at ingest" in hw[0]

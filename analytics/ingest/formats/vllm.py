@@ -47,8 +47,19 @@ class VllmBench:
                              if len(records) > 1 else conc_note[0])
         head = ("one configuration per result file" if len(records) == 1 else
                 f"{len(records)} runs, one per JSON line")
+        given = [line for line, doc in records if not _file_hardware(doc)]
+        if given:
+            notes.append(Note(f"no hardware in the result: {opts.hardware} as given at ingest",
+                              column="hardware", lines=given[:20], count=len(given)))
         return Parsed(TABLE, VllmBench.NAME, finish_frame(recs, display), display, 0.0,
                       (f"{head}; power_w only if given in metadata", *notes))
+
+
+def _file_hardware(doc: dict) -> str | None:
+    """The GPU a result names (top level or ``--metadata``), or None."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    look = {**doc, **meta}
+    return look.get("hardware") or look.get("gpu")
 
 
 def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[str, ...]]:
@@ -56,7 +67,7 @@ def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[
     and the note on its concurrency. Raises FormatError naming line and field."""
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     look = {**doc, **meta}
-    hw_raw = look.get("hardware") or look.get("gpu") or opts.hardware
+    hw_raw = _file_hardware(doc) or opts.hardware
     if not hw_raw:
         raise FormatError(display, line, "hardware",
                           "the result does not say which GPU ran it: rerun with "
