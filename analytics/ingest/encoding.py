@@ -126,6 +126,9 @@ def utf8_path(path: str | Path, display: str) -> Iterator[tuple[Path, str | None
             except UnicodeDecodeError as exc:
                 raise FormatError(display, lineno + 1, 1, f"{RESAVE} ({codec} does not decode: "
                                                           f"{exc.reason})") from exc
+            except csv.Error as exc:
+                raise FormatError(display, lineno + 1, 1, f"malformed TAB-separated text: "
+                                                          f"{exc}") from exc
         note = (f"{codec.upper()} text (byte-order mark) decoded to UTF-8"
                 + ("; TAB-separated cells read as columns" if tabs else ""))
         yield Path(tmp), note
