@@ -95,6 +95,15 @@ class ParseOptions:
         (:mod:`analytics.ingest.localtime`). ``None``: read as UTC. Values with an offset keep
         theirs; formats whose times are UTC or relative ignore it and say so.
 
+    hardware : str or None
+        GPU that ran serving-benchmark results which do not say (SGLang ``bench_serving``
+        JSON Lines; ``vllm bench serve`` results without ``--metadata hardware=...``), e.g.
+        ``H100``; a hardware the file names wins.
+    tp : int or None
+        Tensor-parallel degree of those runs (None: the file's value, else 1 with a note).
+    precision : str or None
+        Weight precision of those runs (``bf16``, ``fp8`` ...; None: the file's, else bf16).
+
     Raises
     ------
     ValueError
@@ -108,6 +117,9 @@ class ParseOptions:
     fields: tuple[str, ...] | None = None
     carbon_basis: str = "all"
     tz: str | None = None
+    hardware: str | None = None
+    tp: int | None = None
+    precision: str | None = None
 
     def __post_init__(self):
         if self.tz is not None:

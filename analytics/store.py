@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,7 +66,8 @@ class StoreBusy(StoreError):
 
 
 class NameTaken(ValueError):
-    """A dataset of this name exists with other content; pick another ``--name``."""
+    """A dataset of this name exists with other content; the message says how to ingest the
+    file anyway (another ``--name``, or delete the old dataset)."""
 
 
 class UnknownDataset(KeyError):
@@ -232,12 +233,19 @@ def data_version(con) -> int:
 
 @dataclass(frozen=True)
 class IngestItem:
-    """One parsed file to write: rows, the dataset name, and the sha256 of its bytes."""
+    """One parsed file to write: rows, the dataset name, and the sha256 of its bytes.
+
+    ``alternatives``: None keeps ``name`` strict (a name held by other content raises
+    :class:`NameTaken`, the CLI's ``--name`` semantics); a tuple lets :func:`ingest` pick a
+    free name instead: each alternative in turn, then ``name-2``, ``name-3`` ... (browser
+    uploads, whose users cannot rename a file mid-upload).
+    """
 
     parsed: Parsed
     name: str
     sha256: str
     synthetic: bool = False
+    alternatives: tuple[str, ...] | None = None
 
 
 def ingest(con, items: list[IngestItem]) -> list[dict]:
@@ -251,7 +259,8 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
     Raises
     ------
     NameTaken
-        A dataset with that name holds other bytes. Nothing of the batch is written.
+        A dataset with that name holds other bytes and the item allows no other name
+        (``alternatives`` None). Nothing of the batch is written.
     StoreError
         A statement failed. Nothing of the batch is written.
     """
@@ -268,17 +277,37 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
                                         "delete it first to ingest them with other "
                                         "options or another name"})
                 continue
-            taken = _run(cur, "SELECT 1 FROM datasets WHERE name = ?", [item.name]).fetchone()
-            if taken or item.name in seen_names:
-                raise NameTaken(
-                    f"{p.source}: a dataset named {item.name!r} already exists with other "
-                    "content; choose another name (--name)"
-                )
+            if _taken(cur, item.name, seen_names):
+                if item.alternatives is None:
+                    raise NameTaken(
+                        f"{p.source}: a dataset named {item.name!r} already exists with other "
+                        f"content; ingest this file under another name (`headroom ingest "
+                        f"--name NEW_NAME {p.source}`, one file per call) or delete the old "
+                        f"dataset first (`headroom delete {item.name}`)"
+                    )
+                item = _renamed(cur, item, seen_names)
             seen_names.add(item.name)
             results.append(_insert(cur, item))
         if any(r["status"] == "ingested" for r in results):
             _bump_data_version(cur)
     return results
+
+
+def _taken(cur, name: str, seen: set[str]) -> bool:
+    """Whether ``name`` is a stored dataset or already used by this batch."""
+    return name in seen or _run(cur, "SELECT 1 FROM datasets WHERE name = ?",
+                                [name]).fetchone() is not None
+
+
+def _renamed(cur, item: IngestItem, seen: set[str]) -> IngestItem:
+    """``item`` under the first free name of its alternatives, then ``name-2``, ``name-3`` ...,
+    with a first warning saying which name it got and why."""
+    candidates = [*(item.alternatives or ()), *(f"{item.name}-{k}" for k in range(2, 10_000))]
+    new = next(c for c in candidates if not _taken(cur, c, seen))
+    why = (f"dataset named {new!r}: the name {item.name!r} is already used by other content "
+           "(another file of this upload or a stored dataset)")
+    parsed = replace(item.parsed, warnings=(why, *item.parsed.warnings))
+    return replace(item, name=new, parsed=parsed)
 
 
 def _insert(cur, item: IngestItem) -> dict:
@@ -380,7 +409,11 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
     ``ts`` (bin start, UTC), ``requests``, ``failed``, ``prompt_tokens``, ``completion_tokens``,
     ``tokens`` (prompt + completion), ``gpu_s`` (GPU busy seconds, where the trace has them) and
     ``target``: weighted tokens (see :class:`analytics.config.Weights`), or GPU-seconds when
-    ``weights.target == "gpu_seconds"``. Bins are aligned to the Unix epoch.
+    ``weights.target == "gpu_seconds"``; ``unknown_tokens``: requests of the bin whose prompt or
+    completion count is empty (Mooncake lines without ``output_length``, empty cells; 0 for the
+    GPU-seconds target). Their known tokens are counted and the unknown ones are not (never a
+    guess): in bins with ``unknown_tokens > 0`` the weighted-token target is a lower bound.
+    Bins are aligned to the Unix epoch.
     """
     per_model = pd.DataFrame(list(weights.per_model), columns=["model", "w_p", "w_c"]).astype(
         {"model": "string", "w_p": "float64", "w_c": "float64"}
@@ -390,14 +423,18 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
       SELECT time_bucket(to_seconds($bin), r.ts, TIMESTAMP '1970-01-01') AS bin,
              r.prompt_tokens, r.completion_tokens, r.failed, r.gpu_s,
              CASE WHEN $gpu THEN r.gpu_s
-                  ELSE coalesce(mw.w_p, $wp) * r.prompt_tokens
-                       + coalesce(mw.w_c, $wc) * r.completion_tokens END AS target
+                  WHEN r.prompt_tokens IS NULL AND r.completion_tokens IS NULL THEN NULL
+                  ELSE coalesce(mw.w_p, $wp) * coalesce(r.prompt_tokens, 0)
+                       + coalesce(mw.w_c, $wc) * coalesce(r.completion_tokens, 0) END AS target,
+             (NOT $gpu AND (r.prompt_tokens IS NULL OR r.completion_tokens IS NULL))::INTEGER
+               AS unknown
       FROM requests r LEFT JOIN model_weights mw ON r.model = mw.model
       WHERE r.dataset_id = $id AND ($with_failed OR NOT r.failed)
     ), agg AS (
       SELECT bin, count(*) AS requests, sum(failed::INTEGER) AS failed,
              sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-             sum(gpu_s) AS gpu_s, sum(target) AS target
+             sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
+             sum(gpu_s) AS gpu_s, sum(target) AS target, sum(unknown) AS unknown
       FROM src GROUP BY bin
     ), bounds AS (
       SELECT time_bucket(to_seconds($bin), min(ts), TIMESTAMP '1970-01-01') AS lo,
@@ -411,9 +448,10 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
            coalesce(a.failed, 0)::BIGINT AS failed,
            coalesce(a.prompt_tokens, 0)::DOUBLE AS prompt_tokens,
            coalesce(a.completion_tokens, 0)::DOUBLE AS completion_tokens,
-           coalesce(a.prompt_tokens + a.completion_tokens, 0)::DOUBLE AS tokens,
+           coalesce(a.tokens, 0)::DOUBLE AS tokens,
            coalesce(a.gpu_s, 0)::DOUBLE AS gpu_s,
-           coalesce(a.target, 0)::DOUBLE AS target
+           coalesce(a.target, 0)::DOUBLE AS target,
+           coalesce(a.unknown, 0)::BIGINT AS unknown_tokens
     FROM grid g LEFT JOIN agg a ON g.ts = a.bin
     ORDER BY g.ts
     """

@@ -63,10 +63,19 @@ with st.expander("Parse options"):
              "converted to UTC; a time in the hour repeated when clocks go back, or skipped when "
              "they go forward, is resolved by a stated rule and named in the ingest report. "
              "Times that carry an offset keep it; UTC formats ignore the zone.")
+    bench_hw = st.text_input(
+        "GPU of serving benchmarks that do not name one (SGLang bench_serving .jsonl, vllm "
+        "bench without --metadata), e.g. H100", key="bench_hardware").strip() or None
+    b1, b2 = st.columns(2)
+    bench_tp = b1.number_input("Tensor parallel (tp) of those runs", 1, 64, 1, key="bench_tp")
+    bench_prec = b2.selectbox("Precision of those runs", ["bf16", "fp16", "fp8", "int8", "int4"],
+                              key="bench_precision")
 if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
     opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
                         fields=field_list(smi_fields), carbon_basis=carbon_basis,
-                        tz=None if zone == no_zone else zone)
+                        tz=None if zone == no_zone else zone, hardware=bench_hw,
+                        tp=int(bench_tp) if bench_hw else None,
+                        precision=bench_prec if bench_hw else None)
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")

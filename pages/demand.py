@@ -51,6 +51,8 @@ except ValueError as exc:
     st.stop()
 
 summary = cache.grid_summary(grid)
+if summary.get("note"):
+    st.warning(summary["note"])
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("bins", f"{summary['bins']:,}")
 m2.metric("empty bins", f"{summary['zero_bins']:,}")

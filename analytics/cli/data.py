@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from analytics.cli.common import BadInput, log, t0, zone
@@ -34,6 +35,13 @@ def add_parsers(sub) -> None:
                         "nvidia-smi, ...) are in, e.g. America/New_York; converted to UTC with "
                         "the repeated / skipped DST hour handled and kept in the ledger "
                         "(default: read as UTC)")
+    p.add_argument("--hardware", default=None,
+                   help="GPU that ran serving-benchmark results that do not say (SGLang "
+                        "bench_serving JSON Lines, vllm bench without --metadata), e.g. H100")
+    p.add_argument("--tp", type=positive_int, default=None,
+                   help="tensor-parallel degree of those runs (default: the file's, else 1)")
+    p.add_argument("--precision", default=None,
+                   help="weight precision of those runs: bf16, fp16, fp8 ... (default bf16)")
     p.set_defaults(run=ingest)
 
     sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
@@ -51,6 +59,17 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=pull)
 
 
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
 def ingest(args, settings) -> list[dict]:
     """Parse every file, then write them in one transaction."""
     if args.name and len(args.paths) > 1:
@@ -59,7 +78,8 @@ def ingest(args, settings) -> list[dict]:
         if not path.is_file():
             raise BadInput(f"{path}: no such file")
     opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields,
-                        carbon_basis=args.carbon_basis, tz=args.tz)
+                        carbon_basis=args.carbon_basis, tz=args.tz, hardware=args.hardware,
+                        tp=args.tp, precision=args.precision)
     with open_store(settings.db_path, write=True) as con:
         log(f"parsing {len(args.paths)} file(s)")
         return data.ingest_paths(con, args.paths, args.format, args.name, opts)

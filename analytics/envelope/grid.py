@@ -33,13 +33,34 @@ def grid_summary(grid: pd.DataFrame) -> dict:
     """
     if grid.empty:
         return {"bins": 0, "start": None, "end": None, "mean_target": None, "zero_bins": 0}
-    return {
+    out = {
         "bins": int(len(grid)),
         "start": pd.Timestamp(grid["ts"].iloc[0]).isoformat(),
         "end": pd.Timestamp(grid["ts"].iloc[-1]).isoformat(),
         "mean_target": float(grid["target"].mean()),
         "zero_bins": int((grid["target"] == 0).sum()),
     }
+    if "unknown_tokens" in grid:
+        out.update(unknown_token_notes(grid))
+    return out
+
+
+def unknown_token_notes(grid: pd.DataFrame) -> dict:
+    """``{"unknown_token_requests", "unknown_token_bins", "note"}`` of a request grid: how
+    many requests had an empty prompt or completion count, in how many bins, and (``note``,
+    None when there are none) what the target did with them: their known tokens are counted,
+    the unknown ones are not, so those bins' weighted tokens are a lower bound.
+
+    >>> unknown_token_notes(pd.DataFrame({"unknown_tokens": [0, 1, 0]}))["unknown_token_requests"]
+    1
+    """
+    n = int(grid["unknown_tokens"].sum())
+    bins = int((grid["unknown_tokens"] > 0).sum())
+    note = None if n == 0 else (
+        f"{n:,} request(s) in {bins:,} bin(s) have no prompt or completion token count "
+        "(empty in the source): their known tokens are counted, the unknown ones are not, so "
+        "the weighted tokens of those bins are a lower bound")
+    return {"unknown_token_requests": n, "unknown_token_bins": bins, "note": note}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,15 @@ from typing import BinaryIO
 
 import polars as pl
 
+from analytics.ingest.encoding import (
+    RESAVE,
+    decode_head,
+    looks_utf16_without_bom,
+    source_codec,
+    utf8_bytes,
+    utf8_path,
+    utf16_codec,
+)
 from analytics.schema import NOTE_LINES_KEPT, Note
 
 #: A file to read: its path, or its bytes.
@@ -103,10 +112,14 @@ def is_parquet(source: Source) -> bool:
 def read_head(path: Source, display: str, nbytes: int = 65536) -> str:
     """First ``nbytes`` of the (decompressed) file as text.
 
+    UTF-16 with a byte-order mark is decoded (TAB-separated rows shown comma-separated, as
+    :func:`analytics.ingest.encoding.utf8_path` hands them to the formats).
+
     Raises
     ------
     FormatError
-        Empty file, unreadable gzip, or bytes that are not UTF-8 text (binary garbage).
+        Empty file, unreadable gzip, UTF-16 without a byte-order mark ("UTF-16 text: re-save
+        as CSV UTF-8"), or bytes that are not UTF-8 text (binary garbage).
         Parquet files return ``"PAR1"``.
     """
     size = len(path) if isinstance(path, bytes) else Path(path).stat().st_size
@@ -121,7 +134,12 @@ def read_head(path: Source, display: str, nbytes: int = 65536) -> str:
         raise FormatError(display, 1, 1, f"gzip stream is unreadable: {exc}") from exc
     if not raw.strip():
         raise FormatError(display, 1, 1, "empty file (no data after decompression)")
+    codec = utf16_codec(raw)
+    if codec is not None:
+        return decode_head(raw, codec)
     if b"\x00" in raw:
+        if looks_utf16_without_bom(raw):
+            raise FormatError(display, 1, 1, f"{RESAVE} (UTF-16 without a byte-order mark)")
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
         raise FormatError(display, line, 1, "binary data (NUL byte), not a text trace")
     if raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
@@ -159,9 +177,15 @@ def check_gzip_stream(path: Source, display: str) -> None:
 
 
 def open_text(path: Source) -> io.TextIOWrapper:
-    """The source as UTF-8 text (gunzipped if needed), newlines untranslated (``newline=""``),
-    for the csv module and line-by-line parsers."""
-    return io.TextIOWrapper(_decompressed(path), encoding="utf-8", newline="")
+    """The source as text (gunzipped if needed), newlines untranslated (``newline=""``), for
+    the csv module and line-by-line parsers: UTF-8 (a leading byte-order mark is kept as
+    U+FEFF), or UTF-16 when it starts with a UTF-16 byte-order mark (the mark skipped)."""
+    with _decompressed(path) as fh:
+        codec = utf16_codec(fh.read(2))
+    raw = _decompressed(path)
+    if codec is not None:
+        raw.read(2)
+    return io.TextIOWrapper(raw, encoding=codec or "utf-8", newline="")
 
 
 def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> None:
@@ -243,8 +267,16 @@ def read_csv_checked(
     ------
     FormatError
         Missing column (line of the header), a cell that is not of its type, an empty
-        required cell, ragged rows, truncated gzip, non-UTF-8 bytes.
+        required cell, ragged rows, truncated gzip, non-UTF-8 bytes. UTF-16 with a
+        byte-order mark is decoded first (:mod:`analytics.ingest.encoding`).
     """
+    if source_codec(path) is not None:  # UTF-16 (Excel "Unicode text"): read as UTF-8
+        if isinstance(path, bytes):
+            path = utf8_bytes(path, display)
+        else:
+            with utf8_path(path, display) as (text_path, _):
+                return read_csv_checked(text_path, display, spec, skip_lines=skip_lines,
+                                        rename=rename, optional=optional)
     rename = rename or {}
     optional = optional or {}
     head = read_head(path, display)

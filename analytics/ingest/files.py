@@ -6,6 +6,8 @@ checked the same way whichever door it came in by.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,21 +41,81 @@ def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOption
               max_bytes: int | None = None) -> list[store.IngestItem]:
     """Parse every file (nothing is written). Raises FormatError at the first bad one.
 
-    ``max_bytes`` rejects larger files before reading them (the upload cap).
+    ``max_bytes`` rejects larger files before reading them (the upload cap). Files of one batch
+    that share a base name (every node's scrape is ``metrics.prom``) get unique dataset names
+    (:func:`batch_names`).
     """
-    items = []
+    parsed = []
     for f in files:
-        size = Path(f.path).stat().st_size
-        if max_bytes is not None and size > max_bytes:
-            raise FormatError(
-                f.display, 1, 1,
-                f"file is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB upload cap; "
-                "ingest it with `headroom ingest` instead",
-            )
-        parsed = parse_file(f.path, f.display, fmt, opts)
-        items.append(store.IngestItem(parsed, f.name or file_stem(f.display),
-                                      f.sha256 or file_sha256(f.path)))
+        check_size(f, max_bytes)
+        parsed.append(parse_file(f.path, f.display, fmt, opts))
+    items = []
+    for f, p, (name, why) in zip(files, parsed, batch_names(files, parsed), strict=True):
+        if why:
+            p = dataclasses.replace(p, warnings=(why, *p.warnings))
+        items.append(store.IngestItem(p, name, f.sha256 or file_sha256(f.path)))
     return items
+
+
+def check_size(f: FileIn, max_bytes: int | None) -> None:
+    """Raise FormatError when the file is over ``max_bytes`` (None: no cap)."""
+    size = Path(f.path).stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise FormatError(
+            f.display, 1, 1,
+            f"file is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB upload cap; "
+            "ingest it with `headroom ingest` instead",
+        )
+
+
+def name_qualifier(parsed: Parsed) -> str | None:
+    """What tells this file's rows apart from a same-named file's: the one ``host`` (DCGM
+    ``Hostname``) or ``site`` its rows carry, cleaned to ``[A-Za-z0-9._-]``; None when the
+    rows carry none or several."""
+    for col in ("host", "site"):
+        if col in parsed.frame.columns:
+            values = parsed.frame[col].drop_nulls().unique()
+            if values.len() == 1 and str(values[0]).strip():
+                return re.sub(r"[^A-Za-z0-9._-]+", "-", str(values[0]).strip()).strip("-") or None
+    return None
+
+
+def batch_names(files: Sequence[FileIn], parsed: Sequence[Parsed]) -> list[tuple[str, str | None]]:
+    """A unique dataset name for every file of one batch, and why it is not the file stem.
+
+    A given ``FileIn.name`` is kept. Files whose stems are shared within the batch are named
+    ``<stem>-<folder>`` when their parent folders (in the display path) tell them apart, else
+    ``<stem>-<host or site>`` when their rows do (:func:`name_qualifier`), else the first keeps
+    the stem and the others are numbered ``<stem>-2``, ``<stem>-3`` ...; a name an earlier
+    file took is skipped the same way. E.g. ``node-a/metrics.prom`` and
+    ``node-b/metrics.prom`` -> ``metrics-node-a``, ``metrics-node-b``.
+    """
+    stems = [f.name or file_stem(f.display) for f in files]
+    groups: dict[str, list[int]] = {}
+    for i, (f, stem) in enumerate(zip(files, stems, strict=True)):
+        if not f.name:
+            groups.setdefault(stem, []).append(i)
+    used = {f.name for f in files if f.name}
+    out: list[tuple[str, str | None]] = [(s, None) for s in stems]
+    for stem, idx in groups.items():
+        if len(idx) == 1:
+            used.add(stem)
+            continue
+        tags = _distinct([Path(files[i].display).parent.name for i in idx]) or \
+            _distinct([name_qualifier(parsed[i]) for i in idx]) or [None] * len(idx)
+        for i, tag in zip(idx, tags, strict=True):
+            candidates = [*([f"{stem}-{tag}"] if tag else []), stem,
+                          *(f"{stem}-{k}" for k in range(2, 10_000))]
+            name = next(c for c in candidates if c not in used)
+            used.add(name)
+            out[i] = (name, f"dataset named {name!r}: {len(idx)} files of this batch are "
+                            f"called {stem!r}")
+    return out
+
+
+def _distinct(tags: list[str | None]) -> list[str] | None:
+    """``tags`` when every one is set and no two are equal, else None."""
+    return tags if all(tags) and len(set(tags)) == len(tags) else None  # type: ignore[return-value]
 
 
 def ingest_files(con, files: Sequence[FileIn], fmt: str | None = None,

@@ -3,6 +3,7 @@ bootstrap), pull from the official sources, delete and export."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -67,25 +68,44 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int) -> list[dic
     Never raises for bad input: each upload is streamed to a temporary file (no second copy in
     memory), parsed and written; returns one dict per file with ``status`` ``ingested`` /
     ``duplicate`` / ``rejected`` and, for rejections, ``error`` (file, line, column, reason).
+
+    Names are never a dead end (a browser upload carries only the base name, no folder):
+    uploads that share a base name are named ``<stem>-<host or site>`` when the rows carry
+    one (DCGM ``Hostname``), and a name already used by other content becomes the first free
+    of ``<stem>-<host or site>``, ``<stem>-2``, ``<stem>-3`` ...; the report's first warning
+    says which name the file got and why.
     """
+    stems = [file_stem(up.name) for up in uploads]
     results = []
-    for up in uploads:
+    for up, stem in zip(uploads, stems, strict=True):
         suffix = "".join(Path(up.name).suffixes[-2:])
         with tempfile.NamedTemporaryFile(suffix=suffix) as tmp:
             up.seek(0)
             digest = copy_hashed(up, tmp)  # hashed while copied: no second read
             tmp.flush()
             try:
-                results.extend(ingest.ingest_files(
-                    con, [ingest.FileIn(Path(tmp.name), up.name, sha256=digest)], opts=opts,
-                    max_bytes=max_bytes))
+                [item] = ingest.parse_all([ingest.FileIn(Path(tmp.name), up.name, sha256=digest)],
+                                          opts=opts, max_bytes=max_bytes)
+                results.extend(store.ingest(con, [_upload_item(item, stem, stems.count(stem))]))
             except FormatError as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
                                 "dataset": None, "rows": 0, "format": None})
             except (store.NameTaken, store.StoreError) as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
-                                "dataset": file_stem(up.name), "rows": 0, "format": None})
+                                "dataset": stem, "rows": 0, "format": None})
     return results
+
+
+def _upload_item(item: store.IngestItem, stem: str, same_stem: int) -> store.IngestItem:
+    """An upload's item named for the browser: ``<stem>-<host or site>`` when ``same_stem``
+    uploads share the stem and the rows name one host or site; free names to fall back on."""
+    qualifier = ingest.name_qualifier(item.parsed)
+    qualified = f"{stem}-{qualifier}" if qualifier else None
+    if same_stem > 1 and qualified:
+        why = f"dataset named {qualified!r}: {same_stem} uploaded files are called {stem!r}"
+        parsed = dataclasses.replace(item.parsed, warnings=(why, *item.parsed.warnings))
+        return dataclasses.replace(item, parsed=parsed, name=qualified, alternatives=())
+    return dataclasses.replace(item, alternatives=(qualified,) if qualified else ())
 
 
 def delete(con, name: str) -> dict:

@@ -136,6 +136,9 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     notes += [f"{len(trace):,} requests over {trace['arrival_s'].max() / 60:.1f} min; "
              f"{params.n_models} models on {params.n_gpus} x {params.gpu}; Zipf s="
              f"{params.zipf_s} popularity (seed {params.seed})"]
+    if trace.attrs.get("unknown_tokens"):
+        notes += [f"{trace.attrs['unknown_tokens']:,} requests have no prompt or completion "
+                  "token count in the trace: simulated with 1 token there (the minimum)"]
     return Comparison(results, trace, slots, pop, params, notes)
 
 

@@ -19,6 +19,11 @@ def trace_arrays(requests: pd.DataFrame, window_s: float | None = None) -> pd.Da
     """Arrivals from a ``requests`` table: ``arrival_s`` (from the first request), ``prompt``,
     ``output`` tokens (each >= 1), in time order, optionally the first ``window_s`` seconds.
 
+    A request whose prompt or completion count is empty (a Mooncake line without
+    ``output_length``) is simulated with 1 token there, the minimum a request has; how many
+    such requests the returned window holds is ``out.attrs["unknown_tokens"]`` (the serving
+    comparison states it in its notes).
+
     Raises ValueError when the trace has no token counts (e.gpu. GPU-seconds-only traces).
     """
     if requests.empty:
@@ -29,14 +34,20 @@ def trace_arrays(requests: pd.DataFrame, window_s: float | None = None) -> pd.Da
     ts = pd.to_datetime(requests["ts"]).to_numpy("datetime64[us]").astype(np.int64) / 1e6
     order = np.argsort(ts, kind="stable")
     t = ts[order] - ts[order][0]
+    unknown = (requests["prompt_tokens"].isna() | requests["completion_tokens"].isna()
+               ).to_numpy()[order]
     out = pd.DataFrame({
         "arrival_s": t,
         "prompt": np.maximum(requests["prompt_tokens"].fillna(1).to_numpy(np.int64)[order], 1),
         "output": np.maximum(requests["completion_tokens"].fillna(1).to_numpy(np.int64)[order],
                              1),
     })
+    n_unknown = int(unknown.sum())
     if window_s is not None:
-        out = out[out["arrival_s"] < window_s].reset_index(drop=True)
+        keep = (out["arrival_s"] < window_s).to_numpy()
+        out = out[keep].reset_index(drop=True)
+        n_unknown = int(unknown[keep].sum())
+    out.attrs["unknown_tokens"] = n_unknown
     return out
 
 

@@ -36,7 +36,8 @@ acmetrace_cdf      reference_cdf       AcmeTrace power / utilisation CDFs (overl
 mlenergy_v2        bench_runs          ML.ENERGY leaderboard v2 flattened LLM runs CSV
 mlenergy_v3        bench_runs          ML.ENERGY leaderboard v3 ``tasks/*.json`` / flat CSV
 argonne_bench      bench_runs          Argonne LLM-Inference-Bench result CSVs
-vllm_bench         bench_runs          ``vllm bench serve --save-result`` JSON
+sglang_bench       bench_runs          SGLang ``bench_serving --output-file`` JSON Lines
+vllm_bench         bench_runs          ``vllm bench serve --save-result`` JSON (or JSON Lines)
 canonical          any                 CSV / Parquet already in a canonical schema
 =================  ==================  =====================================================
 """
@@ -47,6 +48,7 @@ import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
+from analytics.ingest.encoding import utf8_path
 from analytics.ingest.formats import (
     alibaba,
     azure,
@@ -59,6 +61,7 @@ from analytics.ingest.formats import (
     mooncake,
     openb,
     prices,
+    sglang,
     telemetry,
     vllm,
     weather,
@@ -92,6 +95,7 @@ FORMATS: dict[str, type[Format]] = {
         bench.MLEnergyV2,
         bench.MLEnergyV3,
         bench.Argonne,
+        sglang.SGLangBench,
         vllm.VllmBench,
         canonical.Canonical,
     )
@@ -148,7 +152,8 @@ def parse_file(
 
     Parameters
     ----------
-    path : path of the file on disk (plain or gzip-compressed).
+    path : path of the file on disk (plain or gzip-compressed; UTF-8, or UTF-16 with a
+        byte-order mark, decoded once by :func:`analytics.ingest.encoding.utf8_path`).
     display : name used in messages and as the default dataset name (default: the file name).
     fmt : force a format by name instead of detecting it.
     opts : parse options (start instant for relative timestamps, site, year, time zone of local
@@ -165,7 +170,17 @@ def parse_file(
     opts = opts or ParseOptions()
     if fmt is not None and fmt not in FORMATS:
         raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    head = read_head(path, display)  # empty / binary checks apply to a forced format too
+    read_head(path, display)  # empty / binary checks apply to a forced format too
+    with utf8_path(path, display) as (text_path, decoded):  # UTF-16 exports: read as UTF-8
+        parsed = _parse_text(text_path, display, fmt, opts)
+    if decoded:
+        parsed = dataclasses.replace(parsed, warnings=(decoded, *parsed.warnings))
+    return parsed
+
+
+def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:
+    """:func:`parse_file` on a file that is UTF-8 text (or binary Parquet)."""
+    head = read_head(path, display)
     plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     try:
         parsed = plugin.parse(path, display, opts)

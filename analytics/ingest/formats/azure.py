@@ -8,7 +8,9 @@ the 2024 week-long release writes ``+00:00`` and six fraction digits or none
 without an offset is accepted (:func:`~analytics.ingest.csvcheck.parse_timestamps`); values with
 an offset are converted to UTC with it, values without one are read as UTC (``--tz`` does not
 apply: the traces are not in a local clock).
-The traces carry no model name, failure flag, session or latency: those columns stay empty.
+The traces carry no model name, failure flag, session or latency: those columns stay empty. An
+empty ``GeneratedTokens`` cell (an edited export) is left empty (NULL, not 0) with a note naming
+the line.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 import polars as pl
 
 from analytics.ingest.formats._common import (
+    FormatError,
     Parsed,
     check_monotone,
     check_nonnegative,
     header_fields,
+    note_rows,
     parse_timestamps,
     read_csv_checked,
 )
@@ -41,8 +45,11 @@ class AzureLLM:
     def parse(path, display, opts) -> Parsed:
         frame = read_csv_checked(
             path, display,
-            {"TIMESTAMP": pl.String, "ContextTokens": pl.Int64, "GeneratedTokens": pl.Int64},
+            {"TIMESTAMP": pl.String, "ContextTokens": pl.Int64},
+            optional={"GeneratedTokens": pl.Int64},
         )
+        if "GeneratedTokens" not in frame.columns:
+            raise FormatError(display, 1, "GeneratedTokens", "missing column 'GeneratedTokens'")
         check_nonnegative(frame, ["ContextTokens", "GeneratedTokens"], display)
         frame = parse_timestamps(frame, "TIMESTAMP", display, "%Y-%m-%d %H:%M:%S%.f")
         back = check_monotone(frame, display, opts.max_backstep_s, "TIMESTAMP")
@@ -56,6 +63,11 @@ class AzureLLM:
             pl.lit(None, pl.Float64).alias("latency_s"),
         )
         warnings = ["Azure traces have no model, failure, session or latency fields"]
+        empty = note_rows(frame, frame["GeneratedTokens"].is_null(),
+                          "empty GeneratedTokens: completion tokens left empty (NULL, not 0)",
+                          "GeneratedTokens")
+        if empty is not None:
+            warnings.append(empty)
         if back:
             warnings.append(f"{back} rows step back in time within the tolerance")
         return Parsed("requests", AzureLLM.NAME, out, display, 1e-6, tuple(warnings))

@@ -87,6 +87,46 @@ def cell_number(raw, display: str, line: int, col: str, *, positive: bool = Fals
     return val
 
 
+def json_records(path: Path, display: str, what: str) -> list[tuple[int, dict]]:
+    """The JSON objects of a result file with the line each starts on: one object (a
+    ``--save-result`` JSON, pretty-printed or not), a list of objects, or JSON Lines (one
+    object per line, as ``--output-file x.jsonl`` / ``--append-result`` append runs).
+
+    ``Infinity`` (Python's ``json.dumps`` of an unbounded request rate) is read as a float.
+    Raises FormatError naming the line of invalid JSON or of a value that is not an object;
+    ``what`` names the result kind in messages.
+    """
+    with open_text(Path(path)) as fh:
+        text = fh.read()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from exc
+        doc = None  # several values: JSON Lines, one run per line
+    if isinstance(doc, dict):
+        return [(1, doc)]
+    if isinstance(doc, list) and doc and all(isinstance(d, dict) for d in doc):
+        return [(1, d) for d in doc]
+    if doc is not None:
+        raise FormatError(display, 1, 1, f"a {what} is a JSON object (or one per line)")
+    out = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FormatError(display, lineno, exc.colno,
+                              f"invalid JSON on this line of a JSON Lines file (one {what} "
+                              f"object per line): {exc.msg}") from exc
+        if not isinstance(rec, dict):
+            raise FormatError(display, lineno, 1, f"line is not a JSON object (one {what} "
+                                                  "per line)")
+        out.append((lineno, rec))
+    return out
+
+
 def params_from_name(model: str) -> float | None:
     """Parameter count (billions) written in a model name: ``Llama-2-7b`` -> 7; MoE ``8x7B`` and
     names without a size -> None."""

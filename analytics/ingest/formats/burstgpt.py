@@ -3,7 +3,8 @@
 Source: BurstGPT (Wang et al., KDD'25), https://github.com/HPMLL/BurstGPT, CC BY 4.0.
 
 * v1 columns ``Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type``;
-  v3 adds ``Session ID, Elapsed time`` (end-to-end latency, s) after ``Timestamp``.
+  v3 adds ``Session ID, Elapsed time`` (end-to-end latency, s) after ``Timestamp``; an empty
+  cell of either is left empty (NULL) with a note naming the lines.
   ``Timestamp`` is seconds from 0:00 of the trace's first day (local time of the collector);
   the calendar dates are not published, so ``ts = t0 + Timestamp`` with ``t0`` from
   :class:`analytics.config.ParseOptions` (default: a Monday) - weekdays are *relative*.
@@ -29,6 +30,7 @@ from analytics.ingest.formats._common import (
     check_monotone,
     check_nonnegative,
     header_fields,
+    note_rows,
     raise_at_first,
     read_csv_checked,
 )
@@ -103,6 +105,12 @@ class Requests:
         )
         if "Elapsed time" not in head_fields:
             warnings.append("BurstGPT v1 has no latency or session columns (v3 has them)")
+        for col, what in (("Session ID", "session"), ("Elapsed time", "latency")):
+            if col in head_fields:
+                note = note_rows(frame, frame[col].is_null(),
+                                 f"empty {col}: {what} left empty (NULL)", col)
+                if note is not None:
+                    warnings.append(note)
         return Parsed("requests", Requests.NAME, out, display, 1.0, tuple(warnings))
 
 

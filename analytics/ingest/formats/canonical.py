@@ -13,6 +13,9 @@ weather           site, ts, temp_c                           rh_pct
 prices            site, ts, usd_per_mwh
 ================  =========================================  ===================================
 
+A requests file's ``prompt_tokens`` / ``completion_tokens`` columns must be there, but a cell
+may be empty (an unknown count): it stays empty (NULL, never 0) with a note naming the lines.
+
 ``ts`` is ISO 8601 text (``2024-05-10 12:00:00``, ``T`` or space, optional fraction and
 ``+hh:mm`` / ``Z`` offset) or, in Parquet, a timestamp column. A value with an offset is converted
 to UTC with it; one without is UTC, or local time in ``ParseOptions.tz`` (``--tz``) when given,
@@ -37,6 +40,7 @@ from analytics.ingest.formats._common import (
     check_nonnegative,
     header_fields,
     is_parquet,
+    note_rows,
     parse_timestamps,
     read_csv_checked,
     read_head,
@@ -44,6 +48,9 @@ from analytics.ingest.formats._common import (
 from analytics.ingest.hourly import absent_hours_notes, blank_note
 from analytics.ingest.localtime import localize_sequence, note_clock_steps
 from analytics.schema import CANONICAL, REQUIRED, conform
+
+#: Required columns whose cells may be empty (an unknown count is NULL with a note, never 0).
+_MAY_BE_EMPTY = {"requests": ("prompt_tokens", "completion_tokens")}
 
 
 def _table_for(fields: list[str]) -> str | None:
@@ -124,7 +131,8 @@ class Canonical:
             if table is None:
                 raise FormatError(display, 1, 1, "header has no canonical column set")
             spec = {c: (pl.String if c == "ts" else CANONICAL[table][c]) for c in REQUIRED[table]
-                    if c != SITE_VALUE.get(table)}  # a site series' value may be blank
+                    if c != SITE_VALUE.get(table)  # a site series' value may be blank
+                    and c not in _MAY_BE_EMPTY.get(table, ())}
             opt = {c: (pl.String if t == pl.Boolean else t) for c, t in CANONICAL[table].items()
                    if c not in spec}
             frame = read_csv_checked(path, display, spec, optional=opt)
@@ -137,12 +145,15 @@ class Canonical:
                                       f"{frame['failed'][idx]!r} is not true/false/1/0")
                 frame = frame.with_columns(low.is_in(["true", "1"]).alias("failed"))
             header_line = 1
+        notes = [note_rows(frame, frame[c].is_null(), f"empty {c}: left empty (NULL, not 0)",
+                           c, header_line) for c in _MAY_BE_EMPTY.get(table, ())]
         for c in REQUIRED[table]:
+            if c in _MAY_BE_EMPTY.get(table, ()):
+                continue
             nulls = frame[c].is_null() if c != SITE_VALUE.get(table) else pl.Series([False])
             if nulls.any():
                 raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
                                   c, "empty value")
-        notes: list = []
         frame = _ts_text(frame, display, table, opts.tz, notes, header_line)
         numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
                                "gco2_per_kwh", "latency_s") if c in frame.columns]

@@ -1,6 +1,8 @@
-"""``vllm bench serve --save-result`` JSON (the format users produce themselves): needs the
+"""``vllm bench serve --save-result`` JSON (the format users produce themselves), one result
+per file or several appended as JSON Lines (``--append-result``, one run per line): needs the
 hardware in the result's metadata (``vllm bench serve ... --metadata hardware=H100 tp=1
-precision=bf16``); throughput is ``output_throughput``, TTFT/ITL the medians, ``request_rate``
+precision=bf16``) or given at ingest (``ParseOptions.hardware``, ``tp``, ``precision``; the
+file's own values win); throughput is ``output_throughput``, TTFT/ITL the medians, ``request_rate``
 the offered rate (req/s, ``inf`` -> empty), ``concurrency`` is ``max_concurrency`` when set, else
 measured by Little's law (request throughput x mean e2e latency) with ``concurrency_measured``
 true; lengths are ``total_*_tokens / completed``.
@@ -10,12 +12,17 @@ Columns mean what :mod:`analytics.ingest.formats.bench` says.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from analytics.hardware import catalog as hardware
-from analytics.ingest.formats._common import FormatError, Parsed, open_text
-from analytics.ingest.formats.bench import TABLE, cell_number, finish_frame, params_from_name
+from analytics.ingest.formats._common import FormatError, Note, Parsed
+from analytics.ingest.formats.bench import (
+    TABLE,
+    cell_number,
+    finish_frame,
+    json_records,
+    params_from_name,
+)
 
 
 class VllmBench:
@@ -30,64 +37,86 @@ class VllmBench:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        with open_text(Path(path)) as fh:
-            try:
-                doc = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") \
-                    from exc
-        if not isinstance(doc, dict):
-            raise FormatError(display, 1, 1, "a vllm bench result is one JSON object")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        look = {**doc, **meta}
-        hw_raw = look.get("hardware") or look.get("gpu")
-        if not hw_raw:
-            raise FormatError(display, 1, "hardware",
-                              "the result does not say which GPU ran it: rerun with "
-                              "`vllm bench serve ... --save-result --metadata hardware=H100 tp=1 "
-                              "precision=bf16` (or add \"hardware\" to the JSON)")
-        completed = cell_number(doc.get("completed"), display, 1, "completed", positive=True)
-        tp = int(cell_number(look.get("tp", look.get("tensor_parallel_size", 1)), display, 1, "tp",
-                      positive=True))
-        n_gpus = int(cell_number(look.get("n_gpus", tp), display, 1, "n_gpus", positive=True))
-        rate, conc, measured, conc_note = _vllm_load(doc, look, display)
-        tput = cell_number(doc.get("output_throughput"), display, 1, "output_throughput", positive=True)
-        power = cell_number(look.get("power_w"), display, 1, "power_w", required=False)
-        hw = hardware.normalise(str(hw_raw))
-        failed = cell_number(doc.get("failed"), display, 1, "failed", required=False) or 0
-        rec = {
-            "source": "vllm bench serve", "task": "vllm-serve", "hardware": hw,
-            "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n_gpus, "tp": tp,
-            "pp": int(cell_number(look.get("pp", 1), display, 1, "pp", positive=True)),
-            "precision": hardware.precision(look.get("precision") or look.get("dtype")),
-            "framework": "vLLM", "model": doc.get("model_id") or look.get("model"),
-            "params_b": cell_number(look.get("params_b"), display, 1, "params_b", required=False)
-            or params_from_name(str(doc.get("model_id") or "")),
-            "active_params_b": cell_number(look.get("active_params_b"), display, 1, "active_params_b",
-                                    required=False),
-            "in_len": cell_number(doc.get("total_input_tokens"), display, 1, "total_input_tokens")
-            / completed,
-            "out_len": cell_number(doc.get("total_output_tokens"), display, 1, "total_output_tokens")
-            / completed,
-            "concurrency": conc, "concurrency_measured": measured, "request_rate": rate,
-            "throughput_tok_s": tput,
-            "ttft_ms": cell_number(doc.get("median_ttft_ms", doc.get("mean_ttft_ms")), display, 1,
-                            "median_ttft_ms"),
-            "itl_ms": cell_number(doc.get("median_itl_ms", doc.get("median_tpot_ms")), display, 1,
-                           "median_itl_ms", required=False),
-            "latency_s": None if doc.get("median_e2el_ms") is None else
-            cell_number(doc["median_e2el_ms"], display, 1, "median_e2el_ms") / 1000.0,
-            "power_w": power, "energy_per_token_j": power / tput if power else None,
-            "failed": bool(failed),
-        }
-        if rec["active_params_b"] is None:
-            rec["active_params_b"] = rec["params_b"]
-        return Parsed(TABLE, VllmBench.NAME, finish_frame([rec], display), display, 0.0,
-                      ("one configuration per result file; power_w only if given in metadata",
-                       *conc_note))
+        recs, notes = [], []
+        records = json_records(Path(path), display, "vllm bench result")
+        for line, doc in records:
+            rec, conc_note = _vllm_record(doc, line, display, opts)
+            recs.append(rec)
+            if conc_note:
+                notes.append(Note(conc_note[0], column="max_concurrency", lines=[line], count=1)
+                             if len(records) > 1 else conc_note[0])
+        head = ("one configuration per result file" if len(records) == 1 else
+                f"{len(records)} runs, one per JSON line")
+        given = [line for line, doc in records if not _file_hardware(doc)]
+        if given:
+            notes.append(Note(f"no hardware in the result: {opts.hardware} as given at ingest",
+                              column="hardware", lines=given[:20], count=len(given)))
+        return Parsed(TABLE, VllmBench.NAME, finish_frame(recs, display), display, 0.0,
+                      (f"{head}; power_w only if given in metadata", *notes))
 
 
-def _vllm_load(doc: dict, look: dict, display: str
+def _file_hardware(doc: dict) -> str | None:
+    """The GPU a result names (top level or ``--metadata``), or None."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    look = {**doc, **meta}
+    return look.get("hardware") or look.get("gpu")
+
+
+def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[str, ...]]:
+    """One ``vllm bench serve`` result object (starting on ``line``) as a ``bench_runs`` record,
+    and the note on its concurrency. Raises FormatError naming line and field."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    look = {**doc, **meta}
+    hw_raw = _file_hardware(doc) or opts.hardware
+    if not hw_raw:
+        raise FormatError(display, line, "hardware",
+                          "the result does not say which GPU ran it: rerun with "
+                          "`vllm bench serve ... --save-result --metadata hardware=H100 tp=1 "
+                          "precision=bf16` (or add \"hardware\" to the JSON), or give it: "
+                          "`headroom ingest --hardware H100 [--tp N --precision bf16]` / the "
+                          "GPU field of the Data page's Parse options")
+    completed = cell_number(doc.get("completed"), display, line, "completed", positive=True)
+    tp = int(cell_number(look.get("tp", look.get("tensor_parallel_size", opts.tp or 1)), display,
+                         line, "tp", positive=True))
+    n_gpus = int(cell_number(look.get("n_gpus", tp), display, line, "n_gpus", positive=True))
+    rate, conc, measured, conc_note = _vllm_load(doc, look, display, line)
+    tput = cell_number(doc.get("output_throughput"), display, line, "output_throughput",
+                       positive=True)
+    power = cell_number(look.get("power_w"), display, line, "power_w", required=False)
+    hw = hardware.normalise(str(hw_raw))
+    failed = cell_number(doc.get("failed"), display, line, "failed", required=False) or 0
+    rec = {
+        "source": "vllm bench serve", "task": "vllm-serve", "hardware": hw,
+        "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n_gpus, "tp": tp,
+        "pp": int(cell_number(look.get("pp", 1), display, line, "pp", positive=True)),
+        "precision": hardware.precision(look.get("precision") or look.get("dtype")
+                                        or opts.precision),
+        "framework": "vLLM", "model": doc.get("model_id") or look.get("model"),
+        "params_b": cell_number(look.get("params_b"), display, line, "params_b", required=False)
+        or params_from_name(str(doc.get("model_id") or "")),
+        "active_params_b": cell_number(look.get("active_params_b"), display, line,
+                                       "active_params_b", required=False),
+        "in_len": cell_number(doc.get("total_input_tokens"), display, line, "total_input_tokens")
+        / completed,
+        "out_len": cell_number(doc.get("total_output_tokens"), display, line,
+                               "total_output_tokens") / completed,
+        "concurrency": conc, "concurrency_measured": measured, "request_rate": rate,
+        "throughput_tok_s": tput,
+        "ttft_ms": cell_number(doc.get("median_ttft_ms", doc.get("mean_ttft_ms")), display, line,
+                               "median_ttft_ms"),
+        "itl_ms": cell_number(doc.get("median_itl_ms", doc.get("median_tpot_ms")), display, line,
+                              "median_itl_ms", required=False),
+        "latency_s": None if doc.get("median_e2el_ms") is None else
+        cell_number(doc["median_e2el_ms"], display, line, "median_e2el_ms") / 1000.0,
+        "power_w": power, "energy_per_token_j": power / tput if power else None,
+        "failed": bool(failed),
+    }
+    if rec["active_params_b"] is None:
+        rec["active_params_b"] = rec["params_b"]
+    return rec, conc_note
+
+
+def _vllm_load(doc: dict, look: dict, display: str, line: int = 1
                ) -> tuple[float | None, float | None, bool | None, tuple[str, ...]]:
     """Offered load of a ``vllm bench serve`` result: request rate and concurrency, kept apart.
 
@@ -105,15 +134,15 @@ def _vllm_load(doc: dict, look: dict, display: str
     raw_rate = look.get("request_rate")
     rate = None
     if not (raw_rate is None or str(raw_rate).strip().lower() in ("inf", "infinity", "null")):
-        rate = cell_number(raw_rate, display, 1, "request_rate", positive=True, required=False)
+        rate = cell_number(raw_rate, display, line, "request_rate", positive=True, required=False)
     raw_conc = look.get("max_concurrency")
     if raw_conc is not None and str(raw_conc).strip().lower() not in ("", "null", "none"):
-        return rate, cell_number(raw_conc, display, 1, "max_concurrency", positive=True), False, ()
-    latency_ms = cell_number(doc.get("mean_e2el_ms"), display, 1, "mean_e2el_ms", required=False)
-    duration = cell_number(doc.get("duration"), display, 1, "duration", required=False)
-    completed = cell_number(doc.get("completed"), display, 1, "completed", required=False)
+        return rate, cell_number(raw_conc, display, line, "max_concurrency", positive=True), False, ()
+    latency_ms = cell_number(doc.get("mean_e2el_ms"), display, line, "mean_e2el_ms", required=False)
+    duration = cell_number(doc.get("duration"), display, line, "duration", required=False)
+    completed = cell_number(doc.get("completed"), display, line, "completed", required=False)
     throughput = (completed / duration if completed and duration else
-                  cell_number(doc.get("request_throughput"), display, 1, "request_throughput",
+                  cell_number(doc.get("request_throughput"), display, line, "request_throughput",
                        required=False))
     offered = f"request rate {rate:g} req/s" if rate else "unbounded request rate"
     if not latency_ms or not throughput:
