@@ -243,6 +243,10 @@ MAX_PAGE_BINS = 50_000
 #: (feature lags use some of them).
 MIN_ENVELOPE_BINS = 150
 
+#: Most bins any demand grid may build: 2 M bins is 19 years of 5-minute bins or 23 days of
+#: 1-second bins; beyond it a coarser bin is asked for instead of allocating without bound.
+MAX_GRID_BINS = 2_000_000
+
 
 def envelope_bin_choices(choices: list[str], span_s: float) -> list[str]:
     """The intra-day bins of ``choices`` that give an envelope enough bins over ``span_s``.

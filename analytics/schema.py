@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import polars as pl
 
@@ -84,6 +85,11 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "telemetry": ("ts", "gpu_id", "power_w"),
 }
 
+
+#: Timestamps a store accepts, [first, end): traces, telemetry, job logs and grid-year data are
+#: from this range; a value outside it is a unit or parsing slip (a year 0001 or 3000 would make
+#: a 5-minute grid of millions of bins), refused at ingest naming line and column.
+TS_ACCEPTED = (datetime(1980, 1, 1), datetime(2100, 1, 1))
 
 #: Most line numbers a :class:`Note` keeps (its ``count`` keeps the total).
 NOTE_LINES_KEPT = 20
@@ -175,6 +181,19 @@ class Parsed:
     resolution_s: float
     warnings: tuple[str, ...] = field(default_factory=tuple)
     source_tz: str | None = None
+
+
+def ts_out_of_range(frame: pl.DataFrame) -> tuple[str, int, object] | None:
+    """``(column, row index, value)`` of the first timestamp of ``frame`` (any ``Datetime``
+    column) outside :data:`TS_ACCEPTED`, or None when all are inside (empty cells pass)."""
+    first, end = TS_ACCEPTED
+    for col, dtype in frame.schema.items():
+        if isinstance(dtype, pl.Datetime):
+            bad = ((frame[col] < first) | (frame[col] >= end)).fill_null(False)
+            if bad.any():
+                idx = int(bad.arg_true()[0])
+                return col, idx, frame[col][idx]
+    return None
 
 
 def conform(frame: pl.DataFrame, table: str,

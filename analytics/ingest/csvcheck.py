@@ -33,7 +33,7 @@ from analytics.ingest.encoding import (
     utf8_path,
     utf16_codec,
 )
-from analytics.schema import NOTE_LINES_KEPT, Note
+from analytics.schema import NOTE_LINES_KEPT, TS_ACCEPTED, Note
 
 #: A file to read: its path, or its bytes.
 Source = str | Path | bytes
@@ -385,7 +385,8 @@ def parse_timestamps(
     Raises
     ------
     FormatError
-        At the first value that is neither in ``fmt`` nor ISO 8601.
+        At the first value that is neither in ``fmt`` nor ISO 8601, or outside
+        :data:`analytics.schema.TS_ACCEPTED`.
     """
     series = frame[col]
     if series.dtype != pl.String:
@@ -409,6 +410,12 @@ def parse_timestamps(
             f"{series[idx]!r} is not a timestamp" + (f" in format {fmt}" if fmt else "")
             + " or ISO 8601 (with an optional offset)",
         )
+    first_ok, end = TS_ACCEPTED
+    implausible = ((parsed < first_ok) | (parsed >= end)).fill_null(False)
+    if implausible.any():
+        idx = int(implausible.arg_true()[0])
+        raise FormatError(display, header_line + 1 + int(frame[ROW][idx]), col,
+                          f"{series[idx]!r} is outside the accepted range {ts_range_text()}")
     if tz is not None and naive.any():
         from analytics.ingest.localtime import localize_sequence  # it imports this module
 
@@ -504,6 +511,12 @@ def raise_at_first(frame: pl.DataFrame, mask: pl.Series, display: str, column: s
         value = frame[column][idx] if column in frame.columns else None
         raise FormatError(display, header_line + 1 + int(frame[ROW][idx]), column,
                           reason.format(value=value))
+
+
+def ts_range_text() -> str:
+    """The accepted timestamp range as said in messages (``1980-01-01 to 2099-12-31 UTC``)."""
+    first, end = TS_ACCEPTED
+    return f"{first:%Y-%m-%d} to {end.year - 1}-12-31 UTC (a unit or date-format slip?)"
 
 
 def note_rows(frame: pl.DataFrame, mask: pl.Series, message: str, column: str | int | None,

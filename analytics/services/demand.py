@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analytics import store
-from analytics.config import DemandTarget, Weights, parse_bin
+from analytics.config import BIN_CHOICES_S, MAX_GRID_BINS, DemandTarget, Weights, parse_bin
 from analytics.envelope import grid as grids
 from analytics.envelope import pipeline
 
@@ -70,8 +70,8 @@ def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None
     Raises
     ------
     GridError
-        The dataset holds no demand, or ``bin`` is finer than (or not a multiple of) the data's
-        own bin.
+        The dataset holds no demand, ``bin`` is finer than (or not a multiple of) the data's
+        own bin, or the grid would exceed ``config.MAX_GRID_BINS`` bins.
     store.UnknownDataset
         No dataset of that name.
     """
@@ -79,6 +79,7 @@ def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None
     info = store.dataset(con, name)
     bin_s = parse_bin(bin)
     resolution = float(info["resolution_s"] or 0)
+    _check_grid_size(info, bin_s)
     if info["kind"] == "requests":
         if bin_s < resolution:
             raise grids.GridError(f"{name}: bin {bin_s} s is finer than the data's {resolution} s")
@@ -100,6 +101,21 @@ def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None
             )
         return store.series_grid(con, int(info["dataset_id"]), bin_s)
     raise grids.GridError(f"{name} holds {info['kind']} rows, not LLM demand")
+
+
+def _check_grid_size(info: dict, bin_s: int) -> None:
+    """Raise GridError when the dataset's span at ``bin_s`` would need over MAX_GRID_BINS bins."""
+    if info["ts_min"] is None or str(info["ts_min"]) in ("NaT", "None"):
+        return
+    span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
+    n_bins = int(span_s // bin_s) + 1
+    if n_bins > MAX_GRID_BINS:
+        coarser = next((label for label, s in BIN_CHOICES_S.items()
+                        if span_s // s + 1 <= MAX_GRID_BINS), None)
+        raise grids.GridError(
+            f"{info['name']}: {span_s / 86400:,.1f} days at {bin_s} s bins is {n_bins:,} bins, "
+            f"over the {MAX_GRID_BINS:,}-bin cap of any grid"
+            + (f"; choose {coarser} or coarser" if coarser else ""))
 
 
 def supported_targets(con, dataset: str) -> list[DemandTarget]:

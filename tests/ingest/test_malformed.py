@@ -78,3 +78,52 @@ def test_a_huge_bad_cell_gives_a_short_message(tmp_path, header, row, column):
     assert (err.value.line, err.value.column) == (3, column)
     assert len(str(err.value)) < ECHO_REASON_CHARS + 200
     assert "chars]" in str(err.value)
+
+
+@pytest.mark.parametrize("name,line,column", [("m13_azure_far_past_0001.csv", 2, "TIMESTAMP"),
+                                              ("m17_canonical_ts_year_3000.csv", 3, "ts")])
+def test_implausible_timestamps_are_refused_with_the_range(tmp_path, capsys, name, line, column):
+    db = tmp_path / "s.duckdb"
+    assert cli.main(["--db", str(db), "ingest", str(_case(name))]) == 2
+    detail = strict_loads(capsys.readouterr().out)["detail"]
+    assert (detail["line"], detail["column"]) == (line, column)
+    assert "1980-01-01 to 2099-12-31 UTC" in detail["reason"]
+
+
+@pytest.mark.parametrize("text,column", [
+    # DCGM: epoch milliseconds of year 3000 (caught by the check every parsed file passes)
+    ('DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n1"} 100.5 1715342400000\n'
+     'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n1"} 101.5 32503680000000\n', "timestamp_ms"),
+    # nvidia-smi: a 1970 clock (an unset RTC)
+    ("timestamp, index, power.draw [W]\n1970/01/01 00:00:05.000, 0, 100.0 W\n", "timestamp"),
+])
+def test_implausible_times_of_other_formats_are_refused(tmp_path, text, column):
+    path = tmp_path / ("dcgm.prom" if "DCGM" in text else "smi.csv")
+    path.write_text(text)
+    with pytest.raises(FormatError) as err:
+        parse_file(path)
+    assert "outside the accepted range" in err.value.reason and err.value.column == column
+    assert err.value.line == 2
+
+
+def test_zero_width_bin_is_refused_not_a_zero_division(tmp_path, capsys):
+    db = tmp_path / "s.duckdb"
+    assert cli.main(["--db", str(db), "ingest",
+                     str(_case("m93_canonical_demand_bin_zero.csv"))]) == 2
+    detail = strict_loads(capsys.readouterr().out)["detail"]
+    assert (detail["line"], detail["column"]) == (2, "bin_s")
+
+
+def test_a_grid_over_the_bin_cap_asks_for_a_coarser_bin(tmp_path, capsys):
+    """Two timestamps 30 years apart (both accepted) at 10 s bins would be 95 M bins."""
+    path = tmp_path / "span.csv"
+    path.write_text("ts,prompt_tokens,completion_tokens\n"
+                    "1990-01-01 00:00:00,10,2\n2020-01-01 00:00:00,10,2\n")
+    db = str(tmp_path / "s.duckdb")
+    assert cli.main(["--db", db, "ingest", str(path)]) == 0
+    capsys.readouterr()
+    assert cli.main(["--db", db, "grid", "span", "--bin", "10s"]) == 2
+    err = strict_loads(capsys.readouterr().out)["error"]
+    assert "2,000,000-bin cap" in err and "choose 15min or coarser" in err
+    assert cli.main(["--db", db, "grid", "span", "--bin", "1h"]) == 0
+    assert strict_loads(capsys.readouterr().out)["bins"] == 262_969

@@ -48,6 +48,7 @@ import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
+from analytics.ingest.csvcheck import ts_range_text
 from analytics.ingest.encoding import utf8_path
 from analytics.ingest.formats import (
     alibaba,
@@ -67,7 +68,7 @@ from analytics.ingest.formats import (
     weather,
 )
 from analytics.ingest.formats._common import Format, FormatError, Parsed, read_head
-from analytics.schema import conform
+from analytics.schema import conform, ts_out_of_range
 
 __all__ = ["FORMATS", "Format", "FormatError", "Parsed", "detect", "parse_file", "format_names"]
 
@@ -184,6 +185,7 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
     plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     try:
         parsed = plugin.parse(path, display, opts)
+        _check_times(parsed.frame, display, getattr(plugin, "TIME_COLUMN", None))
         parsed = dataclasses.replace(parsed, frame=conform(parsed.frame, parsed.table))
     except FormatError:
         raise
@@ -195,6 +197,21 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
     if parsed.frame.height == 0:
         raise FormatError(display, 2, 1, "no data rows (header only)")
     return _with_zone(parsed, plugin, opts.tz)
+
+
+def _check_times(frame, display: str, time_column: str | None) -> None:
+    """Refuse a time outside :data:`analytics.schema.TS_ACCEPTED` that the format did not check
+    itself (times computed from t0 + offset, epochs). A format that keeps a ``__line`` column
+    (the file line of each row; :func:`~analytics.schema.conform` drops it) gets the line named,
+    and the column as the file names it (``TIME_COLUMN``); otherwise the data row is."""
+    outside = ts_out_of_range(frame)
+    if outside:
+        col, row, value = outside
+        if "__line" in frame.columns:
+            raise FormatError(display, int(frame["__line"][row]), time_column or col,
+                              f"time {value} is outside the accepted range {ts_range_text()}")
+        raise FormatError(display, 1, col, f"time {value} (data row {row + 1}) is outside the "
+                                           f"accepted range {ts_range_text()}")
 
 
 def _with_zone(parsed: Parsed, plugin: type[Format], tz: str | None) -> Parsed:

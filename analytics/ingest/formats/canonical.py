@@ -38,6 +38,7 @@ from analytics.ingest.formats._common import (
     Parsed,
     check_monotone,
     check_nonnegative,
+    check_range,
     header_fields,
     is_parquet,
     note_rows,
@@ -158,6 +159,8 @@ class Canonical:
         numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
                                "gco2_per_kwh", "latency_s") if c in frame.columns]
         check_nonnegative(frame, numeric, display, header_line=header_line)
+        if "bin_s" in frame.columns:  # a zero-width bin has no rate and divides by zero later
+            check_range(frame, "bin_s", display, low=0, low_open=True, header_line=header_line)
         if table == "requests":
             check_monotone(frame, display, opts.max_backstep_s, "ts", header_line=header_line)
         out = conform(frame, table, defaults={"failed": False, "basis": "avg"})

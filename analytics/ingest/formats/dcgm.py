@@ -41,6 +41,7 @@ _METRIC_OF = {col: name for name, (col, _) in _DCGM.items()}
 class Dcgm:
     NAME = "dcgm_prometheus"
     TABLE = "telemetry"
+    TIME_COLUMN = "timestamp_ms"  # the field a time-range refusal names
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -123,6 +124,6 @@ def _parsed(samples: dict, blanks: dict, twice: list[int], n: int, display: str)
     notes += sample_notes(frame, lambda col: _METRIC_OF.get(col, col))
     hosts = frame["host"].n_unique()
     gpus = frame.select("host", "gpu_id", "gpu_uuid").unique().height
-    return Parsed("telemetry", Dcgm.NAME, frame.drop("__line"), display, 1e-3,
+    return Parsed("telemetry", Dcgm.NAME, frame, display, 1e-3,
                   (f"{n} DCGM samples pivoted to {frame.height} (time, host, GPU) rows; "
                    f"{gpus} GPU(s) on {hosts} host(s)", *notes))

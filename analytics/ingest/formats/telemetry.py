@@ -122,10 +122,11 @@ class NvidiaSmi:
         field_of = {col: f for f, col in _SMI_FIELDS.items() if f in header}
         notes = [*sentinel_notes(sentinels), *clock_notes,
                  *sample_notes(frame, lambda col: field_of.get(col, col))]
-        return Parsed("telemetry", NvidiaSmi.NAME, frame.drop("__line", ROW), display, 1e-3,
+        return Parsed("telemetry", NvidiaSmi.NAME, frame.drop(ROW), display, 1e-3,
                       (f"host {host!r}; nvidia-smi {clock}", *remarks, *notes))
 
     LOCAL_TIMES = True  # nvidia-smi prints the host's local clock without an offset
+    TIME_COLUMN = "timestamp"  # the field a time-range refusal names
 
 
 def _smi_clock(frame: pl.DataFrame, tz: str | None) -> tuple[pl.DataFrame, list]:
