@@ -54,7 +54,10 @@ def add_parsers(sub) -> None:
     p.add_argument("name", nargs="?", help="one of: " + ", ".join(r["name"] for r in
                                                                  data.registry()))
     p.add_argument("--dest", type=Path, default=None, help="folder (default: the data dir)")
-    p.add_argument("--url", default=None, help="download from this address instead (mirror)")
+    p.add_argument("--url", default=None, help="download from this https address instead "
+                                               "(a mirror; the hash is still checked)")
+    p.add_argument("--insecure-url", action="store_true",
+                   help="accept a non-https --url (a trusted http or file:// mirror)")
     p.add_argument("--list", action="store_true", help="list the registry instead")
     p.set_defaults(run=pull)
 
@@ -102,4 +105,5 @@ def pull(args, settings):
     if args.list or not args.name:
         return [{k: r[k] for k in ("name", "url", "licence", "citation", "sha256")}
                 for r in data.registry()]
-    return data.pull(args.name, args.dest or settings.data_dir, args.url)
+    return data.pull(args.name, args.dest or settings.data_dir, args.url,
+                     allow_insecure=args.insecure_url)

@@ -1,9 +1,13 @@
 """Registry of official public datasets and ``headroom pull``.
 
 Each entry names the upstream file (pinned to a commit where the host allows it), its licence, the
-work to cite and, where known, the sha256 of its bytes. Hashes were computed on copies staged from
-the pinned upstream commits; entries with ``sha256=None`` (release assets and blob-hosted files
-we could not read) are hashed on download and the hash is reported, not checked.
+work to cite and, where the publisher gives one, the sha256 of its bytes: computed on copies
+staged from the pinned upstream commits, or taken from the Git LFS pointer the repository commits
+(``oid sha256:...`` is the hash of the object the LFS media URL serves). Entries without one
+(a release asset with no LFS copy, blob-hosted files) are **hashed on first download and the
+hash recorded** in ``<dest>/.headroom-sha256.json``; every later download of that file must match
+it (trust on first use). Only ``https`` URLs are accepted, including ``--url`` mirrors, unless
+``allow_insecure`` (CLI ``--insecure-url``) says otherwise.
 
 Downloads stream to ``<dest>/<file>.part`` in 1 MiB chunks with a progress bar, resume from the
 bytes already there (HTTP Range; a server that ignores Range restarts the file), check the hash,
@@ -13,8 +17,10 @@ then rename into place.
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +56,19 @@ class Source:
 
 
 _BURST = "https://github.com/HPMLL/BurstGPT/releases/download/v1.2/"
+#: BurstGPT files committed as Git LFS objects (HPMLL/BurstGPT @ 5d93d82): the media URL serves
+#: the object whose sha256 the pointer names
+_BURST_LFS = ("https://media.githubusercontent.com/media/HPMLL/BurstGPT/"
+              "5d93d820d9b6bee4e26914df003e5713538164ae/data/")
+_BURST_LFS_FILES = {
+    "burstgpt1": ("BurstGPT_1.csv",
+                  "4bb3783693d0a435686fbfc885615d2349bd067239079fa4b749f2e679e12122", 52283111),
+    "burstgpt1_without_fails": (
+        "BurstGPT_without_fails_1.csv",
+        "a4d068a7113ec0290e74063a1b3447dc6001a30e4298eb313581b71006dda1f4", 51429517),
+    "burstgpt2": ("BurstGPT_2.csv",
+                  "44bf5942b03fca42c01a226a545ad3a750ec62688faecd67b6831c56a8928bf7", 144819209),
+}
 _BURST_CITE = ("Wang et al., BurstGPT: A Real-World Workload Dataset to Optimize LLM Serving "
                "Systems, KDD 2025")
 _AZ23 = ("https://raw.githubusercontent.com/Azure/AzurePublicDataset/"
@@ -108,10 +127,8 @@ _GREENDCC = {
 REGISTRY: dict[str, Source] = {
     s.name: s
     for s in [
-        Source("burstgpt1", _BURST + "BurstGPT_1.csv", "BurstGPT_1.csv", "CC BY 4.0", _BURST_CITE),
-        Source("burstgpt1_without_fails", _BURST + "BurstGPT_without_fails_1.csv",
-               "BurstGPT_without_fails_1.csv", "CC BY 4.0", _BURST_CITE),
-        Source("burstgpt2", _BURST + "BurstGPT_2.csv", "BurstGPT_2.csv", "CC BY 4.0", _BURST_CITE),
+        *[Source(key, _BURST_LFS + fname, fname, "CC BY 4.0", _BURST_CITE, sha, size)
+          for key, (fname, sha, size) in _BURST_LFS_FILES.items()],
         Source("burstgpt3", _BURST + "BurstGPT_3.csv", "BurstGPT_3.csv", "CC BY 4.0", _BURST_CITE),
         Source("azure2023_code", _AZ23 + "AzureLLMInferenceTrace_code.csv",
                "AzureLLMInferenceTrace_code.csv", "CC BY 4.0", _AZ23_CITE,
@@ -160,7 +177,35 @@ REGISTRY: dict[str, Source] = {
 
 
 class PullError(RuntimeError):
-    """Download failed (network, HTTP status) or the bytes do not match the registry hash."""
+    """Download failed (network, HTTP status), the URL is not https, or the bytes do not match
+    the registry hash (or the hash recorded on the first download)."""
+
+
+#: Hashes recorded on the first download of entries the registry has no hash for (per folder).
+RECORDED = ".headroom-sha256.json"
+
+
+def _recorded(dest: Path) -> dict[str, str]:
+    try:
+        return json.loads((dest / RECORDED).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _record(dest: Path, filename: str, digest: str) -> None:
+    hashes = {**_recorded(dest), filename: digest}
+    tmp = dest / (RECORDED + ".tmp")
+    tmp.write_text(json.dumps(hashes, indent=1, sort_keys=True))
+    tmp.replace(dest / RECORDED)
+
+
+def expected_sha256(src: Source, dest: Path) -> tuple[str | None, str]:
+    """The hash a download of ``src`` into ``dest`` must have, and where it comes from:
+    ``"pinned"`` (the registry), ``"recorded"`` (the first download), or ``(None, "first")``."""
+    if src.sha256:
+        return src.sha256, "pinned"
+    got = _recorded(dest).get(src.filename)
+    return (got, "recorded") if got else (None, "first")
 
 
 def pull(
@@ -172,6 +217,7 @@ def pull(
     on_progress: Callable[[int, int | None], None] | None = None,
     chunk_bytes: int = 1 << 20,
     timeout_s: float = 60.0,
+    allow_insecure: bool = False,
 ) -> dict:
     """Download a registry file into ``dest`` (resumable, checksum-checked).
 
@@ -182,32 +228,40 @@ def pull(
     url : override the registry URL (a mirror); the registry hash is still checked
     progress : draw a tqdm bar on stderr
     on_progress : callback ``(bytes_done, bytes_total_or_None)`` for UIs
+    allow_insecure : accept a non-https ``url`` (``http://`` or ``file://`` mirrors, tests)
 
     Returns
     -------
-    ``{"name", "path", "sha256", "bytes", "verified"}``; ``verified`` is False where the
-    registry has no hash for the file.
+    ``{"name", "path", "sha256", "bytes", "verified", "checksum"}``: ``checksum`` says how the
+    bytes were checked (``pinned``: the registry hash; ``recorded``: the hash recorded on the
+    first download; ``first``: no hash known, this download's hash is now recorded);
+    ``verified`` is True for the first two.
 
     Raises
     ------
     KeyError : unknown name
-    PullError : network or HTTP failure (the partial file is kept for a resume), or a hash
-        mismatch (the bad file is deleted)
+    PullError : a URL that is not https (without ``allow_insecure``), network or HTTP failure
+        (the partial file is kept for a resume), or a hash mismatch (the bad file is deleted)
     """
     if name not in REGISTRY:
         raise KeyError(f"unknown dataset {name!r}; known: {', '.join(REGISTRY)}")
     src = REGISTRY[name]
+    source_url = url or src.url
+    if not allow_insecure and urllib.parse.urlsplit(source_url).scheme != "https":
+        raise PullError(f"{name}: {source_url} is not an https URL; only https is accepted "
+                        "(pass --insecure-url to pull from a trusted http or file mirror)")
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     final = dest / src.filename
-    if final.exists() and src.sha256 and file_sha256(final) == src.sha256:
-        return _result(src, final, src.sha256)
+    want, how = expected_sha256(src, dest)
+    if final.exists() and want and file_sha256(final) == want:
+        return _result(src, final, want, how)
     part = final.with_name(final.name + ".part")
     done = part.stat().st_size if part.exists() else 0
     hasher = hashlib.sha256()
     if done:  # resume: the hash covers the bytes already there
         update_from_file(hasher, part, chunk_bytes)
-    request = urllib.request.Request(url or src.url, headers={"User-Agent": "headroom"})
+    request = urllib.request.Request(source_url, headers={"User-Agent": "headroom"})
     if done:
         request.add_header("Range", f"bytes={done}-")
     try:
@@ -231,22 +285,24 @@ def pull(
         if exc.code == 416 and done:  # range beyond the end: the part file is already complete
             pass
         else:
-            raise PullError(f"{name}: HTTP {exc.code} from {url or src.url}") from exc
+            raise PullError(f"{name}: HTTP {exc.code} from {source_url}") from exc
     except (urllib.error.URLError, OSError) as exc:
         raise PullError(
-            f"{name}: download from {url or src.url} failed ({exc}); "
+            f"{name}: download from {source_url} failed ({exc}); "
             f"{done} bytes kept in {part} - run the same pull again to resume"
         ) from exc
     digest = hasher.hexdigest()
-    if src.sha256 and digest != src.sha256:
+    if want and digest != want:
         part.unlink(missing_ok=True)
-        raise PullError(
-            f"{name}: sha256 {digest} does not match the registry's {src.sha256}; file deleted"
-        )
+        whose = "registry's" if how == "pinned" else f"first download's (in {dest / RECORDED})"
+        raise PullError(f"{name}: sha256 {digest} does not match the {whose} {want}; "
+                        "file deleted")
     part.replace(final)
-    return _result(src, final, digest)
+    if how == "first":
+        _record(dest, src.filename, digest)
+    return _result(src, final, digest, how)
 
 
-def _result(src: Source, path: Path, digest: str) -> dict:
+def _result(src: Source, path: Path, digest: str, how: str) -> dict:
     return {"name": src.name, "path": str(path), "sha256": digest,
-            "bytes": path.stat().st_size, "verified": src.sha256 is not None}
+            "bytes": path.stat().st_size, "verified": how != "first", "checksum": how}

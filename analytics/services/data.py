@@ -125,15 +125,20 @@ def registry() -> list[dict]:
     sha256 or how it is checked)."""
     return [{"name": s.name, "file": s.filename, "url": s.url, "licence": s.licence,
              "citation": s.citation, "sha256": s.sha256,
-             "checksum": "sha256 pinned" if s.sha256 else "hashed on download"}
+             "checksum": "sha256 pinned" if s.sha256 else
+             "sha256 recorded on the first download, checked after"}
             for s in sources.REGISTRY.values()]
 
 
 def pull(name: str, dest: Path, url: str | None = None, progress: bool = True,
-         on_progress: Callable[[int, int | None], None] | None = None) -> dict:
-    """Download a registry file into ``dest`` (resumable, checksum checked):
-    ``{"name", "path", "sha256", "bytes"}``. Raises ``sources.PullError``."""
-    return sources.pull(name, dest, url, progress=progress, on_progress=on_progress)
+         on_progress: Callable[[int, int | None], None] | None = None,
+         allow_insecure: bool = False) -> dict:
+    """Download a registry file into ``dest`` (https only unless ``allow_insecure``; resumable;
+    checked against the pinned hash or the one recorded on the first download):
+    ``{"name", "path", "sha256", "bytes", "verified", "checksum"}``. Raises
+    ``sources.PullError``."""
+    return sources.pull(name, dest, url, progress=progress, on_progress=on_progress,
+                        allow_insecure=allow_insecure)
 
 
 def pull_and_ingest(con, name: str, dest: Path,
