@@ -39,6 +39,9 @@ class Settings:
         Folder scanned on first run for recognised files. ``$HEADROOM_DATA_DIR`` or ``data/raw``.
     max_upload_mb : int
         Largest file the browser upload accepts.
+    upload_dir : Path
+        Where browser uploads are streamed before parsing: ``uploads-tmp`` beside the store.
+        The app removes temporaries a stopped server left there when it starts.
     debug : bool
         ``$HEADROOM_DEBUG=1``: the app lets an unexpected error through with its traceback
         (development and tests); otherwise the page shows a short message with an error id and
@@ -49,6 +52,10 @@ class Settings:
     data_dir: Path
     max_upload_mb: int = MAX_UPLOAD_MB
     debug: bool = False
+
+    @property
+    def upload_dir(self) -> Path:
+        return self.db_path.parent / "uploads-tmp"
 
     @classmethod
     def from_env(cls) -> Settings:

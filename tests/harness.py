@@ -36,6 +36,14 @@ APPTEST_TIMEOUT_S = float(os.environ.get("HEADROOM_APPTEST_TIMEOUT", 300))  # on
 WAIT_MS = float(os.environ.get("HEADROOM_BROWSER_WAIT_MS", 120_000))  # one browser wait
 
 
+def missing(path: Path) -> None:
+    """A staged file or case the test needs is absent: a failure in CI (``CI`` set, where the
+    data sits beside the repo), a skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(f"staged data missing in CI: {path}")
+    pytest.skip(f"staged data not found: {path}")
+
+
 def shared(rel: str) -> Path:
     """Path of a staged real file; skips the test when the staged data is absent (CI has it)."""
     path = SHARED_DATA / rel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
 from analytics.cli.common import BadInput, log, t0, zone
@@ -83,9 +84,10 @@ def ingest(args, settings) -> list[dict]:
     opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields,
                         carbon_basis=args.carbon_basis, tz=args.tz, hardware=args.hardware,
                         tp=args.tp, precision=args.precision)
-    with open_store(settings.db_path, write=True) as con:
-        log(f"parsing {len(args.paths)} file(s)")
-        return data.ingest_paths(con, args.paths, args.format, args.name, opts)
+    log(f"parsing {len(args.paths)} file(s)")
+    # the store is opened (for writing) only once every file parsed: a long parse locks nothing
+    writer = functools.partial(open_store, settings.db_path, write=True)
+    return data.ingest_paths(writer, args.paths, args.format, args.name, opts)
 
 
 def datasets(args, settings) -> list[dict]:

@@ -17,7 +17,10 @@ Modules
 :mod:`~analytics.services.telemetry`  stored telemetry, serving windows, live NVML
 
 Connections: every service takes an open DuckDB connection ``con`` (``store.connect``) as its
-first argument; :func:`open_store` opens and closes one for a CLI command.
+first argument; :func:`open_store` opens and closes one for a CLI command. The ingest services
+also take an *opener* (a function returning such a context manager) in its place, so that a long
+parse holds no lock and the store is open for writing only while rows are written
+(:func:`held`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from analytics import store
+
+
+@contextmanager
+def held(con) -> Iterator:
+    """``con`` itself when it is a connection (left open), or the connection the opener ``con()``
+    yields, closed afterwards."""
+    if callable(con) and not hasattr(con, "execute"):
+        with con() as opened:
+            yield opened
+    else:
+        yield con
 
 
 @contextmanager

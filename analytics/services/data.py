@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from analytics.ingest import sources
 from analytics.ingest.digest import copy_hashed
 from analytics.ingest.formats import FormatError
 from analytics.ingest.formats._common import file_stem
+from analytics.services import held
 
 #: Dataset kinds that hold LLM demand (the sidebar's dataset picker).
 DEMAND_KINDS = ("requests", "demand_series")
@@ -43,7 +45,9 @@ def ledger_document(con) -> list[dict]:
 
 def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str | None = None,
                  opts: ParseOptions | None = None) -> list[dict]:
-    """Parse every file fully, then write all of them in one transaction.
+    """Parse every file fully, then write all of them in one transaction. ``con`` is a
+    connection or an opener (:func:`analytics.services.held`): with an opener the store is
+    opened only after every file parsed.
 
     Returns ``[{"file", "dataset", "format", "rows", "status"}]`` (status ``ingested`` or
     ``duplicate``). Raises ValueError (a missing file; ``name`` with several files),
@@ -56,18 +60,25 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
         if not Path(path).is_file():
             raise ValueError(f"{path}: no such file")
     files = [ingest.FileIn(Path(p), str(p), name) for p in paths]
-    results = store.ingest(con, ingest.parse_all(files, fmt, opts))
+    items = ingest.parse_all(files, fmt, opts)  # parsed before the store is opened
+    with held(con) as cur:
+        results = store.ingest(cur, items)
     for r in results:
         r["file"] = str(r["file"])
     return results
 
 
-def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int) -> list[dict]:
+def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
+                   tmp_dir: Path | None = None) -> list[dict]:
     """Ingest browser uploads (file-like objects with ``name``), one transaction per file.
 
-    Never raises for bad input: each upload is streamed to a temporary file (no second copy in
-    memory), parsed and written; returns one dict per file with ``status`` ``ingested`` /
-    ``duplicate`` / ``rejected`` and, for rejections, ``error`` (file, line, column, reason).
+    Never raises for bad input: each upload is streamed to a temporary file in ``tmp_dir``
+    (default: the system's; the app uses one folder it cleans on start, see
+    :func:`clean_upload_dir`) with no second copy in memory, parsed, and written; returns one
+    dict per file with ``status`` ``ingested`` / ``duplicate`` / ``rejected`` and, for
+    rejections, ``error`` (file, line, column, reason). ``con`` is a connection or an opener
+    (:func:`analytics.services.held`): with an opener the store is open for writing only while a
+    parsed file's rows are written.
 
     Names are never a dead end (a browser upload carries only the base name, no folder):
     uploads that share a base name are named ``<stem>-<host or site>`` when the rows carry
@@ -79,14 +90,18 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int) -> list[dic
     results = []
     for up, stem in zip(uploads, stems, strict=True):
         suffix = "".join(Path(up.name).suffixes[-2:])
-        with tempfile.NamedTemporaryFile(suffix=suffix) as tmp:
+        if tmp_dir is not None:
+            Path(tmp_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(suffix=suffix, dir=tmp_dir, prefix="upload-") as tmp:
             up.seek(0)
             digest = copy_hashed(up, tmp)  # hashed while copied: no second read
             tmp.flush()
             try:
                 [item] = ingest.parse_all([ingest.FileIn(Path(tmp.name), up.name, sha256=digest)],
                                           opts=opts, max_bytes=max_bytes)
-                results.extend(store.ingest(con, [_upload_item(item, stem, stems.count(stem))]))
+                with held(con) as cur:  # the store is held only while the rows are written
+                    results.extend(store.ingest(cur, [_upload_item(item, stem,
+                                                                   stems.count(stem))]))
             except FormatError as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
                                 "dataset": None, "rows": 0, "format": None})
@@ -106,6 +121,24 @@ def _upload_item(item: store.IngestItem, stem: str, same_stem: int) -> store.Ing
         parsed = dataclasses.replace(item.parsed, warnings=(why, *item.parsed.warnings))
         return dataclasses.replace(item, parsed=parsed, name=qualified, alternatives=())
     return dataclasses.replace(item, alternatives=(qualified,) if qualified else ())
+
+
+def clean_upload_dir(folder: Path, older_than_s: float = 3600.0) -> int:
+    """Remove upload temporaries (``upload-*``) left in ``folder`` by a server that stopped
+    mid-upload, keeping any touched in the last ``older_than_s`` seconds (an upload in flight in
+    another server process). Returns how many were removed; a missing folder is fine."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return 0
+    cutoff, removed = time.time() - older_than_s, 0
+    for path in folder.glob("upload-*"):
+        try:
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def delete(con, name: str) -> dict:

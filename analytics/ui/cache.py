@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -103,11 +105,22 @@ def export_table(name: str, fmt: str) -> bytes:
     return _export(name, fmt)
 
 
+@st.cache_resource(show_spinner=False)
+def _upload_dir(folder: str) -> str:
+    """The upload folder, cleaned of a stopped server's temporaries once per server start."""
+    removed = data.clean_upload_dir(Path(folder))
+    if removed:
+        logging.getLogger("headroom").info("removed %d stale upload temporaries", removed)
+    return folder
+
+
 def ingest_uploads(files, opts: ParseOptions) -> list[dict]:
     """Ingest browser uploads, one transaction per file; never raises for bad input
-    (see :func:`analytics.services.data.ingest_uploads`)."""
-    with connection(write=True) as con:
-        return data.ingest_uploads(con, files, opts, settings().max_upload_mb * 1_000_000)
+    (see :func:`analytics.services.data.ingest_uploads`). Each upload is streamed to the
+    upload folder; the store is opened for writing only while a parsed file is written."""
+    return data.ingest_uploads(functools.partial(connection, write=True), files, opts,
+                               settings().max_upload_mb * 1_000_000,
+                               Path(_upload_dir(str(settings().upload_dir))))
 
 
 def delete_dataset(name: str) -> None:

@@ -14,6 +14,7 @@ from datetime import datetime
 import polars as pl
 import pytest
 from conftest import REPO, SHARED_DATA, shared
+from harness import missing
 
 from analytics import store
 from analytics.ingest import files as ingest
@@ -25,7 +26,7 @@ CASES = SHARED_DATA.parent / "cases"
 def case(name: str):
     path = CASES / name
     if not path.exists():
-        pytest.skip(f"case file not found: {path}")
+        missing(path)
     return path
 
 

@@ -13,6 +13,7 @@ import json
 import duckdb
 import pytest
 from conftest import SHARED_DATA
+from harness import missing
 
 from analytics import store
 from analytics.ingest import files as ingest
@@ -25,7 +26,7 @@ CASES = SHARED_DATA.parent / "cases"
 def case(name: str):
     path = CASES / name
     if not path.exists():
-        pytest.skip(f"case file not found: {path}")
+        missing(path)
     return path
 
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from conftest import REPO, SHARED_DATA
+from harness import missing
 
 from analytics import store
 from analytics.config import DEFAULT_T0, Weights
@@ -26,7 +27,7 @@ T0 = DEFAULT_T0.replace(tzinfo=None)
 def case(name: str):
     path = CASES / name
     if not path.exists():
-        pytest.skip(f"case file not found: {path}")
+        missing(path)
     return path
 
 

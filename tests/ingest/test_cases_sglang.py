@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from conftest import REPO, SHARED_DATA
+from harness import missing
 
 from analytics import store
 from analytics.config import ParseOptions
@@ -99,7 +100,7 @@ def test_sglang_without_hardware_refused_saying_so(tmp_path):
 def test_vllm_results_appended_into_one_jsonl(tmp_path, con):
     case = CASES / "19-vllm-bench-request-rate-no-concurrency.json"
     if not case.exists():
-        pytest.skip(f"case file not found: {case}")
+        missing(case)
     first = json.loads(case.read_text())
     second = dict(first, request_rate="inf", max_concurrency=32)
     third = {k: v for k, v in first.items() if k not in ("hardware", "tp", "precision")}
@@ -133,7 +134,7 @@ def test_jsonl_with_a_broken_line_names_the_line_never_extra_data(tmp_path):
 def test_vllm_result_without_hardware_takes_the_given_one_and_says_so(tmp_path):
     case = CASES / "19-vllm-bench-request-rate-no-concurrency.json"
     if not case.exists():
-        pytest.skip(f"case file not found: {case}")
+        missing(case)
     doc = {k: v for k, v in json.loads(case.read_text()).items() if k != "hardware"}
     path = tmp_path / "no_hw.json"
     path.write_text(json.dumps(doc, indent=2))  # pretty-printed, as --save-result writes it

@@ -15,6 +15,7 @@ import json
 import pandas as pd
 import pytest
 from conftest import SHARED_DATA
+from harness import missing
 
 from analytics import cli, store, telemetry
 from analytics.config import ParseOptions, field_list
@@ -29,7 +30,7 @@ CASES = SHARED_DATA.parent / "cases"
 def case(name: str):
     path = CASES / name
     if not path.exists():
-        pytest.skip(f"case file not found: {path}")
+        missing(path)
     return path
 
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from conftest import REPO, SHARED_DATA
+from harness import missing, strict_loads
 
 from analytics import store
 from analytics.config import ParseOptions
@@ -23,7 +24,7 @@ POWER = {"metrics-node-a": [101.25, 99.5], "metrics-node-b": [655.0, 640.75]}
 @pytest.fixture
 def case_dir():
     if not CASE.exists():
-        pytest.skip(f"case folder not found: {CASE}")
+        missing(CASE)
     return CASE
 
 
@@ -49,7 +50,7 @@ def test_case_28_cli_names_from_the_folders(case_dir, tmp_path):
     db = tmp_path / "h.duckdb"
     run = cli(db, "ingest", *(str(p) for p in sorted(case_dir.glob("*/metrics.prom"))))
     assert run.returncode == 0, run.stderr
-    doc = json.loads(run.stdout)
+    doc = strict_loads(run.stdout)
     assert [(d["dataset"], d["status"], d["rows"]) for d in doc] == [
         ("metrics-node-a", "ingested", 2), ("metrics-node-b", "ingested", 2)]
     assert "2 files of this batch are called 'metrics'" in doc[0]["warnings"][0]["message"]
@@ -92,7 +93,7 @@ def test_case_28_later_upload_reusing_a_name_gets_a_free_one(case_dir, con):
 def vllm_result(tmp_path, folder, concurrency):
     case = SHARED_DATA.parent / "cases" / "19-vllm-bench-request-rate-no-concurrency.json"
     if not case.exists():
-        pytest.skip(f"case file not found: {case}")
+        missing(case)
     doc = dict(json.loads(case.read_text()), max_concurrency=concurrency)
     path = tmp_path / folder / "results.json"
     path.parent.mkdir(parents=True)
@@ -110,7 +111,7 @@ def test_two_vllm_results_json_in_one_upload_and_one_cli_call(tmp_path, con):
     db = tmp_path / "cli.duckdb"
     run = cli(db, "ingest", str(a), str(b))
     assert run.returncode == 0, run.stderr
-    assert [d["dataset"] for d in json.loads(run.stdout)] == ["results-run-c8", "results-run-c32"]
+    assert [d["dataset"] for d in strict_loads(run.stdout)] == ["results-run-c8", "results-run-c32"]
 
 
 def test_two_same_named_csvs_in_one_call_without_telling_folders(tmp_path, con):
@@ -131,3 +132,25 @@ def test_two_same_named_csvs_in_one_call_without_telling_folders(tmp_path, con):
         data.ingest_paths(con, [third])
     assert "--name NEW_NAME" in str(err.value) and "headroom delete requests" in str(err.value)
     assert data.ingest_paths(con, [third], name="requests-jan2")[0]["status"] == "ingested"
+
+
+def test_upload_temporaries_live_in_one_folder_cleaned_on_start(case_dir, con, tmp_path):
+    """Issue 16 item 6: uploads stream into one folder; a stopped server's leftovers there are
+    removed at the next start (files touched within the hour are kept: another server's)."""
+    import os
+    import time
+
+    folder = tmp_path / "uploads-tmp"
+    folder.mkdir()
+    stale, fresh = folder / "upload-abc.csv", folder / "upload-def.csv"
+    stale.write_bytes(b"x" * 1000)
+    fresh.write_bytes(b"y")
+    old = time.time() - 7200
+    os.utime(stale, (old, old))
+    (folder / "notes.txt").write_text("not ours")
+    assert data.clean_upload_dir(folder) == 1
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "upload-def.csv"]
+    res = data.ingest_uploads(con, [Upload(case_dir / "node-a" / "metrics.prom")],
+                              ParseOptions(), 10**8, folder)
+    assert res[0]["status"] == "ingested"
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "upload-def.csv"]

@@ -14,7 +14,7 @@ from datetime import datetime
 import polars as pl
 import pytest
 from conftest import REPO, SHARED_DATA
-from harness import strict_loads
+from harness import missing, strict_loads
 
 from analytics import store
 from analytics.config import ParseOptions
@@ -30,7 +30,7 @@ NY = "America/New_York"
 def case(name: str):
     path = CASES / name
     if not path.exists():
-        pytest.skip(f"case file not found: {path}")
+        missing(path)
     return path
 
 

@@ -3,9 +3,8 @@ the ledger shows the zone; the Power page names the job a zone-less ingest leave
 
 from __future__ import annotations
 
-import pytest
 from conftest import SHARED_DATA
-from harness import new_app, table_with
+from harness import missing, new_app, table_with
 
 from analytics import store
 from analytics.ingest import files as ingest
@@ -15,7 +14,7 @@ CASE = SHARED_DATA.parent / "cases" / "22-sacct-dst-local-times.txt"
 
 def _case_bytes() -> bytes:
     if not CASE.exists():
-        pytest.skip(f"case file not found: {CASE}")
+        missing(CASE)
     return CASE.read_bytes()
 
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
 from conftest import SHARED_DATA
-from harness import new_app, table_with
+from harness import missing, new_app, table_with
 
 CASE = SHARED_DATA.parent / "cases" / "28-duplicate-upload-names"
 
 
 def test_same_named_uploads_both_ingested_under_hostname_names(app_env):
     if not CASE.exists():
-        pytest.skip(f"case folder not found: {CASE}")
+        missing(CASE)
     files = [("metrics.prom", (CASE / node / "metrics.prom").read_bytes(), "text/plain")
              for node in ("node-a", "node-b")]
     at = new_app().run()
@@ -59,7 +58,7 @@ def test_sglang_upload_asks_for_the_gpu_then_takes_it_from_parse_options(app_env
 def test_demand_page_says_how_many_requests_had_unknown_output(app_env):
     case = SHARED_DATA.parent / "cases" / "13-mooncake-optional-fields.jsonl"
     if not case.exists():
-        pytest.skip(f"case file not found: {case}")
+        missing(case)
     at = new_app().run()
     at.file_uploader(key="uploads").set_value((case.name, case.read_bytes(), "application/json"))
     at.run()

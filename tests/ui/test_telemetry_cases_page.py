@@ -4,7 +4,7 @@ and reset-aware energy; the Data page takes the field list of a header-less nvid
 from __future__ import annotations
 
 import pytest
-from harness import SHARED_DATA, new_app, table_with
+from harness import SHARED_DATA, missing, new_app, table_with
 
 CASES = SHARED_DATA.parent / "cases"
 
@@ -23,7 +23,7 @@ def upload(at, name: str, data: bytes, fields: str | None = None):
 def case_bytes(name: str) -> bytes:
     path = CASES / name
     if not path.exists():
-        pytest.skip(f"case file not found: {path}")
+        missing(path)
     return path.read_bytes()
 
 
