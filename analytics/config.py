@@ -6,6 +6,7 @@ Nothing here touches data: it only says where things are and which knobs an anal
 from __future__ import annotations
 
 import os
+import re
 import zoneinfo
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -177,6 +178,41 @@ def field_list(text: str | None) -> tuple[str, ...] | None:
             name = name[: name.index("[")].strip()
         out.append(name.lower())
     return tuple(out)
+
+
+#: A dataset name: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, at
+#: most 100 characters. Names are shown in pages, charts and file names, so nothing in one can
+#: act as Markdown, HTML or a path.
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_dataset_name(name: str) -> str:
+    """Return ``name`` if it is a valid dataset name (:data:`DATASET_NAME`).
+
+    Raises
+    ------
+    ValueError
+        Any other character, or too long; the message says what is allowed.
+
+    >>> check_dataset_name("metrics-node-a")
+    'metrics-node-a'
+    """
+    if not DATASET_NAME.fullmatch(str(name)):
+        raise ValueError(f"dataset name {str(name)[:60]!r} is not allowed: use letters, digits, "
+                         "'.', '_' and '-' (up to 100, starting with a letter or digit)")
+    return name
+
+
+def safe_dataset_name(text: str) -> str:
+    """A valid dataset name made from ``text`` (a file stem, a host): every run of other
+    characters becomes ``_``, leading ``._-`` are dropped, cut to 100; ``dataset`` if nothing
+    is left.
+
+    >>> safe_dataset_name("![x](http://a/b.png) trace")
+    'x_http_a_b.png_trace'
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).lstrip("._-")[:100].rstrip("_")
+    return name or "dataset"
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ import duckdb
 import pandas as pd
 import polars as pl
 
-from analytics.config import Weights
+from analytics.config import Weights, check_dataset_name
 from analytics.schema import (
     CANONICAL,
     MIGRATIONS,
@@ -261,6 +261,9 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
     NameTaken
         A dataset with that name holds other bytes and the item allows no other name
         (``alternatives`` None). Nothing of the batch is written.
+    ValueError
+        A name outside the dataset-name character set (``config.DATASET_NAME``). Nothing of
+        the batch is written.
     StoreError
         A statement failed. Nothing of the batch is written.
     """
@@ -286,6 +289,7 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
                         f"dataset first (`headroom delete {item.name}`)"
                     )
                 item = _renamed(cur, item, seen_names)
+            check_dataset_name(item.name)  # ValueError: nothing of the batch is written
             seen_names.add(item.name)
             results.append(_insert(cur, item))
         if any(r["status"] == "ingested" for r in results):

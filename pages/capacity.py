@@ -59,7 +59,7 @@ try:
         plan = cache.capacity_plan(name, BIN_CHOICES_S[bin_label], params, kinds, target, delta,
                                    objective, available, utilisation, float(scale), gco2)
 except ValueError as exc:
-    st.error(f"No capacity plan: {exc}")
+    st.error(f"No capacity plan: {widgets.plain(exc)}")
     st.stop()
 
 ob = plan.overbooking

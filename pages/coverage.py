@@ -17,10 +17,10 @@ try:
     with st.spinner("Fitting point models and conformal intervals ..."):
         env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, target=target)
 except ValueError as exc:
-    st.error(f"No envelope for this grid: {exc}")
+    st.error(f"No envelope for this grid: {widgets.plain(exc)}")
     st.stop()
 
-st.caption(f"Dataset **{name}**, test window {env.split['test']['start']} to "
+st.caption(f"Dataset **{widgets.plain(name)}**, test window {env.split['test']['start']} to "
            f"{env.split['test']['end']} ({env.split['test']['bins']:,} bins). Coverage is "
            "measured on bins the intervals never saw.")
 st.plotly_chart(charts.coverage_chart(env.interval_metrics, params.alpha, synthetic),
@@ -82,7 +82,7 @@ else:
             cold = cache.cold_start(source, name, BIN_CHOICES_S[bin_label], (6, 12, 24, 48),
                                     params.alpha)
     except ValueError as exc:
-        st.info(f"No cold-start run: {exc}")
+        st.info(f"No cold-start run: {widgets.plain(exc)}")
     else:
         src_synth = bool((cache.dataset_info(source) or {}).get("synthetic"))
         st.plotly_chart(charts.cold_start_chart(cold, params.alpha, source, name,

@@ -137,4 +137,4 @@ if st.button("Pull and ingest", key="pull"):
         st.rerun()
     except Exception as exc:  # network, checksum or format: shown, the page keeps running
         bar.empty()
-        st.error(f"Pull of {choice} failed: {exc}")
+        st.error(f"Pull of {choice} failed: {widgets.plain(exc)}")

@@ -8,7 +8,7 @@ st.title("Demand")
 
 name, info = widgets.chosen_dataset()
 
-st.caption(f"Dataset **{name}** - {info['format']}, {int(info['rows']):,} rows, "
+st.caption(f"Dataset **{widgets.plain(name)}** - {info['format']}, {int(info['rows']):,} rows, "
            f"{info['ts_min']} to {info['ts_max']} (UTC)")
 if info["format"] in ("burstgpt", "burstgpt_minute", "burstgpt_daily", "mooncake"):
     st.caption("Timestamps in this trace are relative to its first day; the dates shown start "
@@ -73,7 +73,7 @@ try:
         env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, w_p, w_c,
                                     with_failed, target)
 except ValueError as exc:
-    st.error(f"No envelope for this grid: {exc}")
+    st.error(f"No envelope for this grid: {widgets.plain(exc)}")
     st.stop()
 
 models = env.point_metrics["model"].tolist()

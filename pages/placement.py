@@ -2,7 +2,7 @@
 
 import pandas as pd
 import streamlit as st
-from analytics.ui import cache, charts
+from analytics.ui import cache, charts, widgets
 
 st.title("Placement")
 st.caption("A calibrated, abstaining launch advisor: a LightGBM quantile cost model fitted on the "
@@ -20,7 +20,7 @@ try:
     with st.spinner("Fitting the cost model (once per data version) ..."):
         adv = cache.advisor_model()
 except ValueError as exc:
-    st.error(f"No advisor: {exc}")
+    st.error(f"No advisor: {widgets.plain(exc)}")
     st.stop()
 
 envelope = adv.cost.envelope

@@ -58,7 +58,7 @@ scenario = cache.power_scenario_of(
 try:
     run = cache.power_run(jobs_name, inference_name, scenario, int(seed))
 except ValueError as exc:
-    st.error(f"No simulation: {exc}")
+    st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
 synthetic = run["synthetic"]
 left_out = run["inputs"]["left_out_jobs"]
@@ -111,9 +111,9 @@ st.plotly_chart(charts.power_daily_chart(run["daily"], synthetic), key="power_da
 
 with st.expander("Inputs and assumptions"):
     info = run["inputs"]
-    st.markdown(f"**Batch jobs**: `{info['jobs']}` (fitted days {info['fit_window'][0]} to "
+    st.markdown(f"**Batch jobs**: {widgets.plain(info['jobs'])} (fitted days {info['fit_window'][0]} to "
                 f"{info['fit_window'][1]}, clock UTC{info['clock_offset_h']:+g} h); "
-                f"**inference**: `{info['inference']}`.")
+                f"**inference**: {widgets.plain(info['inference'])}.")
     st.dataframe(pd.DataFrame(info["groups"]), hide_index=True, key="power_groups")
     st.caption("Resource groups: Ward clustering on (log GPUs, log GPU-hours); arrivals per "
                "group: negative-binomial daily counts and a logistic-normal hourly profile "

@@ -1,7 +1,7 @@
 """Serving: energy-aware shared-GPU serving what-ifs (Festina)."""
 
 import streamlit as st
-from analytics.ui import cache, charts
+from analytics.ui import cache, charts, widgets
 
 st.title("Serving")
 st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina, arXiv "
@@ -81,7 +81,7 @@ try:
     with st.spinner("Simulating max-clock, static DVFS, Festina and the ablation ..."):
         run = cache.serving_run(trace, params, measured)
 except ValueError as exc:
-    st.error(f"No simulation: {exc}")
+    st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
 
 t = run["table"].set_index("policy")
@@ -159,6 +159,6 @@ with st.expander("Where the numbers come from"):
                 "memory, then the most free SMs; with no safe candidate a GPU is powered on "
                 "(scale-out).")
     for model, rows in run["profiles"]:
-        st.markdown(f"- `{model}`: {rows}")
+        st.markdown(f"- {widgets.plain(model)}: {rows}")
 for n in run["notes"]:
     st.caption(n)

@@ -2,7 +2,7 @@
 
 import pandas as pd
 import streamlit as st
-from analytics.ui import cache, charts
+from analytics.ui import cache, charts, widgets
 
 st.title("Telemetry")
 
@@ -15,7 +15,7 @@ if status["available"]:
         try:
             frame = cache.sample_live(1.0, 250)
         except Exception as exc:  # the driver went away mid-session: say so, keep the page
-            st.warning(f"Live sampling stopped: {exc}")
+            st.warning(f"Live sampling stopped: {widgets.plain(exc)}")
             return
         buf = pd.concat([st.session_state.get("live_buf", pd.DataFrame()), frame])
         st.session_state["live_buf"] = buf.tail(2000)
@@ -58,7 +58,7 @@ if vllm_result is not None and st.session_state.get("vllm_seen") != vllm_result.
         w0, w1 = cache.window_from_vllm_result(vllm_result.getvalue())
         st.session_state["win_start"], st.session_state["win_end"] = str(w0), str(w1)
     except ValueError as exc:
-        st.error(f"{vllm_result.name}: {exc}")
+        st.error(f"{widgets.plain(vllm_result.name)}: {widgets.plain(exc)}")
 c1, c2 = st.columns(2)
 start = c1.text_input("window start (UTC)", str(guess[0]), key="win_start")
 end = c2.text_input("window end (UTC)", str(guess[1]), key="win_end")

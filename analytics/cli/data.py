@@ -7,7 +7,13 @@ import functools
 from pathlib import Path
 
 from analytics.cli.common import BadInput, log, t0, zone
-from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list
+from analytics.config import (
+    CARBON_BASES,
+    DEFAULT_T0,
+    ParseOptions,
+    check_dataset_name,
+    field_list,
+)
 from analytics.ingest.formats import format_names
 from analytics.services import data, open_store
 
@@ -18,7 +24,9 @@ def add_parsers(sub) -> None:
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--format", choices=format_names(), default=None,
                    help="force a format instead of detecting it")
-    p.add_argument("--name", default=None, help="dataset name (one file only; default: file stem)")
+    p.add_argument("--name", default=None, type=dataset_name,
+                   help="dataset name (one file only; default: the file stem); letters, digits, "
+                        "'.', '_' and '-'")
     p.add_argument("--t0", type=t0, default=DEFAULT_T0,
                    help="UTC start of relative timestamps (BurstGPT, Mooncake); default "
                         f"{DEFAULT_T0.isoformat()} - weekdays are then relative")
@@ -72,6 +80,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be >= 1")
     return value
+
+
+def dataset_name(text: str) -> str:
+    """argparse type of ``--name``: a valid dataset name, else a usage error (exit 2)."""
+    try:
+        return check_dataset_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def ingest(args, settings) -> list[dict]:

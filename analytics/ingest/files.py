@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from analytics import store
-from analytics.config import ParseOptions
+from analytics.config import ParseOptions, safe_dataset_name
 from analytics.ingest.digest import file_sha256
 from analytics.ingest.formats import FormatError, Parsed, detect, parse_file
 from analytics.ingest.formats._common import file_stem
@@ -90,7 +90,7 @@ def batch_names(files: Sequence[FileIn], parsed: Sequence[Parsed]) -> list[tuple
     file took is skipped the same way. E.g. ``node-a/metrics.prom`` and
     ``node-b/metrics.prom`` -> ``metrics-node-a``, ``metrics-node-b``.
     """
-    stems = [f.name or file_stem(f.display) for f in files]
+    stems = [f.name or safe_dataset_name(file_stem(f.display)) for f in files]
     groups: dict[str, list[int]] = {}
     for i, (f, stem) in enumerate(zip(files, stems, strict=True)):
         if not f.name:
@@ -101,7 +101,8 @@ def batch_names(files: Sequence[FileIn], parsed: Sequence[Parsed]) -> list[tuple
         if len(idx) == 1:
             used.add(stem)
             continue
-        tags = _distinct([Path(files[i].display).parent.name for i in idx]) or \
+        tags = _distinct([safe_dataset_name(Path(files[i].display).parent.name)
+                          if Path(files[i].display).parent.name else None for i in idx]) or \
             _distinct([name_qualifier(parsed[i]) for i in idx]) or [None] * len(idx)
         for i, tag in zip(idx, tags, strict=True):
             candidates = [*([f"{stem}-{tag}"] if tag else []), stem,
@@ -163,7 +164,7 @@ def bootstrap(con, folder: str | Path, opts: ParseOptions | None = None,
             on_file(i, len(files), path.name)
         try:
             results.extend(ingest_files(con, [FileIn(path, path.name)], opts=opts))
-        except (FormatError, store.NameTaken, store.StoreError) as exc:
+        except (FormatError, store.NameTaken, store.StoreError, ValueError) as exc:
             results.append({"file": path.name, "dataset": None, "format": None, "rows": 0,
                             "status": "rejected", "error": str(exc)})
     return results

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from analytics import store
-from analytics.config import ParseOptions
+from analytics.config import ParseOptions, safe_dataset_name
 from analytics.ingest import files as ingest
 from analytics.ingest import sources
 from analytics.ingest.digest import copy_hashed
@@ -86,7 +86,7 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
     of ``<stem>-<host or site>``, ``<stem>-2``, ``<stem>-3`` ...; the report's first warning
     says which name the file got and why.
     """
-    stems = [file_stem(up.name) for up in uploads]
+    stems = [safe_dataset_name(file_stem(up.name)) for up in uploads]
     results = []
     for up, stem in zip(uploads, stems, strict=True):
         suffix = "".join(Path(up.name).suffixes[-2:])
@@ -105,7 +105,7 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
             except FormatError as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
                                 "dataset": None, "rows": 0, "format": None})
-            except (store.NameTaken, store.StoreError) as exc:
+            except (store.NameTaken, store.StoreError, ValueError) as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
                                 "dataset": stem, "rows": 0, "format": None})
     return results

@@ -94,12 +94,17 @@ def envelope_controls(prefix: str) -> EnvelopeParams:
                           split_days=days, split_frac=frac)
 
 
+#: Characters that make Markdown, HTML or LaTeX inside a line (links and images need ``[``;
+#: Streamlit's ``:color[...]`` directives too); line-start markers do not occur mid-sentence.
+_MARKDOWN_ACTIVE = frozenset("\\`*_[]<>#|~$")
+
+
 def plain(text: object) -> str:
     """``text`` with Markdown and HTML made inert (backslash-escaped), for user-supplied strings
     (file, dataset and model names, cell values echoed in messages) shown in Markdown widgets."""
     out = []
     for ch in str(text):
-        out.append("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>~$:" else ch)
+        out.append("\\" + ch if ch in _MARKDOWN_ACTIVE else ch)
     return "".join(out)
 
 

@@ -307,3 +307,32 @@ def test_an_unexpected_page_error_shows_an_id_not_a_traceback(app_env, monkeypat
     assert any(error_id in r.getMessage() and r.exc_info for r in caplog.records)
     monkeypatch.setenv("HEADROOM_DEBUG", "1")
     assert "secret detail" in str(new_app().run().exception[0].value)
+
+
+def test_user_strings_are_plain_text_and_names_safe(app_env):
+    """Issue 16 item 10: a file name with Markdown (an image that would fetch a URL) is shown
+    escaped, and the dataset it makes gets a name from the safe character set."""
+    trace = shared("azure_llm/AzureLLMInferenceTrace_code.csv").read_bytes()
+    evil = "![x](http://example.invalid/p.png) code.csv"
+    at = new_app().run()
+    at.file_uploader(key="uploads").set_value([(evil, trace, "text/csv"),
+                                               ("bad [y](http://e.invalid).csv", b"a,b\n1,2\n",
+                                                "text/csv")])
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    assert "!\\[x\\](http://example.invalid/p.png) code.csv" in at.success[0].value
+    # the name is the file's stem (after its last '/') in the safe character set
+    assert "dataset p.png_code" in at.success[0].value.replace("\\_", "_")
+    assert "bad \\[y\\](http://e.invalid).csv" in at.error[0].value
+    assert table_with(at, "name")["name"].tolist() == ["p.png_code"]
+
+
+def test_cli_refuses_an_unsafe_dataset_name(tmp_path, capsys):
+    from analytics import cli
+
+    path = shared("azure_llm/AzureLLMInferenceTrace_code.csv")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(path),
+                  "--name", "![x](http://e.invalid/p.png)"])
+    assert exit_.value.code == 2 and "is not allowed" in capsys.readouterr().err
