@@ -127,3 +127,33 @@ def test_a_grid_over_the_bin_cap_asks_for_a_coarser_bin(tmp_path, capsys):
     assert "2,000,000-bin cap" in err and "choose 15min or coarser" in err
     assert cli.main(["--db", db, "grid", "span", "--bin", "1h"]) == 0
     assert strict_loads(capsys.readouterr().out)["bins"] == 262_969
+
+
+@pytest.mark.parametrize("name,table,rows", [
+    ("azure_llm/AzureLLMInferenceTrace_code.csv", "requests", 8819),
+    ("sustaindc_dcrl/CarbonIntensity/CISO_NG_&_avgCI.csv", "carbon_intensity", 8760),
+])
+def test_a_pandas_index_column_is_dropped(tmp_path, name, table, rows):
+    """Issue 16 item 8: ``df.to_csv(path)`` adds an unnamed index column; the file is read as
+    the format it otherwise is, with a note, the lines unchanged (plain and gzip)."""
+    import gzip
+
+    import pandas as pd
+    from conftest import shared
+
+    src = shared(name)
+    frame = pd.read_csv(src)
+    plain_csv = tmp_path / "with_index.csv"
+    frame.to_csv(plain_csv)  # the index column, header ''
+    gz = tmp_path / "with_index.csv.gz"
+    gz.write_bytes(gzip.compress(plain_csv.read_bytes()))
+    reread = tmp_path / "reread.csv"
+    pd.read_csv(plain_csv).to_csv(reread, index=False)  # header 'Unnamed: 0'
+    for path in (plain_csv, gz, reread):
+        parsed = parse_file(path)
+        assert (parsed.table, parsed.frame.height) == (table, rows)
+        assert "index column" in parsed.warnings[0]
+    bad = plain_csv.read_text().replace("\n5,", "\nfive,", 1)  # not an index: still refused
+    (tmp_path / "bad.csv").write_text(bad)
+    with pytest.raises(FormatError):
+        parse_file(tmp_path / "bad.csv")

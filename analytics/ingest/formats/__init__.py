@@ -68,6 +68,7 @@ from analytics.ingest.formats import (
     weather,
 )
 from analytics.ingest.formats._common import Format, FormatError, Parsed, read_head
+from analytics.ingest.leading_index import is_index_column, without_index_column
 from analytics.schema import conform, ts_out_of_range
 
 __all__ = ["FORMATS", "Format", "FormatError", "Parsed", "detect", "parse_file", "format_names"]
@@ -180,8 +181,14 @@ def parse_file(
 
 
 def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:
-    """:func:`parse_file` on a file that is UTF-8 text (or binary Parquet)."""
+    """:func:`parse_file` on a file that is UTF-8 text (or binary Parquet). A CSV whose only
+    difference from a known format is a pandas index column is read without that column."""
     head = read_head(path, display)
+    if head != "PAR1" and is_index_column(head):
+        with without_index_column(path) as stripped:
+            parsed = _parse_text(stripped, display, fmt, opts)
+        return dataclasses.replace(parsed, warnings=(
+            "an unnamed leading index column (pandas to_csv) was dropped", *parsed.warnings))
     plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     try:
         parsed = plugin.parse(path, display, opts)
