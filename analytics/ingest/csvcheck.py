@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 import re
 import zlib
 from pathlib import Path
@@ -160,6 +161,46 @@ def header_fields(head: str, skip_lines: int = 0) -> list[str]:
     if len(lines) <= skip_lines:
         return []
     return next(csv.reader([lines[skip_lines]]))
+
+
+def max_decompressed_bytes() -> int:
+    """Most bytes a compressed file may expand to: ``$HEADROOM_MAX_DECOMPRESSED_MB`` (default
+    2,000 MB)."""
+    return int(float(os.environ.get("HEADROOM_MAX_DECOMPRESSED_MB", 2000)) * 1_000_000)
+
+
+#: Largest expansion ratio accepted once a file expands past 64 MB (real CSV and JSON traces
+#: compress 5-30x; a decompression bomb, 1,000x)
+MAX_EXPANSION_RATIO = 200
+
+
+def check_decompressed_size(path: Source, display: str) -> None:
+    """Stream a gzip file to its end in 1 MiB chunks (memory stays flat), refusing it as soon as
+    it expands past :func:`max_decompressed_bytes` or, beyond 64 MB, past
+    :data:`MAX_EXPANSION_RATIO` times its compressed size. A plain file passes untouched.
+
+    Raises
+    ------
+    FormatError
+        Line 1, naming the limit, the size reached and what to do.
+    """
+    if isinstance(path, bytes) or not is_gzip(path):
+        return
+    packed = Path(path).stat().st_size
+    cap, done = max_decompressed_bytes(), 0
+    try:
+        with gzip.GzipFile(fileobj=_raw(path)) as fh:
+            while chunk := fh.read(1 << 20):
+                done += len(chunk)
+                if done > cap or (done > 64_000_000 and done > MAX_EXPANSION_RATIO * packed):
+                    why = (f"over the {cap / 1e6:,.0f} MB limit" if done > cap else
+                           f"over {MAX_EXPANSION_RATIO}x its compressed {packed / 1e6:,.1f} MB")
+                    raise FormatError(display, 1, 1, (
+                        f"the compressed file expands to more than {done / 1e6:,.0f} MB, {why} "
+                        "(a decompression bomb?); decompress it yourself and ingest the plain "
+                        "file, or raise HEADROOM_MAX_DECOMPRESSED_MB"))
+    except (OSError, EOFError, zlib.error):
+        return  # truncated or corrupt: the parsers name the line where it breaks off
 
 
 def check_gzip_stream(path: Source, display: str) -> None:

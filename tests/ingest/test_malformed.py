@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import REPO, SHARED_DATA
 from harness import strict_loads
 
 from analytics import cli, store
@@ -157,3 +157,38 @@ def test_a_pandas_index_column_is_dropped(tmp_path, name, table, rows):
     (tmp_path / "bad.csv").write_text(bad)
     with pytest.raises(FormatError):
         parse_file(tmp_path / "bad.csv")
+
+
+def test_a_decompression_bomb_is_refused_while_streaming(tmp_path, monkeypatch):
+    """Issue 16 item 2: the cap is on the decompressed bytes (and the expansion ratio), checked
+    while streaming in 1 MiB chunks, before any reader holds the file in memory."""
+    import gzip
+    import subprocess
+    import sys
+
+    header = b"TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    line = b"2023-11-16 18:15:46.6,100,20\n"
+    bomb = tmp_path / "bomb.csv.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as fh:  # 90 MB of text in well under 1 MB
+        fh.write(header)
+        for _ in range(90):
+            fh.write(line * (1_000_000 // len(line)))
+    assert bomb.stat().st_size < 1_000_000
+    with pytest.raises(FormatError, match="decompression bomb") as err:
+        parse_file(bomb)
+    assert "over 200x its compressed" in err.value.reason and err.value.line == 1
+    # peak memory of a fresh process refusing it: the 90 MB never sit in memory at once
+    probe = ("import resource, sys\nfrom analytics.ingest.formats import parse_file\n"
+             "try:\n    parse_file(sys.argv[1])\nexcept (ValueError, OSError):\n    pass\n"
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", probe, str(bomb)], capture_output=True,
+                         text=True, cwd=REPO, timeout=120)
+    baseline = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "missing.csv")],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+    grown_mb = (int(out.stdout.split()[-1]) - int(baseline.stdout.split()[-1])) / 1024
+    assert grown_mb < 40, grown_mb
+    monkeypatch.setenv("HEADROOM_MAX_DECOMPRESSED_MB", "1")  # the absolute cap, any ratio
+    small = tmp_path / "small.csv.gz"
+    small.write_bytes(gzip.compress(header + line * 60_000, compresslevel=1))
+    with pytest.raises(FormatError, match="over the 1 MB limit"):
+        parse_file(small)

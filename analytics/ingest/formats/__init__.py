@@ -48,7 +48,7 @@ import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
-from analytics.ingest.csvcheck import ts_range_text
+from analytics.ingest.csvcheck import check_decompressed_size, ts_range_text
 from analytics.ingest.encoding import utf8_path
 from analytics.ingest.formats import (
     alibaba,
@@ -173,6 +173,7 @@ def parse_file(
     if fmt is not None and fmt not in FORMATS:
         raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     read_head(path, display)  # empty / binary checks apply to a forced format too
+    check_decompressed_size(path, display)  # before any reader holds it in memory
     with utf8_path(path, display) as (text_path, decoded):  # UTF-16 exports: read as UTF-8
         parsed = _parse_text(text_path, display, fmt, opts)
     if decoded:
