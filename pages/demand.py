@@ -106,6 +106,9 @@ st.dataframe(table.rename(columns={"wape": "WAPE %", "mae": "MAE", "rmse": "RMSE
                  "WAPE %": st.column_config.NumberColumn(format="%.2f"),
                  "MAE": st.column_config.NumberColumn(format="%.1f"),
                  "RMSE": st.column_config.NumberColumn(format="%.1f")}, key="model_table")
+if table["wape"].isna().any():
+    st.caption(f"WAPE is empty where it is undefined: {cache.WAPE_UNDEFINED} (it divides by "
+               "the demand); MAE and RMSE are given.")
 g = env.mae_gain
 st.markdown(
     f"MAE gain of **{g['model']}** over **{g['baseline']}**: **{g['mae_gain']:,.1f}** "

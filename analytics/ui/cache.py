@@ -24,12 +24,14 @@ from analytics import power as power_sim
 from analytics import telemetry as telemetry_core
 from analytics.advisor import decide
 from analytics.config import GPUKind, ParseOptions, Settings
+from analytics.envelope import forecast
 from analytics.envelope import grid as grids
 from analytics.envelope.pipeline import EnvelopeParams, EnvelopeResult
 from analytics.services import advisor, data, decisions, demand, power, serving, telemetry
 from analytics.serving import ServingParams
 
 StoreBusy = store.StoreBusy  # raised when another process keeps the store locked
+WAPE_UNDEFINED = forecast.WAPE_UNDEFINED  # why WAPE is empty (zero demand in the test window)
 DEMAND_KINDS = data.DEMAND_KINDS
 DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S
 POWER_SHARES = power.SWEEP_SHARES

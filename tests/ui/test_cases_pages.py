@@ -1,0 +1,57 @@
+"""The case files of ``../shared/cases`` on the pages they feed (issue 14, "Done when"): the
+values their README rows give, as a user sees them."""
+
+from __future__ import annotations
+
+from harness import SHARED_DATA, missing, new_app, seed, table_with
+
+CASES = SHARED_DATA.parent / "cases"
+
+
+def _case(name: str) -> str:
+    """The case's path relative to the staged-data folder, as :func:`harness.seed` takes it."""
+    if not (CASES / name).exists():
+        missing(CASES / name)
+    return f"../cases/{name}"
+
+
+def test_case_27_zero_demand_test_window_on_demand_and_coverage(app_env):
+    """WAPE empty with the reason said, MAE and RMSE given, no infinite interval (ACI included)."""
+    seed(app_env["db"], _case("27-zero-demand-test-window.csv"))
+    at = new_app().run()
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    models = table_with(at, "WAPE %")
+    assert models["WAPE %"].isna().all() and models["MAE"].notna().all()
+    assert any("zero demand in the test window" in c.value for c in at.caption)
+    at.switch_page("pages/coverage.py").run()
+    assert not at.exception
+    intervals = table_with(at, "infinite intervals")
+    assert len(intervals) == 6 and intervals["infinite intervals"].sum() == 0
+
+
+def test_case_15_repairs_are_counted_on_the_coverage_page(app_env):
+    """Every band is 0 <= lower <= point <= upper; the repairs are counted and shown."""
+    seed(app_env["db"], _case("15-bursty-zero-heavy-cqr.csv"))
+    at = new_app().run()
+    at.switch_page("pages/coverage.py").run()
+    assert not at.exception
+    repairs = table_with(at, "repaired_negative_point")
+    counts = [c for c in repairs.columns if c.startswith("repaired") or c == "point_outside_band"]
+    assert repairs[counts].to_numpy().sum() > 0  # this sparse trace needs repairs
+    assert any(e.label.startswith("Repairs: demand is never negative") for e in at.expander)
+
+
+def test_case_19_rate_is_not_concurrency_on_the_data_page(app_env):
+    """Uploaded ``vllm bench serve`` result: the ingest report says the concurrency was measured
+    by Little's law (36.0), and the rate is kept as a rate."""
+    data = (CASES / "19-vllm-bench-request-rate-no-concurrency.json")
+    if not data.exists():
+        missing(data)
+    at = new_app().run()
+    at.file_uploader(key="uploads").set_value((data.name, data.read_bytes(), "application/json"))
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    warned = table_with(at, "warning")["warning"]
+    assert any("concurrency 36.0 MEASURED by Little's law" in w for w in warned)
