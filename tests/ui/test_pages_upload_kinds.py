@@ -24,8 +24,8 @@ def test_same_named_uploads_both_ingested_under_hostname_names(app_env):
     assert not at.exception
     assert not at.error
     shown = [s.value for s in at.success]
-    assert any("metrics\\-node\\-a" in s for s in shown)
-    assert any("metrics\\-node\\-b" in s for s in shown)
+    assert any("metrics-node-a" in s for s in shown)
+    assert any("metrics-node-b" in s for s in shown)
     ledger = table_with(at, "name")
     assert sorted(ledger["name"]) == ["metrics-node-a", "metrics-node-b"]
     assert "--name" not in " ".join(str(e.value) for e in at.get("markdown"))
