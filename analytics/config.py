@@ -180,10 +180,11 @@ def field_list(text: str | None) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-#: A dataset name: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit, at
-#: most 100 characters. Names are shown in pages, charts and file names, so nothing in one can
-#: act as Markdown, HTML or a path.
-DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: A dataset name: letters, digits, ``.``, ``_``, ``-`` and ``&`` (SustainDC's
+#: ``CISO_NG_&_avgCI``), starting with a letter or digit, at most 100 characters. Names are
+#: shown in pages, charts and file names, so nothing in one can act as Markdown, HTML (no
+#: ``<``, ``>`` or ``;``) or a path.
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._&-]{0,99}")
 
 
 def check_dataset_name(name: str) -> str:
@@ -199,19 +200,19 @@ def check_dataset_name(name: str) -> str:
     """
     if not DATASET_NAME.fullmatch(str(name)):
         raise ValueError(f"dataset name {str(name)[:60]!r} is not allowed: use letters, digits, "
-                         "'.', '_' and '-' (up to 100, starting with a letter or digit)")
+                         "'.', '_', '-' and '&' (up to 100, starting with a letter or digit)")
     return name
 
 
 def safe_dataset_name(text: str) -> str:
     """A valid dataset name made from ``text`` (a file stem, a host): every run of other
-    characters becomes ``_``, leading ``._-`` are dropped, cut to 100; ``dataset`` if nothing
+    characters becomes ``_``, leading ``._&-`` are dropped, cut to 100; ``dataset`` if nothing
     is left.
 
     >>> safe_dataset_name("![x](http://a/b.png) trace")
     'x_http_a_b.png_trace'
     """
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(text)).lstrip("._-")[:100].rstrip("_")
+    name = re.sub(r"[^A-Za-z0-9._&-]+", "_", str(text)).lstrip("._&-")[:100].rstrip("_")
     return name or "dataset"
 
 

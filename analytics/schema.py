@@ -75,6 +75,52 @@ CANONICAL: dict[str, dict[str, pl.DataType]] = {
     },
 }
 
+@dataclass(frozen=True)
+class Rule:
+    """What a value of a canonical column may be (empty cells always pass).
+
+    Attributes
+    ----------
+    low, high : closed bounds, None = open
+    integer : a whole number (a count: a fractional one is refused, never truncated)
+    """
+
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+
+
+_COUNT, _NONNEG = Rule(low=0, integer=True), Rule(low=0)
+
+#: Validity rules per canonical column, the one place they are stated: every parsed file passes
+#: them before it is stored (:func:`analytics.ingest.csvcheck.check_rules`), whatever its format.
+#: Every float must also be finite; where a source writes NaN for "no reading" (telemetry,
+#: benchmark exports) it becomes empty with a warning naming line and column
+#: (:data:`NAN_AS_EMPTY`), elsewhere the file is refused.
+RULES: dict[str, dict[str, Rule]] = {
+    "requests": {"prompt_tokens": _COUNT, "completion_tokens": _COUNT, "latency_s": _NONNEG,
+                 "gpu_s": _NONNEG},
+    "demand_series": {"bin_s": Rule(low=1, integer=True), "tokens": _NONNEG,
+                      "requests": _COUNT},
+    "carbon_intensity": {"gco2_per_kwh": _NONNEG},
+    "weather": {"temp_c": Rule(low=-90, high=65), "rh_pct": Rule(low=0, high=100)},
+    "prices": {},  # prices can be negative (renewable surplus hours)
+    "telemetry": {"power_w": _NONNEG, "energy_j": _NONNEG, "sm_active": Rule(low=0, high=1),
+                  "gpu_util_pct": Rule(low=0, high=100), "mem_used_mib": _NONNEG,
+                  "temp_c": Rule(low=-40, high=150), "sm_clock_mhz": _NONNEG,
+                  "mem_clock_mhz": _NONNEG},
+    "jobs": {"n_gpus": _COUNT, "gpu_milli": _COUNT, "elapsed_s": _NONNEG},
+    "bench_runs": {c: _NONNEG for c in (
+        "gpu_mem_gb", "params_b", "active_params_b", "in_len", "out_len", "concurrency",
+        "throughput_tok_s", "ttft_ms", "itl_ms", "latency_s", "power_w", "energy_per_token_j",
+        "request_rate")} | {"n_gpus": _COUNT, "tp": _COUNT, "pp": _COUNT},
+    "reference_cdf": {"cdf_percent": Rule(low=0, high=100)},
+}
+
+#: Tables whose sources write NaN / Inf for "no reading": such a value is stored empty with a
+#: warning; in the other tables it refuses the file.
+NAN_AS_EMPTY = ("telemetry", "bench_runs")
+
 #: Columns a canonical file must have for each table (the rest are optional).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "requests": ("ts", "prompt_tokens", "completion_tokens"),

@@ -26,7 +26,7 @@ def add_parsers(sub) -> None:
                    help="force a format instead of detecting it")
     p.add_argument("--name", default=None, type=dataset_name,
                    help="dataset name (one file only; default: the file stem); letters, digits, "
-                        "'.', '_' and '-'")
+                        "'.', '_', '-' and '&'")
     p.add_argument("--t0", type=t0, default=DEFAULT_T0,
                    help="UTC start of relative timestamps (BurstGPT, Mooncake); default "
                         f"{DEFAULT_T0.isoformat()} - weekdays are then relative")

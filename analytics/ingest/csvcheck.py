@@ -34,7 +34,7 @@ from analytics.ingest.encoding import (
     utf8_path,
     utf16_codec,
 )
-from analytics.schema import NOTE_LINES_KEPT, TS_ACCEPTED, Note
+from analytics.schema import CANONICAL, NAN_AS_EMPTY, NOTE_LINES_KEPT, RULES, TS_ACCEPTED, Note, Rule
 
 #: A file to read: its path, or its bytes.
 Source = str | Path | bytes
@@ -243,13 +243,19 @@ def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> N
                 fh.readline()
                 line += 1
             reader = csv.reader(fh)
-            width = None
+            width, ended = None, 0
             for row in reader:
+                start, ended = skip_lines + ended + 1, reader.line_num
                 line = skip_lines + reader.line_num
                 if not row:
                     continue
                 if width is None:
                     width = len(row)
+                elif any("\n" in cell or "\r" in cell for cell in row) and len(row) != width:
+                    raise FormatError(  # a quote opened here ran on over the following lines
+                        display, start, _quoted_field(row) + 1,
+                        f"a quote opens on this line and is not closed where the row should "
+                        f"end (the quoted field runs on to line {line})")
                 elif len(row) != width:
                     raise FormatError(
                         display, line, min(len(row), width) + 1,
@@ -260,6 +266,11 @@ def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> N
         raise FormatError(display, bad_line, bad_col, "bytes are not UTF-8 text") from exc
     except csv.Error as exc:
         raise FormatError(display, line + 1, 1, f"malformed CSV: {exc}") from exc
+
+
+def _quoted_field(row: list[str]) -> int:
+    """0-based index of the first field of ``row`` that spans lines."""
+    return next((i for i, cell in enumerate(row) if "\n" in cell or "\r" in cell), 0)
 
 
 def _locate_bad_utf8(path: Source) -> tuple[int, int]:
@@ -323,6 +334,12 @@ def read_csv_checked(
     head = read_head(path, display)
     header = [rename.get(h, h) for h in header_fields(head, skip_lines)]
     header_line = skip_lines + 1
+    for name in {**spec, **(optional or {})}:
+        where = [i + 1 for i, h in enumerate(header) if h == name]
+        if len(where) > 1:
+            raise FormatError(display, header_line, name, (
+                f"column name {name!r} appears {len(where)} times (fields "
+                f"{', '.join(map(str, where))}): which one holds the data is ambiguous"))
     for name in spec:
         if name not in header:
             raise FormatError(
@@ -602,3 +619,76 @@ def check_allowed(frame: pl.DataFrame, col: str, allowed: tuple[str, ...], displ
     bad = ~frame[col].is_in(list(allowed)) & frame[col].is_not_null()
     raise_at_first(frame, bad, display, col,
                    "{value!r} is not one of " + ", ".join(allowed), header_line)
+
+
+def row_lines(frame: pl.DataFrame) -> pl.Series | None:
+    """The file line of each row: a format's ``__line`` column, else ``__row + 2`` (the
+    ``__row`` index of a CSV with a one-line header), else None (lines unknown)."""
+    if "__line" in frame.columns:
+        return frame["__line"]
+    if ROW in frame.columns:
+        return frame[ROW] + 2
+    return None
+
+
+def check_rules(frame: pl.DataFrame, table: str, display: str,
+                names: dict[str, str] | None = None) -> tuple[pl.DataFrame, list[Note]]:
+    """Apply :data:`analytics.schema.RULES` to a parsed frame of ``table`` (the one place the
+    validity rules live; every format's rows pass here before they are stored).
+
+    Every float is finite (NaN / Inf: empty with a Note in :data:`~analytics.schema.NAN_AS_EMPTY`
+    tables, else refused), counts are whole numbers (never truncated), and values lie within
+    their rule's bounds (sign, range). ``names`` maps a canonical column to the name the file
+    gives it, for messages.
+
+    Returns
+    -------
+    (frame, notes): the frame with non-finite values emptied where that is the rule, and the
+    notes saying so.
+
+    Raises
+    ------
+    FormatError
+        At the first value a rule refuses, naming its line (when the format keeps ``__line`` or
+        ``__row``; otherwise line 1 and the data row) and column.
+    """
+    names, notes = names or {}, []
+    lines = row_lines(frame)
+    for col, dtype in frame.schema.items():
+        if col not in CANONICAL.get(table, {}) or not dtype.is_numeric():
+            continue
+        rule, label = RULES.get(table, {}).get(col, Rule()), names.get(col, col)
+        if dtype.is_float():
+            bad = (~frame[col].is_finite()).fill_null(False)
+            if bad.any() and table in NAN_AS_EMPTY:
+                first = frame[col].filter(bad)[0]
+                notes.append(Note(f"{label} value {first} is not a finite number: left empty "
+                                  "(NULL, not 0)", column=label, count=int(bad.sum()),
+                                  lines=() if lines is None else lines.filter(bad).head(20)))
+                frame = frame.with_columns(pl.when(bad).then(None).otherwise(pl.col(col))
+                                           .alias(col))
+            elif bad.any():
+                _refuse(frame, bad, col, lines, display, label, "{value} is not a finite number")
+            if rule.integer:
+                frac = (frame[col] != frame[col].round()).fill_null(False)
+                _refuse(frame, frac, col, lines, display, label,
+                        "{value} is not a whole number (a count); refused, not cut")
+        if rule.low is not None:
+            _refuse(frame, (frame[col] < rule.low).fill_null(False), col, lines, display, label,
+                    f"{{value}} is below {rule.low:g}, the least a {col} can be")
+        if rule.high is not None:
+            _refuse(frame, (frame[col] > rule.high).fill_null(False), col, lines, display, label,
+                    f"{{value}} is above {rule.high:g}, the most a {col} can be")
+    return frame, notes
+
+
+def _refuse(frame, mask, col, lines, display, label, reason) -> None:
+    """Raise FormatError at the first row of ``mask`` (no-op when none); ``{value}`` in
+    ``reason`` is that row's ``col``."""
+    if not mask.any():
+        return
+    idx = int(mask.arg_true()[0])
+    reason = reason.format(value=frame[col][idx])
+    if lines is None:
+        raise FormatError(display, 1, label, f"{reason} (data row {idx + 1})")
+    raise FormatError(display, int(lines[idx]), label, reason)

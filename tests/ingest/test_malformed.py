@@ -192,3 +192,43 @@ def test_a_decompression_bomb_is_refused_while_streaming(tmp_path, monkeypatch):
     small.write_bytes(gzip.compress(header + line * 60_000, compresslevel=1))
     with pytest.raises(FormatError, match="over the 1 MB limit"):
         parse_file(small)
+
+
+#: The README of ``../shared/cases/malformed``, as (file, refused at (line, column) or None for
+#: accepted, a phrase of the message or of the warning that names the line)
+CORPUS = [
+    ("m09_duplicate_header_names.csv", (1, "ContextTokens"), "appears 2 times (fields 2, 3)"),
+    ("m13_azure_far_past_0001.csv", (2, "TIMESTAMP"), "outside the accepted range"),
+    ("m17_canonical_ts_year_3000.csv", (3, "ts"), "outside the accepted range"),
+    ("m29_unterminated_quote_line100.csv", (100, 1), "a quote opens on this line"),
+    ("m48_openmeteo_nested_10k.json", (1, 1), "nested deeper"),
+    ("m57_prom_nan_value.prom", None, "line 2, column DCGM_FI_DEV_POWER_USAGE"),
+    ("m59_prom_negative_power.prom", (2, "DCGM_FI_DEV_POWER_USAGE"), "below 0"),
+    ("m65_smi_nan_power.csv", None, "lines 2, 3, column power.draw"),
+    ("m69_sacct_end_before_start.txt", None, "line 2, column End: End before Start"),
+    ("m73_sacct_negative_gpus.txt", (2, "AllocTRES"), "is negative"),
+    ("m79_epw_temp_nan.epw", (11, "field 7 dry bulb"), "not a finite number"),
+    ("m89_parquet_tokens_float_fraction.parquet", (1, "prompt_tokens"), "not a whole number"),
+    ("m93_canonical_demand_bin_zero.csv", (2, "bin_s"), "out of range"),
+    ("m100_jsonl_nested_10k_first_line.jsonl", (1, 1), "nested deeper"),
+]
+
+
+@pytest.mark.parametrize("name,refused,phrase", CORPUS, ids=[c[0][:3] for c in CORPUS])
+def test_malformed_corpus(tmp_path, capsys, name, refused, phrase):
+    """Each file exits 2 naming line and column with the store unchanged, or is accepted with
+    a warning that names the line; never a traceback."""
+    db = tmp_path / "s.duckdb"
+    with store.connect(db) as con:
+        before = store.table_counts(con)
+    code = cli.main(["--db", str(db), "ingest", str(_case(name))])
+    doc = strict_loads(capsys.readouterr().out)
+    if refused:
+        assert code == 2, doc
+        assert (doc["detail"]["line"], doc["detail"]["column"]) == refused
+        assert phrase in doc["detail"]["reason"]
+        with store.connect(db) as con:
+            assert store.table_counts(con) == before
+    else:
+        assert code == 0 and doc[0]["status"] == "ingested"
+        assert any(phrase in w["text"] for w in doc[0]["warnings"]), doc[0]["warnings"]

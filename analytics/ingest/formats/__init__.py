@@ -48,7 +48,7 @@ import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
-from analytics.ingest.csvcheck import check_decompressed_size, ts_range_text
+from analytics.ingest.csvcheck import check_decompressed_size, check_rules, ts_range_text
 from analytics.ingest.encoding import utf8_path
 from analytics.ingest.formats import (
     alibaba,
@@ -194,6 +194,9 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
     try:
         parsed = plugin.parse(path, display, opts)
         _check_times(parsed.frame, display, getattr(plugin, "TIME_COLUMN", None))
+        frame, notes = check_rules(parsed.frame, parsed.table, display,
+                                   getattr(plugin, "SOURCE_COLUMNS", None))
+        parsed = dataclasses.replace(parsed, frame=frame, warnings=(*parsed.warnings, *notes))
         parsed = dataclasses.replace(parsed, frame=conform(parsed.frame, parsed.table))
     except FormatError:
         raise

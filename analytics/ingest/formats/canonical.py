@@ -39,6 +39,7 @@ from analytics.ingest.formats._common import (
     check_monotone,
     check_nonnegative,
     check_range,
+    check_rules,
     header_fields,
     is_parquet,
     note_rows,
@@ -163,6 +164,9 @@ class Canonical:
             check_range(frame, "bin_s", display, low=0, low_open=True, header_line=header_line)
         if table == "requests":
             check_monotone(frame, display, opts.max_backstep_s, "ts", header_line=header_line)
+        frame = frame.with_columns((pl.col(ROW) + header_line + 1).alias("__line"))
+        frame, rule_notes = check_rules(frame, table, display)  # before conform casts counts
+        notes.extend(rule_notes)
         out = conform(frame, table, defaults={"failed": False, "basis": "avg"})
         resolution = float(out["bin_s"].min()) if table == "demand_series" else (
             1e-6 if table == "requests" else 3600.0)

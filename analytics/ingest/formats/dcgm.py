@@ -42,6 +42,7 @@ class Dcgm:
     NAME = "dcgm_prometheus"
     TABLE = "telemetry"
     TIME_COLUMN = "timestamp_ms"  # the field a time-range refusal names
+    SOURCE_COLUMNS = _METRIC_OF
 
     @staticmethod
     def detect(name: str, head: str) -> bool:

@@ -166,6 +166,7 @@ class Sacct:
 
     NAME = "slurm_sacct"
     TABLE = "jobs"
+    SOURCE_COLUMNS = {"n_gpus": "AllocTRES", "elapsed_s": "Elapsed"}
     LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
@@ -235,7 +236,7 @@ class Sacct:
                          "profile)")
         if "Submit" not in header:
             warns.append("no Submit/Start/End columns: times empty, run time from Elapsed")
-        return Parsed("jobs", Sacct.NAME, frame.drop(ROW), display, 1.0, (*warns, *notes))
+        return Parsed("jobs", Sacct.NAME, frame, display, 1.0, (*warns, *notes))  # __row: lines
 
 
 _SACCT_TIMES = {"submit_ts": "Submit", "start_ts": "Start", "end_ts": "End"}
@@ -291,7 +292,7 @@ def _elapsed_s(raw: str, display: str, lineno: int) -> float | None:
             + float(seconds))
 
 
-_GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(\w+)")
+_GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(-?\w+)")
 
 
 def _sacct_gpus(row: dict[str, str], display: str, lineno: int) -> tuple[int, str | None, bool]:
@@ -306,4 +307,7 @@ def _sacct_gpus(row: dict[str, str], display: str, lineno: int) -> tuple[int, st
         except ValueError as exc:
             raise FormatError(display, lineno, col,
                               f"GPU count {m.group(2)!r} is not an integer") from exc
+        if entries[-1][1] < 0:
+            raise FormatError(display, lineno, col,
+                              f"GPU count {m.group(2)} is negative ({m.group(0)})")
     return count_gpus(entries)

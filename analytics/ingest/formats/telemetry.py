@@ -127,6 +127,7 @@ class NvidiaSmi:
 
     LOCAL_TIMES = True  # nvidia-smi prints the host's local clock without an offset
     TIME_COLUMN = "timestamp"  # the field a time-range refusal names
+    SOURCE_COLUMNS = {col: field for field, col in reversed(list(_SMI_FIELDS.items()))}
 
 
 def _smi_clock(frame: pl.DataFrame, tz: str | None) -> tuple[pl.DataFrame, list]:

@@ -34,6 +34,7 @@ from analytics.ingest.hourly import absent_hours_notes, blank_note
 class EPW:
     NAME = "epw_weather"
     TABLE = "weather"
+    SOURCE_COLUMNS = {"temp_c": "field 7 dry bulb", "rh_pct": "field 9 relative humidity"}
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -96,7 +97,7 @@ class EPW:
                  f"{tz_h} h)", *_gap_notes(out, (("temp_c", "field 7 dry bulb"),
                                                  ("rh_pct", "field 9 relative humidity")),
                                            "fields 2-4 month/day/hour")]
-        return Parsed("weather", EPW.NAME, out.drop(ROW), display, 3600.0, tuple(notes))
+        return Parsed("weather", EPW.NAME, out, display, 3600.0, tuple(notes))  # __row: lines
 
 
 class OpenMeteo:
