@@ -404,6 +404,68 @@ def dataset_rows(con, name: str) -> pd.DataFrame:
         ).df()
 
 
+#: Per dataset kind, the summary aggregates (SQL over that kind's table, one row).
+_RUNTIME_S = ("coalesce(elapsed_s, CASE WHEN end_ts > start_ts "
+              "THEN epoch(end_ts) - epoch(start_ts) END)")
+_SUMMARY_SQL = {
+    "requests": """count(*) AS requests, count(*) FILTER (WHERE failed) AS failed_requests,
+        sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+        count(*) FILTER (WHERE prompt_tokens IS NULL OR completion_tokens IS NULL)
+            AS unknown_token_requests,
+        count(DISTINCT model) AS models, sum(gpu_s) AS gpu_s""",
+    "demand_series": """count(*) AS bins, min(bin_s) AS bin_s, sum(tokens) AS tokens,
+        sum(requests) AS requests""",
+    "jobs": f"""count(*) AS jobs, count(*) FILTER (WHERE n_gpus > 0) AS gpu_jobs,
+        sum(coalesce(gpu_milli / 1000.0, n_gpus) * {_RUNTIME_S}) / 3600.0 AS gpu_hours,
+        count(*) FILTER (WHERE n_gpus > 0 AND {_RUNTIME_S} IS NULL) AS gpu_jobs_without_runtime,
+        count(*) FILTER (WHERE mig_slice) AS mig_jobs,
+        string_agg(job_id, ', ' ORDER BY job_id) FILTER (WHERE mig_slice) AS mig_job_ids,
+        count(*) FILTER (WHERE end_ts < start_ts) AS end_before_start""",
+    "telemetry": """count(DISTINCT (host, gpu_id, gpu_uuid)) AS gpus, count(DISTINCT host) AS hosts,
+        count(*) AS samples, avg(power_w) AS mean_power_w,
+        count(*) FILTER (WHERE power_w IS NULL) AS samples_without_power""",
+    "carbon_intensity": """count(DISTINCT (site, basis)) AS series, count(DISTINCT site) AS sites,
+        count(*) AS hours, count(*) FILTER (WHERE gco2_per_kwh IS NULL) AS empty_values,
+        avg(gco2_per_kwh) AS mean_gco2_per_kwh""",
+    "weather": """count(DISTINCT site) AS sites, count(*) AS hours,
+        count(*) FILTER (WHERE temp_c IS NULL) AS empty_values, avg(temp_c) AS mean_temp_c""",
+    "prices": """count(DISTINCT site) AS sites, count(*) AS hours,
+        count(*) FILTER (WHERE usd_per_mwh IS NULL) AS empty_values,
+        avg(usd_per_mwh) AS mean_usd_per_mwh""",
+    "bench_runs": """count(*) AS runs, count(DISTINCT model) AS models,
+        string_agg(DISTINCT hardware, ', ' ORDER BY hardware) AS hardware,
+        count(*) FILTER (WHERE concurrency_measured) AS measured_concurrency_runs""",
+    "reference_cdf": """count(DISTINCT (source, cluster, metric)) AS curves, count(*) AS points""",
+}
+
+
+def dataset_summary(con, name: str) -> dict:
+    """What one dataset holds, in its kind's terms (one row of aggregates).
+
+    ``jobs``: jobs, GPU jobs, GPU-hours (GPUs, or the ``gpu_milli`` share, x the run time:
+    Slurm's ``Elapsed`` when the source gives it, else end - start), GPU jobs without a run
+    time, MIG-slice jobs and their ids, jobs whose End is before their Start; plus
+    ``gpus_per_job`` ``{n_gpus: jobs}``. ``requests``: requests, failed, token sums, requests
+    with an unknown token count, models, GPU-seconds. ``telemetry``: GPUs as (host, index,
+    UUID), hosts, samples, mean power. Site tables: series, sites, hours, empty values, mean.
+    ``bench_runs``: runs, models, hardware. Sums over no rows are None.
+
+    Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    kind, dataset_id = info["kind"], int(info["dataset_id"])
+    with con.cursor() as cur:
+        cur_ = _run(cur, f"SELECT {_SUMMARY_SQL[kind]} FROM {kind} WHERE dataset_id = ?",
+                    [dataset_id])
+        names = [d[0] for d in cur_.description]
+        row = dict(zip(names, cur_.fetchone(), strict=True))
+        if kind == "jobs":
+            row["gpus_per_job"] = {int(n): int(c) for n, c in _run(
+                cur, "SELECT n_gpus, count(*) FROM jobs WHERE dataset_id = ? AND n_gpus IS NOT "
+                     "NULL GROUP BY n_gpus ORDER BY n_gpus", [dataset_id]).fetchall()}
+    return {"dataset": name, "kind": kind, **row}
+
+
 def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.DataFrame:
     """Complete, zero-filled grid of one request dataset.
 

@@ -103,6 +103,10 @@ if not ledger.empty:
     left, right = st.columns(2)
     with left:
         target = st.selectbox("Dataset", ledger["name"].tolist(), key="manage_dataset")
+        summary = cache.dataset_summary(target)
+        st.dataframe([{"what": k.replace("_", " "), "value": str(v)} for k, v in summary.items()
+                      if k not in ("dataset", "kind") and v is not None],
+                     hide_index=True, width="stretch", key="dataset_summary")
         fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt")
         st.download_button(
             f"Download {target}.{fmt}",

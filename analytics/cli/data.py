@@ -54,6 +54,10 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=ingest)
 
     sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
+    p = sub.add_parser("summary", help="what one dataset holds (jobs: GPU-hours, GPUs per job, "
+                                       "MIG jobs; telemetry: GPUs per host; requests: tokens)")
+    p.add_argument("dataset")
+    p.set_defaults(run=summary)
 
     p = sub.add_parser("delete", help="remove a dataset")
     p.add_argument("dataset")
@@ -110,6 +114,12 @@ def datasets(args, settings) -> list[dict]:
     """The dataset ledger."""
     with open_store(settings.db_path) as con:
         return data.ledger_document(con)
+
+
+def summary(args, settings) -> dict:
+    """One dataset's summary in its kind's terms."""
+    with open_store(settings.db_path) as con:
+        return data.summary(con, args.dataset)
 
 
 def delete(args, settings) -> dict:

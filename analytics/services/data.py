@@ -7,6 +7,7 @@ import dataclasses
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +29,14 @@ def ledger(con) -> pd.DataFrame:
     """The ``datasets`` ledger, one row per dataset (name, kind, format, rows, ts_min, ts_max,
     resolution_s, synthetic, ...)."""
     return store.list_datasets(con)
+
+
+def summary(con, name: str) -> dict:
+    """What one dataset holds in its kind's terms (:func:`analytics.store.dataset_summary`):
+    e.g. a jobs dataset's GPU-hours, GPUs per job and MIG-slice jobs; a telemetry dataset's
+    GPUs as (host, index, UUID). Raises ``store.UnknownDataset``."""
+    out = store.dataset_summary(con, name)
+    return {k: float(v) if isinstance(v, Decimal) else v for k, v in out.items()}
 
 
 def ledger_document(con) -> list[dict]:

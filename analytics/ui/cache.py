@@ -83,6 +83,7 @@ def cached(service: Callable[..., Any], **cache_kwargs) -> Callable[..., Any]:
 
 # --------------------------------------------------------------------------- data
 datasets = cached(data.ledger)
+dataset_summary = cached(data.summary)
 _export = cached(data.export, show_spinner="Preparing the download ...")
 _supported_targets = cached(demand.supported_targets)
 

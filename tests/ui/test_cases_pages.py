@@ -3,7 +3,7 @@ values their README rows give, as a user sees them."""
 
 from __future__ import annotations
 
-from harness import SHARED_DATA, missing, new_app, seed, table_with
+from harness import SHARED_DATA, missing, new_app, seed, strict_loads, table_with
 
 CASES = SHARED_DATA.parent / "cases"
 
@@ -55,3 +55,31 @@ def test_case_19_rate_is_not_concurrency_on_the_data_page(app_env):
     assert not at.exception
     warned = table_with(at, "warning")["warning"]
     assert any("concurrency 36.0 MEASURED by Little's law" in w for w in warned)
+
+
+def test_case_07_gpu_hours_in_the_cli_and_on_the_data_page(app_env, capsys):
+    """GPUs per job 1, 1, 2, 8 (never typed + untyped both): 196.0 GPU-hours; job 3001 on a MIG
+    slice -- in ``headroom summary`` and in the Data page's dataset summary."""
+    from analytics import cli
+
+    seed(app_env["db"], _case("07-sacct-alloctres-typed-gpu.txt"))
+    assert cli.main(["--db", str(app_env["db"]), "summary", "07-sacct-alloctres-typed-gpu"]) == 0
+    doc = strict_loads(capsys.readouterr().out)
+    assert (doc["jobs"], doc["gpu_hours"], doc["mig_job_ids"]) == (4, 196.0, "3001")
+    assert doc["gpus_per_job"] == {"1": 2, "2": 1, "8": 1}
+    at = new_app().run()
+    assert not at.exception
+    shown = table_with(at, "what").set_index("what")["value"]
+    assert shown["gpu hours"] == "196.0" and shown["mig job ids"] == "3001"
+    assert shown["gpus per job"] == "{1: 2, 2: 1, 8: 1}"
+
+
+def test_case_20_two_nodes_are_four_gpus_in_the_summary(app_env, capsys):
+    from analytics import cli
+
+    seed(app_env["db"], _case("20-dcgm-two-nodes-same-gpu-index.prom"))
+    assert cli.main(["--db", str(app_env["db"]), "summary",
+                     "20-dcgm-two-nodes-same-gpu-index"]) == 0
+    doc = strict_loads(capsys.readouterr().out)
+    assert (doc["gpus"], doc["hosts"], doc["samples"]) == (4, 2, 12)
+    assert doc["mean_power_w"] == 358.0  # (100.5 + 110.5 + 600.5 + 620.5) / 4, three samples each
