@@ -46,6 +46,12 @@ margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
 window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
                              key="serving_window",
                              help="a shorter window keeps the page fast; the CLI runs all")
+target = st.number_input(
+    "SLO attainment target (share of requests within both SLOs' TTFT and TBT)", 0.5, 1.0, 0.9,
+    0.01, key="serving_target",
+    help="Your service's target; a saving is reported with the attainment it costs, and a "
+         "warning when a policy falls below this target or more than 2 pp below max-clock "
+         "(the Festina paper's parity margin).")
 with st.expander("Model parameters"):
     d1, d2, d3, d4, d5 = st.columns(5)
     calibrate = d1.checkbox("calibrate gamma", value=True, key="serving_calibrate",
@@ -86,10 +92,21 @@ except ValueError as exc:
 
 t = run["table"].set_index("policy")
 fest, base = t.loc["festina"], t.loc["max_clock"]
+ttft_pp = 100 * (fest["ttft_attainment"] - base["ttft_attainment"])
+tbt_pp = 100 * (fest["tbt_attainment"] - base["tbt_attainment"])
+misses = [f"{name} attainment {fest[col]:.2%} (max-clock {base[col]:.2%})"
+          for name, col, pp in (("TTFT", "ttft_attainment", ttft_pp),
+                                ("TBT", "tbt_attainment", tbt_pp))
+          if fest[col] < target or pp < -2]
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Festina energy", f"{fest['energy_kwh']:.4f} kWh",
-          f"{fest['energy_kwh'] / base['energy_kwh'] - 1:+.1%} vs max-clock",
-          delta_color="inverse")
+          f"{fest['energy_kwh'] / base['energy_kwh'] - 1:+.1%} vs max-clock at "
+          f"{ttft_pp:+.1f} pp TTFT, {tbt_pp:+.1f} pp TBT",
+          delta_color="off" if misses else "inverse")
+if misses:
+    st.warning(f"This saving costs SLO attainment: {'; '.join(misses)}, below the "
+               f"{target:.0%} target or more than 2 pp below max-clock. Raise the safety "
+               "margin or add GPUs before reading the energy figure as a saving.")
 m2.metric("max-clock energy", f"{base['energy_kwh']:.4f} kWh")
 m3.metric("Festina TTFT attainment", f"{fest['ttft_attainment']:.2%}",
           f"{100 * (fest['ttft_attainment'] - base['ttft_attainment']):+.2f} pp")

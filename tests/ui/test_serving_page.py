@@ -30,6 +30,17 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     assert len(at.get("plotly_chart")) == 5
     before = metrics(at)
     assert before["Festina energy"].endswith("kWh")
+    # issue 19 item 8: a saving is shown with its SLO cost, and a miss of the target is said
+    at.number_input(key="serving_target").set_value(1.0).run()
+    assert "pp TTFT" in at.metric[0].delta and "pp TBT" in at.metric[0].delta
+    tbt_attained = float(metrics(at)["Festina TBT attainment"].rstrip("%")) / 100
+    assert tbt_attained < 1.0  # a 20 ms TBT SLO is missed sometimes
+    assert any("This saving costs SLO attainment" in w.value for w in at.warning)
+    at.number_input(key="serving_target").set_value(0.5).run()
+    warned = any("This saving costs SLO attainment" in w.value for w in at.warning)
+    ttft_pp, tbt_pp = (float(x.split(" pp")[0].split()[-1]) for x in
+                       at.metric[0].delta.split(" at ")[1].split(", "))
+    assert warned == (min(ttft_pp, tbt_pp) < -2 or tbt_attained < 0.5)
     at.slider(key="safety_margin").set_value(0.4).run()
     assert not at.exception
     after = metrics(at)
