@@ -11,8 +11,16 @@ st.title("Data")
 report = st.session_state.pop("ingest_report", None)
 if report:
     widgets.ingest_report(report)
+if flash := st.session_state.pop("flash", None):
+    st.success(flash)
 
 ledger = cache.datasets()
+
+
+def summary_rows(name: str) -> int:
+    """Rows of a dataset, from the ledger."""
+    return int(ledger.loc[ledger["name"] == name, "rows"].iloc[0])
+
 if ledger.empty:
     st.info(
         "**No data yet.** headroom works on real traces. Get some by:\n"
@@ -35,7 +43,8 @@ uploads = st.file_uploader(
     ".epw(.gz), .parquet, DCGM .prom/.txt)",
     accept_multiple_files=True,
     type=["csv", "gz", "jsonl", "json", "epw", "parquet", "prom", "txt"],
-    key="uploads",
+    key="uploads" if not st.session_state.get("upload_round") else
+        f"uploads_{st.session_state['upload_round']}",  # a new key after each ingest: cleared
 )
 with st.expander("Parse options"):
     day0 = st.date_input("Start date for relative timestamps (BurstGPT, Mooncake)",
@@ -79,6 +88,7 @@ if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")
+    st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
     st.session_state["ingest_report"] = results
     added = [r["dataset"] for r in results if r["status"] == "ingested"]
     if added:
@@ -117,9 +127,22 @@ if not ledger.empty:
         )
     with right:
         st.write("")
-        if st.button(f"Delete {target}", key="delete"):
-            cache.delete_dataset(target)
-            st.rerun()
+        if st.session_state.get("confirm_delete") != target:
+            if st.button(f"Delete {target}", key="delete"):
+                st.session_state["confirm_delete"] = target
+                st.rerun()
+        else:
+            st.warning(f"Delete {widgets.plain(target)} and its {summary_rows(target):,} rows? "
+                       "This cannot be undone (ingest the file again to get it back).")
+            yes, no = st.columns(2)
+            if yes.button("Yes, delete", key="delete_confirm", type="primary"):
+                cache.delete_dataset(target)
+                st.session_state.pop("confirm_delete", None)
+                st.session_state["flash"] = f"Deleted dataset {widgets.plain(target)}."
+                st.rerun()
+            if no.button("Cancel", key="delete_cancel"):
+                st.session_state.pop("confirm_delete", None)
+                st.rerun()
 else:
     st.caption("The store is empty.")
 

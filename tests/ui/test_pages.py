@@ -336,3 +336,27 @@ def test_cli_refuses_an_unsafe_dataset_name(tmp_path, capsys):
         cli.main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(path),
                   "--name", "![x](http://e.invalid/p.png)"])
     assert exit_.value.code == 2 and "is not allowed" in capsys.readouterr().err
+
+
+def test_delete_asks_first_and_says_it_is_done_and_the_uploader_clears(app_env):
+    """Issue 19 item 14: delete needs a confirmation and reports what it did; after an ingest
+    the uploader is empty, so the next Ingest does not resend the same files."""
+    data = shared("azure_llm/AzureLLMInferenceTrace_code.csv").read_bytes()
+    at = new_app().run()
+    at.file_uploader(key="uploads").set_value(("AzureLLMInferenceTrace_code.csv", data,
+                                               "text/csv"))
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    assert at.button(key="ingest").disabled  # the uploader under its new key is empty
+    at.button(key="delete").click().run()
+    assert "8,819 rows" in at.warning[0].value and "cannot be undone" in at.warning[0].value
+    assert table_with(at, "name")["name"].tolist() == ["AzureLLMInferenceTrace_code"]
+    at.button(key="delete_cancel").click().run()
+    assert not at.warning and table_with(at, "name")["name"].tolist() == [
+        "AzureLLMInferenceTrace_code"]
+    at.button(key="delete").click().run()
+    at.button(key="delete_confirm").click().run()
+    assert not at.exception
+    assert any("Deleted dataset AzureLLMInferenceTrace\\_code" in s.value for s in at.success)
+    assert "No data yet" in at.info[0].value
