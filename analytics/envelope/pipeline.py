@@ -130,11 +130,15 @@ def _windows(split, feats: forecast.Features, alpha: float) -> _Windows:
     if not feats.valid[test].all():
         raise ValueError("the test window starts before the features have enough history; "
                          "use a longer series or a larger fit fraction")
-    need = int(np.ceil(max(1 / alpha, 1 / (1 - alpha)))) + 1
+    # CQR conformalizes each tail at alpha / 2 (MAPIE needs more than 2 / alpha calibration
+    # scores); split conformal needs 1 / alpha + 1: the stricter one decides
+    need = int(np.ceil(max(2 / alpha, 1 / (1 - alpha) + 1)))
     if len(cal) < need:
+        smallest = f"; the smallest alpha it supports is {2 / len(cal):.3g}" \
+            if len(cal) > 2 else ""
         raise ValueError(f"only {len(cal)} calibration bins with full features; alpha = "
-                         f"{alpha} needs at least {need}: use a longer series, finer bins "
-                         "or a larger alpha")
+                         f"{alpha:g} needs at least {need}{smallest}: use a longer series, "
+                         "finer bins or a larger alpha")
     fit_ok = fit_rows[feats.valid[fit_rows]]
     if len(fit_ok) < 20:
         raise ValueError(f"only {len(fit_ok)} fit bins with full features; need at least 20")
@@ -229,13 +233,13 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     split = chronological_split(n, bin_s, params.split_days, params.split_frac)
     feats = forecast.make_features(y, ts, bin_s, params.horizon)
     fit_rows = np.arange(split.fit.start, split.fit.stop)
+    rows = _windows(split, feats, params.alpha)  # before any fit: a refusal is instant
     raw_preds, fitted = forecast.point_forecasts(y, feats, fit_rows, params.seed)
     preds, point_repairs = repair.clip_points(raw_preds)
 
     part = np.empty(n, dtype=object)
     part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
     series = pd.DataFrame({"ts": ts, "y": y, "part": part, **preds})
-    rows = _windows(split, feats, params.alpha)
     cal, test = rows.cal, rows.test
     point_metrics, gain = _point_metrics(y, preds, test, feats.per_day, params)
 

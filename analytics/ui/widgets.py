@@ -10,6 +10,9 @@ from analytics.envelope import forecast
 from analytics.envelope.pipeline import EnvelopeParams
 from analytics.ui import cache
 
+#: Miscoverage levels offered: 99.9 % to 70 % envelopes (capacity planners size on 99 % and
+#: 99.9 %)
+ALPHAS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3]
 _SHARED = {"alpha": 0.1, "horizon": 1, "base_model": "hgb", "split": "auto"}
 SPLITS = ("auto", "42/9/10 days", "0.69/0.15/0.16", "0.6/0.2/0.2")
 
@@ -75,8 +78,12 @@ def envelope_controls(prefix: str) -> EnvelopeParams:
     """
     vals = {k: st.session_state.get(f"envelope_{k}", v) for k, v in _SHARED.items()}
     c1, c2, c3, c4 = st.columns(4)
-    alpha = c1.select_slider("alpha (miscoverage)", [0.05, 0.1, 0.2, 0.3], value=vals["alpha"],
-                             key=f"{prefix}_alpha", help="intervals aim at 1 - alpha coverage")
+    alpha = c1.select_slider("alpha (miscoverage)", ALPHAS, value=vals["alpha"],
+                             key=f"{prefix}_alpha", format_func=lambda a: f"{a:g}",
+                             help="intervals aim at 1 - alpha coverage (0.001: a 99.9 % "
+                                  "envelope). A small alpha needs a long calibration window: "
+                                  "CQR needs at least 2/alpha calibration bins; the page says "
+                                  "when this series has too few.")
     horizon = c2.number_input("horizon (bins ahead)", 1, 288, int(vals["horizon"]),
                               key=f"{prefix}_horizon")
     models = list(forecast.LEARNED)

@@ -83,3 +83,20 @@ def test_case_20_two_nodes_are_four_gpus_in_the_summary(app_env, capsys):
     doc = strict_loads(capsys.readouterr().out)
     assert (doc["gpus"], doc["hosts"], doc["samples"]) == (4, 2, 12)
     assert doc["mean_power_w"] == 358.0  # (100.5 + 110.5 + 600.5 + 620.5) / 4, three samples each
+
+
+def test_alpha_one_percent_runs_and_a_too_small_alpha_says_why(app_env):
+    """Issue 19 item 10: a 99 % envelope (alpha 0.01) runs where the calibration window has the
+    bins for it; a smaller one is refused naming the smallest alpha the window supports."""
+    seed(app_env["db"], _case("27-zero-demand-test-window.csv"))
+    at = new_app().run()
+    at.switch_page("pages/demand.py").run()
+    at.selectbox(key="bin").set_value("1min").run()  # 648 calibration bins
+    at.select_slider(key="demand_alpha").set_value(0.01).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("99% band" in chart.proto.spec for chart in at.get("plotly_chart"))
+    at.select_slider(key="demand_alpha").set_value(0.001).run()
+    assert not at.exception
+    (error,) = at.error
+    assert "alpha = 0.001 needs at least 2000" in error.value
+    assert "the smallest alpha it supports is" in error.value
