@@ -88,7 +88,8 @@ if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
         results = cache.ingest_uploads(uploads, opts)
         status.update(label="Ingest finished", state="complete")
-    st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
+    if not any(r["status"] == "rejected" for r in results):  # all in: clear the uploader
+        st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
     st.session_state["ingest_report"] = results
     added = [r["dataset"] for r in results if r["status"] == "ingested"]
     if added:

@@ -1,5 +1,7 @@
 """Telemetry: live NVML readings, uploaded nvidia-smi / DCGM feeds, serving-window averages."""
 
+from datetime import timedelta
+
 import pandas as pd
 import streamlit as st
 from analytics.ui import cache, charts, widgets
@@ -50,18 +52,35 @@ try:
     guess = cache.serving_window(name)
 except ValueError:
     guess = (rows["ts"].min(), rows["ts"].max())
+# the samples' span, to the end of the last sample's period (a sample stands for the time
+# after it, up to the next one)
+first, last = rows["ts"].min().to_pydatetime(), cache.samples_end(name).to_pydatetime()
+
+
+def _within(t0, t1) -> tuple:
+    """A window clamped to the data's first and last sample."""
+    a, b = max(pd.Timestamp(t0).to_pydatetime(), first), min(pd.Timestamp(t1).to_pydatetime(), last)
+    return (a, b) if a <= b else (first, last)
+
+
 vllm_result = st.file_uploader("vllm bench serve result (JSON) to take the window from",
                                type=["json"], key="vllm_result")
 if vllm_result is not None and st.session_state.get("vllm_seen") != vllm_result.file_id:
     st.session_state["vllm_seen"] = vllm_result.file_id
     try:
         w0, w1 = cache.window_from_vllm_result(vllm_result.getvalue())
-        st.session_state["win_start"], st.session_state["win_end"] = str(w0), str(w1)
+        st.session_state["win"] = _within(w0, w1)
+        if st.session_state["win"] != (pd.Timestamp(w0).to_pydatetime(),
+                                       pd.Timestamp(w1).to_pydatetime()):
+            st.warning(f"The result's window {w0} to {w1} reaches beyond the samples "
+                       f"({first} to {last}); it was cut to them.")
     except ValueError as exc:
         st.error(f"{widgets.plain(vllm_result.name)}: {widgets.plain(exc)}")
-c1, c2 = st.columns(2)
-start = c1.text_input("window start (UTC)", str(guess[0]), key="win_start")
-end = c2.text_input("window end (UTC)", str(guess[1]), key="win_end")
+# the window starts at the guess; one kept from another dataset is cut to these samples
+st.session_state["win"] = _within(*st.session_state.get("win", guess))
+start, end = st.slider("serving window (UTC), within the samples", min_value=first,
+                       max_value=last, step=timedelta(seconds=1),
+                       format="YYYY-MM-DD HH:mm:ss", key="win")
 with st.expander("Freshness windows (s): samples older than this are down-weighted"):
     cols = st.columns(len(metrics))
     fresh = {m: cols[i].number_input(m, 0.1, 3600.0, float(cache.DEFAULT_FRESHNESS_S[m]),
@@ -72,7 +91,7 @@ st.caption("The window starts as the first to last sample above half the peak ut
 try:
     table = cache.window_averages(name, pd.Timestamp(start), pd.Timestamp(end), fresh)
 except ValueError as exc:
-    st.error(str(exc))
+    st.error(widgets.plain(exc))
     st.stop()
 st.plotly_chart(charts.telemetry_chart(rows, metric, (pd.Timestamp(start), pd.Timestamp(end)),
                                        title=f"{name}: {metric}"), key="telemetry_chart")

@@ -95,6 +95,13 @@ def strict_loads(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
+def uploader_key(at) -> str:
+    """Key of the Data page's uploader now: ``uploads``, then ``uploads_<n>`` after the n-th
+    ingest (a new key clears the uploader)."""
+    n = at.session_state["upload_round"] if "upload_round" in at.session_state else 0
+    return f"uploads_{n}" if n else "uploads"
+
+
 def table_with(at, column: str):
     """The first dataframe on the AppTest page that has ``column`` (pages show several)."""
     return next(d.value for d in at.dataframe if column in d.value.columns)

@@ -261,6 +261,14 @@ def serving_window(name: str) -> tuple:
     return telemetry_core.detect_serving_window(telemetry_rows(name))
 
 
+def samples_end(name: str) -> pd.Timestamp:
+    """End of a telemetry dataset's last sample period: its last sample plus the median
+    sample spacing (1 s for a single instant)."""
+    ts = pd.Series(pd.to_datetime(telemetry_rows(name)["ts"]).drop_duplicates().sort_values())
+    steps = ts.diff().dropna()
+    return ts.iloc[-1] + (steps.median() if len(steps) else pd.Timedelta("1s"))
+
+
 def window_averages(name: str, start, end, freshness: dict) -> pd.DataFrame:
     """Whole-job vs serving-window means (:func:`analytics.telemetry.window_averages`)."""
     return telemetry_core.window_averages(telemetry_rows(name), start, end, freshness)

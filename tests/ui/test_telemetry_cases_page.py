@@ -3,15 +3,17 @@ and reset-aware energy; the Data page takes the field list of a header-less nvid
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
-from harness import SHARED_DATA, missing, new_app, table_with
+from harness import SHARED_DATA, missing, new_app, table_with, uploader_key
 
 CASES = SHARED_DATA.parent / "cases"
 
 
 def upload(at, name: str, data: bytes, fields: str | None = None):
     at.switch_page("pages/data.py").run()
-    at.file_uploader(key="uploads").set_value([(name, data, "text/plain")])
+    at.file_uploader(key=uploader_key(at)).set_value([(name, data, "text/plain")])
     if fields is not None:
         at.text_input(key="smi_fields").set_value(fields)
     at.run()
@@ -46,8 +48,7 @@ def test_case_21_telemetry_page_reset_aware_energy(app_env):
     reset = warnings[warnings["column"] == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
     assert len(reset) == 1 and "6" in str(reset.iloc[0].to_dict())
     at.switch_page("pages/telemetry.py").run()
-    at.text_input(key="win_start").set_value("2024-05-10 12:00:00")
-    at.text_input(key="win_end").set_value("2024-05-10 12:04:00")
+    at.slider(key="win").set_value((datetime(2024, 5, 10, 12, 0), datetime(2024, 5, 10, 12, 4)))
     at.run()
     assert not at.exception
     (row,) = table_with(at, "energy_counter_j").to_dict("records")
