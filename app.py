@@ -14,7 +14,9 @@ from analytics.ui import cache
 
 HERE = Path(__file__).parent
 
-st.set_page_config(page_title="headroom", page_icon=":material/bolt:", layout="wide")
+# a local icon: an emoji or Material icon favicon is fetched from the internet on every page
+st.set_page_config(page_title="headroom", page_icon=str(HERE / ".streamlit" / "icon.png"),
+                   layout="wide")
 
 
 def _first_run() -> None:
@@ -51,19 +53,22 @@ def _sidebar() -> None:
             st.caption("No demand dataset yet: add one on the Data page.")
 
 
-PAGES = [
-    st.Page(str(HERE / "pages" / "data.py"), title="Data", icon=":material/database:",
-            default=True),
-    st.Page(str(HERE / "pages" / "demand.py"), title="Demand", icon=":material/show_chart:"),
-    st.Page(str(HERE / "pages" / "coverage.py"), title="Coverage", icon=":material/verified:"),
-    st.Page(str(HERE / "pages" / "capacity.py"), title="Capacity", icon=":material/dns:"),
-    st.Page(str(HERE / "pages" / "dispatch.py"), title="Dispatch", icon=":material/public:"),
-    st.Page(str(HERE / "pages" / "placement.py"), title="Placement", icon=":material/memory:"),
-    st.Page(str(HERE / "pages" / "power.py"), title="Power", icon=":material/electric_bolt:"),
-    st.Page(str(HERE / "pages" / "serving.py"), title="Serving", icon=":material/eco:"),
-    st.Page(str(HERE / "pages" / "telemetry.py"), title="Telemetry",
-            icon=":material/monitor_heart:"),
-]
+def _page(file: str, title: str, icon: str, **kwargs) -> st.Page:
+    return st.Page(str(HERE / "pages" / file), title=title, icon=icon, **kwargs)
+
+
+#: The sidebar, grouped by the step of a planner's afternoon.
+PAGES = {
+    "Data": [_page("data.py", "Data", ":material/database:", default=True)],
+    "Envelope": [_page("demand.py", "Demand", ":material/show_chart:"),
+                 _page("coverage.py", "Coverage", ":material/verified:")],
+    "Decisions": [_page("capacity.py", "Capacity", ":material/dns:"),
+                  _page("dispatch.py", "Dispatch", ":material/public:")],
+    "What-ifs": [_page("placement.py", "Placement", ":material/memory:"),
+                 _page("power.py", "Power", ":material/electric_bolt:"),
+                 _page("serving.py", "Serving", ":material/eco:")],
+    "Telemetry": [_page("telemetry.py", "Telemetry", ":material/monitor_heart:")],
+}
 
 
 def _main() -> None:

@@ -124,7 +124,24 @@ st.dataframe(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_
                            "ttft_attainment", "tbt_attainment", "mean_gpus_on",
                            "mean_clock_mhz", "prefill_kwh", "decode_kwh", "static_busy_kwh",
                            "idle_kwh", "served", "requests"]],
-             hide_index=True, key="serving_table")
+             hide_index=True, key="serving_table", column_config={
+                 "energy_kwh": st.column_config.NumberColumn("energy (kWh)", format="%.4f"),
+                 "energy_vs_festina": st.column_config.NumberColumn("energy vs Festina",
+                                                                    format="%.3f x"),
+                 "saving_vs_max_clock": st.column_config.NumberColumn("saving vs max-clock",
+                                                                      format="percent"),
+                 "ttft_attainment": st.column_config.NumberColumn("TTFT attainment",
+                                                                  format="percent"),
+                 "tbt_attainment": st.column_config.NumberColumn("TBT attainment",
+                                                                 format="percent"),
+                 "mean_gpus_on": st.column_config.NumberColumn("mean GPUs on", format="%.2f"),
+                 "mean_clock_mhz": st.column_config.NumberColumn("mean clock (MHz)",
+                                                                 format="%.0f"),
+                 "prefill_kwh": st.column_config.NumberColumn("prefill (kWh)", format="%.4f"),
+                 "decode_kwh": st.column_config.NumberColumn("decode (kWh)", format="%.4f"),
+                 "static_busy_kwh": st.column_config.NumberColumn("static, busy (kWh)",
+                                                                  format="%.4f"),
+                 "idle_kwh": st.column_config.NumberColumn("idle (kWh)", format="%.4f")})
 st.plotly_chart(charts.serving_timeseries_chart(run["timeseries"],
                                                 ["max_clock", "static_dvfs", "festina"],
                                                 synthetic), key="serving_ts")
