@@ -2,6 +2,7 @@
 
 import pandas as pd
 import streamlit as st
+from analytics.config import DemandTarget
 from analytics.ui import cache, charts, widgets
 
 st.title("Power")
@@ -24,9 +25,14 @@ inf_options = [*demand_names, "synthetic"]
 c1, c2 = st.columns(2)
 jobs_name = c1.selectbox("Job trace (batch arrivals)", job_names, key="power_jobs")
 inference_name = c2.selectbox(
-    "Inference demand (tokens per minute)", inf_options, key="power_inference",
+    "Inference demand", inf_options, key="power_inference",
     index=inf_options.index(default_inf) if default_inf in inf_options else len(inf_options) - 1,
-    help="a request trace or per-minute series; 'synthetic' is a labelled daily envelope")
+    help="a request trace or per-minute series; 'synthetic' is a labelled daily envelope. "
+         "Token traces come first; a trace that reports GPU-seconds only (Alibaba LoRA) is "
+         "sparse and comes last")
+unit = ("tokens" if inference_name == "synthetic" else
+        DemandTarget(cache.targets(inference_name)[0]).label)
+c2.caption(f"Demand per minute in {unit} (what this trace carries).")
 
 c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 1])
 share = c1.slider("inference share", 0.0, 1.0, 0.5, 0.05, key="power_share",

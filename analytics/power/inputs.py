@@ -212,13 +212,18 @@ NO_JOBS_HINT = ("no job trace in the store: add one on the Data page or with `he
                 "(openb_pod_list_default.csv)")
 
 
-def candidate_datasets(ledger: pd.DataFrame) -> tuple[list[str], list[str]]:
+def candidate_datasets(ledger: pd.DataFrame, without_tokens: frozenset[str] = frozenset()
+                       ) -> tuple[list[str], list[str]]:
     """Possible inputs in a dataset ledger (:func:`analytics.store.list_datasets`): ``jobs``
     datasets by rows, most first, and demand datasets (requests or series) at 1-minute
-    resolution or finer by time span, longest first."""
+    resolution or finer: token traces first, longest time span first, then traces in
+    ``without_tokens`` (GPU-seconds only, such as the Alibaba LoRA trace, whose sparse demand
+    makes a poor default), also longest first."""
     jobs = ledger[ledger["kind"] == "jobs"].sort_values("rows", ascending=False)
     demand = ledger[ledger["kind"].isin(["requests", "demand_series"])
                     & (ledger["resolution_s"].fillna(0) <= 60)].copy()
     demand["span"] = demand["ts_max"] - demand["ts_min"]
-    demand = demand.sort_values(["span", "dataset_id"], ascending=[False, True])
+    demand["no_tokens"] = demand["name"].isin(without_tokens)
+    demand = demand.sort_values(["no_tokens", "span", "dataset_id"],
+                                ascending=[True, False, True])
     return jobs["name"].tolist(), demand["name"].tolist()

@@ -23,8 +23,13 @@ SWEEP_SHARES = tuple(round(x / 10, 1) for x in range(11))
 
 def candidates(con) -> tuple[list[str], list[str]]:
     """Job datasets (most rows first) and demand datasets at 1-minute resolution or finer
-    (inference inputs, longest span first)."""
-    return power.candidate_datasets(store.list_datasets(con))
+    (inference inputs: token traces first, longest span first)."""
+    ledger = store.list_datasets(con)
+    requests = ledger[ledger["kind"] == "requests"]
+    without = frozenset(name for name, dataset_id in zip(requests["name"], requests["dataset_id"],
+                                                         strict=True)
+                        if not store.request_fields(con, int(dataset_id))["tokens"])
+    return power.candidate_datasets(ledger, without)
 
 
 def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: int = 0,

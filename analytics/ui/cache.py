@@ -405,7 +405,8 @@ def power_datasets() -> tuple[list[str], list[str]]:
 
 
 def power_default_inference() -> str | None:
-    """The demand dataset spanning the longest time (the default inference input)."""
+    """The default inference input: the token trace spanning the longest time (a GPU-seconds
+    trace only when there is no token trace)."""
     demand_names = power_datasets()[1]
     return demand_names[0] if demand_names else None
 

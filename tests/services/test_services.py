@@ -74,3 +74,17 @@ def test_bad_requests_are_refused_before_any_work(con, tmp_path):
         data.ingest_paths(con, [a, b], name="x")
     with pytest.raises(ValueError, match="no such file"):
         data.ingest_paths(con, [a])
+
+
+def test_power_default_inference_is_a_dense_token_trace(con):
+    """Issue 19 item 9: the LoRA trace (GPU-seconds only, sparse, the longest span) is offered
+    last; the token trace comes first and is the Power page's default."""
+    from analytics.ingest import files as ingest
+    from analytics.services import power
+
+    for rel in ("alibaba_gpu_traces/v2026_genai/lora_request_trace.csv",
+                "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"):
+        path = shared(rel)
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    _, demand = power.candidates(con)
+    assert demand == ["burstgpt1_week1_per_minute_tps", "lora_request_trace"]
