@@ -29,10 +29,12 @@ default_model = next((m for m in models if "Llama-3.1-8B" in m), models[0])
 CUSTOM = "(custom model)"
 tasks = envelope["categorical"]["task"]
 
+# the model is chosen outside the form, so its size fills the fields at once and a custom
+# size typed after choosing "(custom model)" is the one the first "Rank arms" uses
+choice = st.selectbox("model", [CUSTOM, *models], index=1 + models.index(default_model),
+                      key="adv_model")
 with st.form("request"):
     c1, c2, c3 = st.columns([3, 1, 1])
-    choice = c1.selectbox("model", [CUSTOM, *models], index=1 + models.index(default_model),
-                          key="adv_model")
     row = catalog[catalog["model"] == choice]
     known_p = float(row["params_b"].iloc[0]) if not row.empty else 8.0
     known_a = row["active_params_b"].iloc[0] if not row.empty else None

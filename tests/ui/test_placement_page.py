@@ -23,13 +23,18 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     assert int(shown["ranked arms"]) > 0
     assert shown["best arm"] != "none"
     assert at.selectbox(key="adv_model").value == "meta-llama/Meta-Llama-3.1-8B-Instruct"
+    assert at.number_input(key="adv_p_meta-llama/Meta-Llama-3.1-8B-Instruct").value == 8.0
     # launch priors from the Slurm history are shown
     assert any(d.value.shape[0] == 6 for d in at.dataframe if "posterior_mean" in d.value)
 
-    at.selectbox(key="adv_model").set_value("(custom model)")
-    at.button[0].click().run()  # form widgets apply on submit
+    # issue 19 item 7: picking a catalogue model fills its size at once (no submit needed) ...
+    big = next(m for m in at.selectbox(key="adv_model").options if "70B" in m)
+    at.selectbox(key="adv_model").set_value(big).run()
+    assert at.number_input(key=f"adv_p_{big}").value == 70.0
+    # ... and the custom size typed before the first submit is the one ranked
+    at.selectbox(key="adv_model").set_value("(custom model)").run()
     at.number_input(key="adv_p_(custom model)").set_value(4000.0)
-    at.button[0].click().run()  # the form's submit button
+    at.button[0].click().run()  # the form's submit button, once
     assert not at.exception
     shown = metrics(at)
     assert shown["ranked arms"] == "0" and shown["best arm"] == "none"
