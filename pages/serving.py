@@ -29,50 +29,54 @@ if not inputs["gpus"]:
               "`Fig_21__all_results_TTFT.csv`.")
     st.stop()
 
-c1, c2, c3, c4 = st.columns(4)
-trace = c1.selectbox("Trace", inputs["traces"], key="serving_trace")
-gpu = c2.selectbox("GPU kind", inputs["gpus"], key="serving_gpu")
-n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus",
-                         help=cache.serving_help("n_gpus"))
-n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models",
-                           help=cache.serving_help("n_models"))
-c5, c6, c7, c8 = st.columns(4)
-ttft = c5.number_input("TTFT SLO (ms)", 10, 60000, 1000, step=100, key="serving_ttft",
-                       help=cache.serving_help("ttft_slo_ms"))
-tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt",
-                      help=cache.serving_help("tbt_slo_ms"))
-margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
-                   help=cache.serving_help("safety_margin"))
-window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
-                             key="serving_window",
-                             help="a shorter window keeps the page fast; the CLI runs all")
+# the simulation reruns only on "Run the simulation": a slider moved by keyboard does not
+# start one run per step
+with st.form("serving_form"):
+    c1, c2, c3, c4 = st.columns(4)
+    trace = c1.selectbox("Trace", inputs["traces"], key="serving_trace")
+    gpu = c2.selectbox("GPU kind", inputs["gpus"], key="serving_gpu")
+    n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus",
+                             help=cache.serving_help("n_gpus"))
+    n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models",
+                               help=cache.serving_help("n_models"))
+    c5, c6, c7, c8 = st.columns(4)
+    ttft = c5.number_input("TTFT SLO (ms)", 10, 60000, 1000, step=100, key="serving_ttft",
+                           help=cache.serving_help("ttft_slo_ms"))
+    tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt",
+                          help=cache.serving_help("tbt_slo_ms"))
+    margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
+                       help=cache.serving_help("safety_margin"))
+    window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
+                                 key="serving_window",
+                                 help="a shorter window keeps the page fast; the CLI runs all")
+    with st.expander("Model parameters"):
+        d1, d2, d3, d4, d5 = st.columns(5)
+        calibrate = d1.checkbox("calibrate gamma", value=True, key="serving_calibrate",
+                                help="solve the SM-power exponent so the largest predicted decode "
+                                     "saving from clock locking equals the 32 % measured on Hopper "
+                                     "(Ma et al., arXiv 2605.11999)")
+        gamma_in = d2.number_input("SM power exponent gamma (used when not calibrated)", 0.5,
+                                   6.0, 3.0, 0.1, key="serving_gamma",
+                                   help=cache.serving_help("dvfs_gamma"))
+        static_scale = d3.number_input("static power x", 0.25, 3.0, 1.0, 0.25,
+                                       key="serving_static",
+                                       help=cache.serving_help("static_scale"))
+        zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
+                               key="serving_zipf", help=cache.serving_help("zipf_s"))
+        seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
+        chunk = st.number_input("chunked prefill: tokens per iteration (0 = off, a prefill "
+                                "pauses decode)", 0, 65_536, 0, 512, key="serving_chunk",
+                                help=cache.serving_help("chunk_tokens"))
+        upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
+                                  "latency_ms, power_w) - replaces the DVFS model",
+                                  type=["csv"], key="serving_profile")
+    st.form_submit_button("Run the simulation", type="primary", key="serving_run")
 target = st.number_input(
     "SLO attainment target (share of requests within both SLOs' TTFT and TBT)", 0.5, 1.0, 0.9,
     0.01, key="serving_target",
     help="Your service's target; a saving is reported with the attainment it costs, and a "
          "warning when a policy falls below this target or more than 2 pp below max-clock "
          "(the Festina paper's parity margin).")
-with st.expander("Model parameters"):
-    d1, d2, d3, d4, d5 = st.columns(5)
-    calibrate = d1.checkbox("calibrate gamma", value=True, key="serving_calibrate",
-                            help="solve the SM-power exponent so the largest predicted decode "
-                                 "saving from clock locking equals the 32 % measured on Hopper "
-                                 "(Ma et al., arXiv 2605.11999)")
-    gamma_in = d2.number_input("SM power exponent gamma", 0.5, 6.0, 3.0, 0.1,
-                               key="serving_gamma", disabled=calibrate,
-                               help=cache.serving_help("dvfs_gamma"))
-    static_scale = d3.number_input("static power x", 0.25, 3.0, 1.0, 0.25,
-                                   key="serving_static",
-                                   help=cache.serving_help("static_scale"))
-    zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
-                           key="serving_zipf", help=cache.serving_help("zipf_s"))
-    seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
-    chunk = st.number_input("chunked prefill: tokens per iteration (0 = off, a prefill "
-                            "pauses decode)", 0, 65_536, 0, 512, key="serving_chunk",
-                            help=cache.serving_help("chunk_tokens"))
-    upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
-                              "latency_ms, power_w) - replaces the DVFS model",
-                              type=["csv"], key="serving_profile")
 gamma = None if calibrate else float(gamma_in)
 measured = upload.getvalue() if upload is not None else None
 synthetic = inputs["synthetic"].get(trace, False)

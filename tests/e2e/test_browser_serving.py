@@ -29,6 +29,8 @@ def test_safety_margin_changes_energy_and_slo(app_url):
         tbt.press("Enter")
         sync_api.expect(window).to_have_value("3")
         sync_api.expect(tbt).to_have_value("20")
+        run = page.get_by_role("button", name="Run the simulation")
+        run.click()  # the controls are a form: one run for all the changes
         wait_metrics_change(page, {ENERGY: first})  # then waits for the last rerun to finish
         before = (read_metric(page, ENERGY), read_metric(page, TBT))
         slider = page.get_by_role("slider").first
@@ -37,6 +39,7 @@ def test_safety_margin_changes_energy_and_slo(app_url):
             slider.press("ArrowRight")
         thumb_value = page.locator('[data-testid="stSliderThumbValue"]').first
         sync_api.expect(thumb_value).to_have_text("0.25")
+        run.click()
         wait_metrics_change(page, dict(zip((ENERGY, TBT), before, strict=True)))
         after = (read_metric(page, ENERGY), read_metric(page, TBT))
         page.screenshot(path=str(ARTIFACTS / "serving_page.png"), full_page=True)

@@ -24,8 +24,9 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     at = new_app().run()
     at.switch_page("pages/serving.py").run()
     assert not at.exception
-    at.number_input(key="serving_window").set_value(3).run()
-    at.number_input(key="serving_tbt").set_value(20).run()  # tight: the margin matters
+    at.number_input(key="serving_window").set_value(3)
+    at.number_input(key="serving_tbt").set_value(20)  # tight: the margin matters
+    at.button(key="serving_run").click().run()  # a form: one run for both changes
     assert not at.exception
     assert len(at.get("plotly_chart")) == 5
     before = metrics(at)
@@ -41,7 +42,8 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     ttft_pp, tbt_pp = (float(x.split(" pp")[0].split()[-1]) for x in
                        at.metric[0].delta.split(" at ")[1].split(", "))
     assert warned == (min(ttft_pp, tbt_pp) < -2 or tbt_attained < 0.5)
-    at.slider(key="safety_margin").set_value(0.4).run()
+    at.slider(key="safety_margin").set_value(0.4)  # a form: applied by "Run" only
+    at.button(key="serving_run").click().run()
     assert not at.exception
     after = metrics(at)
     assert after["Festina energy"] != before["Festina energy"]
@@ -56,7 +58,8 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     assert one["gamma"] == pytest.approx(2.98, abs=0.02)
     assert (sens["max_clock_kwh"] > 0).all()
     # switching calibration off uses the typed exponent
-    at.checkbox(key="serving_calibrate").uncheck().run()
-    at.number_input(key="serving_gamma").set_value(1.5).run()
+    at.checkbox(key="serving_calibrate").uncheck()
+    at.number_input(key="serving_gamma").set_value(1.5)
+    at.button(key="serving_run").click().run()
     assert not at.exception
     assert any("gamma = 1.5 (given)" in c.value for c in at.caption)
