@@ -29,6 +29,7 @@ from analytics.ingest.formats._common import (
     ROW,
     FormatError,
     Parsed,
+    check_header_unique,
     header_fields,
     note_rows,
     open_text,
@@ -180,6 +181,7 @@ class Sacct:
         recs, n_mig = [], 0
         with open_text(path) as fh:
             header = fh.readline().rstrip("\r\n").split("|")
+            check_header_unique(header, display)
             for need in ("JobID", "State"):
                 if need not in header:
                     raise FormatError(display, 1, need, f"missing column {need!r}")

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from datetime import datetime, timedelta
 
 import polars as pl
 
 from analytics.ingest.formats._common import ROW, FormatError, Parsed, file_stem, open_text
 from analytics.ingest.hourly import absent_hours_notes, blank_note
+
+#: EPW field labels as the notes and refusals name them (0-based index -> label)
+_EPW_FIELD = {6: "field 7 dry bulb", 8: "field 9 relative humidity"}
 
 
 class EPW:
@@ -59,8 +63,8 @@ class EPW:
                         continue
                     if lineno <= 8 or not row:
                         continue
-                    if len(row) < 9:
-                        raise FormatError(display, lineno, len(row) + 1,
+                    if len(row) != 35:
+                        raise FormatError(display, lineno, min(len(row), 35) + 1,
                                           f"record has {len(row)} fields, EPW needs 35")
                     try:
                         month, day, hour = int(row[1]), int(row[2]), int(row[3])
@@ -78,6 +82,9 @@ class EPW:
                         except ValueError as exc:
                             raise FormatError(display, lineno, idx + 1,
                                               f"{row[idx]!r} is not a number") from exc
+                        if not math.isfinite(v):  # inf / 1e400 is no missing marker (99.9)
+                            raise FormatError(display, lineno, _EPW_FIELD[idx],
+                                              f"{row[idx]!r} is not a finite number")
                         vals.append(None if v >= missing else v)
                     ts.append(stamp)
                     rows.append(lineno - 2)  # __row: the notes name line ``row + 2``
@@ -85,6 +92,8 @@ class EPW:
                     rh.append(vals[1])
         except (OSError, EOFError) as exc:
             raise FormatError(display, lineno + 1, 1, f"gzip stream is truncated ({exc})") from exc
+        except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+            raise FormatError(display, lineno + 1, 1, f"malformed CSV: {exc}") from exc
         if not ts:
             raise FormatError(display, 9, 1, "no hourly records after the 8 header lines")
         site = opts.site or file_stem(display)
