@@ -14,6 +14,7 @@ line 2. Column is the column's name as written in the file header (or its field 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -237,7 +238,7 @@ def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> N
     if is_gzip(path):
         check_gzip_stream(path, display)
     line = 0
-    limit = csv.field_size_limit(1 << 30)  # a huge cell is named by the reader, not here
+    limit = csv.field_size_limit(WIDE_FIELD)  # a huge cell is named by the reader, not here
     try:
         with open_text(path) as fh:
             for _ in range(skip_lines):
@@ -271,6 +272,21 @@ def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> N
         csv.field_size_limit(limit)
 
 
+#: Field size the csv module accepts while a file is walked (its default, 128 KiB, would make
+#: a huge cell a "malformed CSV" at column 1 instead of a bad value in its named column)
+WIDE_FIELD = 1 << 30
+
+
+@contextlib.contextmanager
+def wide_csv_fields():
+    """Within the block the csv module reads fields up to :data:`WIDE_FIELD` characters."""
+    limit = csv.field_size_limit(WIDE_FIELD)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(limit)
+
+
 def _quoted_field(row: list[str]) -> int:
     """0-based index of the first field of ``row`` that spans lines."""
     return next((i for i, cell in enumerate(row) if "\n" in cell or "\r" in cell), 0)
@@ -290,7 +306,8 @@ def _locate_bad_utf8(path: Source) -> tuple[int, int]:
     return 1, 1
 
 
-_KIND = {pl.Int64: "integer", pl.Float64: "number", pl.String: "text", pl.Boolean: "boolean"}
+_KIND = {pl.Int64: "an integer", pl.Float64: "a number", pl.String: "text",
+         pl.Boolean: "a boolean"}
 
 
 def read_csv_checked(
@@ -366,6 +383,8 @@ def read_csv_checked(
     except Exception:  # noqa: BLE001 - any reader failure is re-diagnosed with a position below
         frame = _diagnose(path, display, wanted, header, skip_lines, new_columns)
     frame = _drop_blank(frame, list(wanted))
+    if frame.height == 0:
+        raise FormatError(display, header_line + 1, 1, "no data rows (header only)")
     for name in spec:
         nulls = frame.filter(pl.col(name).is_null())
         if nulls.height:
@@ -439,7 +458,7 @@ def _diagnose(path, display, wanted, header, skip_lines, new_columns) -> pl.Data
             idx = int(bad.arg_true()[0])
             raise FormatError(
                 display, skip_lines + 2 + int(text[ROW][idx]), name,
-                f"{col[idx]!r} is not a {_KIND.get(dtype, str(dtype))}",
+                f"{col[idx]!r} is not {_KIND.get(dtype, f'a {dtype}')}",
             )
         out.append(pl.lit(cast).alias(name))
     return text.select(out)

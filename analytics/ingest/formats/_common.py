@@ -31,6 +31,7 @@ from analytics.ingest.csvcheck import (  # re-exported: the format modules impor
     raise_at_first,
     read_csv_checked,
     read_head,
+    wide_csv_fields,
 )
 from analytics.schema import Note, Parsed  # re-exported: formats and the CLI import them here
 
@@ -40,7 +41,7 @@ __all__ = [
     "check_unique", "file_stem",
     "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "note_rows",
     "open_text",
-    "parse_timestamps", "raise_at_first", "read_csv_checked", "read_head",
+    "parse_timestamps", "raise_at_first", "read_csv_checked", "read_head", "wide_csv_fields",
 ]
 
 

@@ -62,6 +62,7 @@ from analytics.ingest.formats._common import (
     check_header_unique,
     header_fields,
     open_text,
+    wide_csv_fields,
 )
 from analytics.schema import conform
 
@@ -158,7 +159,9 @@ def _rows(path: Path, display: str):
     for lineno, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             try:
-                yield lineno, next(csv.reader([line]))
+                with wide_csv_fields():  # a huge cell is named by its column, not "malformed"
+                    cells = next(csv.reader([line]))
+                yield lineno, cells
             except csv.Error as exc:
                 raise FormatError(display, lineno, 1, f"malformed CSV: {exc}") from exc
 
@@ -238,8 +241,12 @@ _V3_NUM = ("num_gpus", "tensor_parallel", "avg_power_watts", "energy_per_token_j
 
 
 def _v3_record(c: dict, display: str, line: int, task: str | None) -> dict | None:
-    if c.get("energy_per_token_joules") in (None, ""):
+    if c.get("energy_per_token_joules") in (None, "") and c.get(
+            "output_throughput_tokens_per_sec") in (None, "") and c.get("avg_output_len") in (
+            None, ""):
         return None  # diffusion configuration (images / videos, no tokens)
+    # an LLM configuration without its energy per token is refused below (required), not
+    # skipped as if it were a diffusion one
     v = {k: cell_number(c.get(k), display, line, k, required=k in (
         "num_gpus", "tensor_parallel", "energy_per_token_joules",
         "output_throughput_tokens_per_sec")) for k in _V3_NUM}
@@ -285,6 +292,9 @@ class MLEnergyV3:
             if not isinstance(confs, list):
                 raise FormatError(display, 1, "configurations", "no 'configurations' list")
             for i, c in enumerate(confs):
+                if not isinstance(c, dict):
+                    raise FormatError(display, i + 1, "configurations",
+                                      f"configuration {i + 1} is not a JSON object")
                 rec = _v3_record(c, display, i + 1, doc.get("task"))
                 if rec is None:
                     skipped += 1

@@ -167,7 +167,8 @@ class Sacct:
 
     NAME = "slurm_sacct"
     TABLE = "jobs"
-    SOURCE_COLUMNS = {"n_gpus": "AllocTRES", "elapsed_s": "Elapsed"}
+    SOURCE_COLUMNS = {"n_gpus": "AllocTRES", "elapsed_s": "Elapsed", "submit_ts": "Submit",
+                      "start_ts": "Start", "end_ts": "End"}
     LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
@@ -294,7 +295,7 @@ def _elapsed_s(raw: str, display: str, lineno: int) -> float | None:
             + float(seconds))
 
 
-_GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(-?\w+)")
+_GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(-?[\w.]+)")  # "1.5" whole, to refuse it
 
 
 def _sacct_gpus(row: dict[str, str], display: str, lineno: int) -> tuple[int, str | None, bool]:
