@@ -60,7 +60,7 @@ class EPW:
             with open_text(path) as fh, wide_csv_fields():
                 reader = csv.reader(fh)
                 for row in reader:
-                    lineno = reader.line_num
+                    start, lineno = lineno + 1, reader.line_num
                     if lineno == 1:
                         try:
                             tz_h = float(row[8])
@@ -70,6 +70,9 @@ class EPW:
                         continue
                     if lineno <= 8 or not row:
                         continue
+                    if any("\n" in cell or "\r" in cell for cell in row):  # EPW never quotes
+                        raise FormatError(display, start, 1, "a quote opens on this line and is "
+                                          f"not closed where the record should end (line {lineno})")
                     if len(row) != 35:
                         raise FormatError(display, lineno, min(len(row), 35) + 1,
                                           f"record has {len(row)} fields, EPW needs 35")
@@ -87,7 +90,7 @@ class EPW:
                         try:
                             v = float(row[idx])
                         except ValueError as exc:
-                            raise FormatError(display, lineno, idx + 1,
+                            raise FormatError(display, lineno, _EPW_FIELD[idx],
                                               f"{row[idx]!r} is not a number") from exc
                         if not math.isfinite(v):  # inf / 1e400 is no missing marker (99.9)
                             raise FormatError(display, lineno, _EPW_FIELD[idx],
