@@ -14,6 +14,7 @@ line 2. Column is the column's name as written in the file header (or its field 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -237,6 +238,7 @@ def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> N
     if is_gzip(path):
         check_gzip_stream(path, display)
     line = 0
+    limit = csv.field_size_limit(WIDE_FIELD)  # a huge cell is named by the reader, not here
     try:
         with open_text(path) as fh:
             for _ in range(skip_lines):
@@ -266,6 +268,23 @@ def locate_structure_error(path: Source, display: str, skip_lines: int = 0) -> N
         raise FormatError(display, bad_line, bad_col, "bytes are not UTF-8 text") from exc
     except csv.Error as exc:
         raise FormatError(display, line + 1, 1, f"malformed CSV: {exc}") from exc
+    finally:
+        csv.field_size_limit(limit)
+
+
+#: Field size the csv module accepts while a file is walked (its default, 128 KiB, would make
+#: a huge cell a "malformed CSV" at column 1 instead of a bad value in its named column)
+WIDE_FIELD = 1 << 30
+
+
+@contextlib.contextmanager
+def wide_csv_fields():
+    """Within the block the csv module reads fields up to :data:`WIDE_FIELD` characters."""
+    limit = csv.field_size_limit(WIDE_FIELD)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _quoted_field(row: list[str]) -> int:
@@ -287,7 +306,8 @@ def _locate_bad_utf8(path: Source) -> tuple[int, int]:
     return 1, 1
 
 
-_KIND = {pl.Int64: "integer", pl.Float64: "number", pl.String: "text", pl.Boolean: "boolean"}
+_KIND = {pl.Int64: "an integer", pl.Float64: "a number", pl.String: "text",
+         pl.Boolean: "a boolean"}
 
 
 def read_csv_checked(
@@ -334,18 +354,15 @@ def read_csv_checked(
     head = read_head(path, display)
     header = [rename.get(h, h) for h in header_fields(head, skip_lines)]
     header_line = skip_lines + 1
-    for name in {**spec, **(optional or {})}:
-        where = [i + 1 for i, h in enumerate(header) if h == name]
-        if len(where) > 1:
-            raise FormatError(display, header_line, name, (
-                f"column name {name!r} appears {len(where)} times (fields "
-                f"{', '.join(map(str, where))}): which one holds the data is ambiguous"))
+    check_header_unique(header, display, header_line, names=[*spec, *optional])
     for name in spec:
         if name not in header:
             raise FormatError(
                 display, header_line, name,
                 f"missing column {name!r}; the header has {header}",
             )
+    if _walk_affordable(path):  # polars pads a short row with empty cells: refuse it instead
+        locate_structure_error(path, display, skip_lines)
     present_opt = {k: v for k, v in optional.items() if k in header}
     wanted = {**spec, **present_opt}
     new_columns = header if rename else None
@@ -366,6 +383,8 @@ def read_csv_checked(
     except Exception:  # noqa: BLE001 - any reader failure is re-diagnosed with a position below
         frame = _diagnose(path, display, wanted, header, skip_lines, new_columns)
     frame = _drop_blank(frame, list(wanted))
+    if frame.height == 0:
+        raise FormatError(display, header_line + 1, 1, "no data rows (header only)")
     for name in spec:
         nulls = frame.filter(pl.col(name).is_null())
         if nulls.height:
@@ -378,6 +397,39 @@ def read_csv_checked(
                 raise FormatError(display, header_line + 1 + int(bad[ROW][0]), name,
                                   f"{bad[name][0]} is not a finite number")
     return frame
+
+
+#: Largest file (bytes on disk; a quarter of it when gzip-compressed) whose rows are all walked
+#: with the csv module before the fast read, so that a short or long row (a truncated last line,
+#: a missing or extra field) is refused naming its line instead of padded with empty cells.
+#: About 20 MB/s; a larger file is checked by the fast reader only (extra fields, empty required
+#: cells), to keep ingest of multi-GB traces linear in polars' speed.
+STRUCTURE_WALK_MAX_BYTES = 64 * 1024 * 1024
+
+
+def _walk_affordable(source: Source) -> bool:
+    """Whether :func:`locate_structure_error` runs on every row of ``source`` (see
+    :data:`STRUCTURE_WALK_MAX_BYTES`)."""
+    size = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
+    return size * (4 if is_gzip(source) else 1) <= STRUCTURE_WALK_MAX_BYTES
+
+
+def check_header_unique(header: list[str], display: str, line: int = 1,
+                        names: list[str] | None = None) -> None:
+    """Refuse a header in which a column name (of ``names``, default every non-empty one)
+    appears more than once: which column holds the data would be a guess (issue 16 item 7).
+
+    Raises
+    ------
+    FormatError
+        At (``line``, the name), naming every field number it appears at.
+    """
+    for name in dict.fromkeys(names if names is not None else [h for h in header if h]):
+        where = [i + 1 for i, h in enumerate(header) if h == name]
+        if len(where) > 1:
+            raise FormatError(display, line, name, (
+                f"column name {name!r} appears {len(where)} times (fields "
+                f"{', '.join(map(str, where))}): which one holds the data is ambiguous"))
 
 
 def _drop_blank(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
@@ -406,7 +458,7 @@ def _diagnose(path, display, wanted, header, skip_lines, new_columns) -> pl.Data
             idx = int(bad.arg_true()[0])
             raise FormatError(
                 display, skip_lines + 2 + int(text[ROW][idx]), name,
-                f"{col[idx]!r} is not a {_KIND.get(dtype, str(dtype))}",
+                f"{col[idx]!r} is not {_KIND.get(dtype, f'a {dtype}')}",
             )
         out.append(pl.lit(cast).alias(name))
     return text.select(out)

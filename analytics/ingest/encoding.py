@@ -106,7 +106,12 @@ def utf8_path(path: str | Path, display: str) -> Iterator[tuple[Path, str | None
 
     path = Path(path)
     with _decompressed(path) as fh:
-        codec = utf16_codec(fh.read(2))
+        first = fh.read(3)
+        codec = utf16_codec(first[:2])
+    if codec is None and first == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark: read without it
+        with _without_utf8_bom(path) as plain:
+            yield plain, None
+        return
     if codec is None:
         yield path, None
         return
@@ -132,6 +137,22 @@ def utf8_path(path: str | Path, display: str) -> Iterator[tuple[Path, str | None
         note = (f"{codec.upper()} text (byte-order mark) decoded to UTF-8"
                 + ("; TAB-separated cells read as columns" if tabs else ""))
         yield Path(tmp), note
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+@contextmanager
+def _without_utf8_bom(path: Path) -> Iterator[Path]:
+    """A temporary copy of the (decompressed) file without its leading UTF-8 byte-order mark,
+    streamed in 1 MiB chunks (Excel's "CSV UTF-8" and some JSON writers add one; the JSON,
+    Prometheus and header-matching readers would otherwise see U+FEFF in the first name)."""
+    fd, tmp = tempfile.mkstemp(suffix=".txt", prefix="headroom-nobom-")
+    try:
+        with os.fdopen(fd, "wb") as out, _decompressed(path) as raw:
+            raw.read(3)
+            while chunk := raw.read(1 << 20):
+                out.write(chunk)
+        yield Path(tmp)
     finally:
         Path(tmp).unlink(missing_ok=True)
 

@@ -34,7 +34,7 @@ CASES = [
     ("missing_col.csv", AZ_HEAD.replace(",GeneratedTokens", "") + "2023-11-16 18:00:00,1\n",
      1, "GeneratedTokens", "missing column"),
     ("text_tokens.csv", AZ_HEAD + "2023-11-16 18:00:00,1,2\n2023-11-16 18:00:01,abc,2\n",
-     3, "ContextTokens", "'abc' is not a integer"),
+     3, "ContextTokens", "'abc' is not an integer"),
     ("neg_tokens.csv", BG_HEAD + "5,ChatGPT,10,-2,8,Conversation log\n",
      2, "Response tokens", "negative"),
     ("bad_ts.csv", AZ_HEAD + "2023-11-16 18:00:00,1,2\nyesterday,1,2\n",

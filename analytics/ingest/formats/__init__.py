@@ -48,7 +48,12 @@ import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
-from analytics.ingest.csvcheck import check_decompressed_size, check_rules, ts_range_text
+from analytics.ingest.csvcheck import (
+    check_decompressed_size,
+    check_rules,
+    row_lines,
+    ts_range_text,
+)
 from analytics.ingest.encoding import utf8_path
 from analytics.ingest.formats import (
     alibaba,
@@ -193,7 +198,8 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
     plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     try:
         parsed = plugin.parse(path, display, opts)
-        _check_times(parsed.frame, display, getattr(plugin, "TIME_COLUMN", None))
+        _check_times(parsed.frame, display, getattr(plugin, "TIME_COLUMN", None),
+                     getattr(plugin, "SOURCE_COLUMNS", None) or {})
         frame, notes = check_rules(parsed.frame, parsed.table, display,
                                    getattr(plugin, "SOURCE_COLUMNS", None))
         parsed = dataclasses.replace(parsed, frame=frame, warnings=(*parsed.warnings, *notes))
@@ -210,16 +216,20 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
     return _with_zone(parsed, plugin, opts.tz)
 
 
-def _check_times(frame, display: str, time_column: str | None) -> None:
+def _check_times(frame, display: str, time_column: str | None,
+                 source_columns: dict[str, str]) -> None:
     """Refuse a time outside :data:`analytics.schema.TS_ACCEPTED` that the format did not check
-    itself (times computed from t0 + offset, epochs). A format that keeps a ``__line`` column
-    (the file line of each row; :func:`~analytics.schema.conform` drops it) gets the line named,
-    and the column as the file names it (``TIME_COLUMN``); otherwise the data row is."""
+    itself (times computed from t0 + offset, epochs). A format that keeps the file line of each
+    row (``__line``, or ``__row`` of a one-line-header file: :func:`csvcheck.row_lines`;
+    :func:`~analytics.schema.conform` drops both) gets the line named, and the column as the
+    file names it (``TIME_COLUMN``, else ``SOURCE_COLUMNS``); otherwise the data row is."""
     outside = ts_out_of_range(frame)
     if outside:
         col, row, value = outside
-        if "__line" in frame.columns:
-            raise FormatError(display, int(frame["__line"][row]), time_column or col,
+        lines = row_lines(frame)
+        if lines is not None:
+            raise FormatError(display, int(lines[row]),
+                              time_column or source_columns.get(col, col),
                               f"time {value} is outside the accepted range {ts_range_text()}")
         raise FormatError(display, 1, col, f"time {value} (data row {row + 1}) is outside the "
                                            f"accepted range {ts_range_text()}")

@@ -15,6 +15,7 @@ from analytics.ingest.csvcheck import (  # re-exported: the format modules impor
     FormatError,
     check_allowed,
     check_gzip_stream,
+    check_header_unique,
     check_monotone,
     check_nonnegative,
     check_range,
@@ -30,15 +31,17 @@ from analytics.ingest.csvcheck import (  # re-exported: the format modules impor
     raise_at_first,
     read_csv_checked,
     read_head,
+    wide_csv_fields,
 )
 from analytics.schema import Note, Parsed  # re-exported: formats and the CLI import them here
 
 __all__ = [
     "ROW", "Format", "FormatError", "Parsed", "check_allowed", "check_gzip_stream",
-    "check_monotone", "check_nonnegative", "check_range", "check_rules", "check_unique", "file_stem",
+    "check_header_unique", "check_monotone", "check_nonnegative", "check_range", "check_rules",
+    "check_unique", "file_stem",
     "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "note_rows",
     "open_text",
-    "parse_timestamps", "raise_at_first", "read_csv_checked", "read_head",
+    "parse_timestamps", "raise_at_first", "read_csv_checked", "read_head", "wide_csv_fields",
 ]
 
 

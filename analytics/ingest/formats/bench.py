@@ -56,7 +56,14 @@ from pathlib import Path
 import polars as pl
 
 from analytics.hardware import catalog as hardware
-from analytics.ingest.formats._common import FormatError, Parsed, header_fields, open_text
+from analytics.ingest.formats._common import (
+    FormatError,
+    Parsed,
+    check_header_unique,
+    header_fields,
+    open_text,
+    wide_csv_fields,
+)
 from analytics.schema import conform
 
 TABLE = "bench_runs"
@@ -67,6 +74,14 @@ def finish_frame(recs: list[dict], display: str) -> pl.DataFrame:
     if not recs:
         raise FormatError(display, 2, 1, "no benchmark rows")
     return conform(pl.DataFrame(recs, infer_schema_length=None), TABLE)
+
+
+def whole(value: float, display: str, line: int, col: str) -> int:
+    """A count (GPUs, parallel degree) as an int; FormatError for a fractional one, which
+    ``int()`` would silently cut (the rule of :data:`analytics.schema.RULES`: whole counts)."""
+    if value != int(value):
+        raise FormatError(display, line, col, f"{value:g} is not a whole number (a count)")
+    return int(value)
 
 
 def cell_number(raw, display: str, line: int, col: str, *, positive: bool = False,
@@ -144,7 +159,9 @@ def _rows(path: Path, display: str):
     for lineno, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             try:
-                yield lineno, next(csv.reader([line]))
+                with wide_csv_fields():  # a huge cell is named by its column, not "malformed"
+                    cells = next(csv.reader([line]))
+                yield lineno, cells
             except csv.Error as exc:
                 raise FormatError(display, lineno, 1, f"malformed CSV: {exc}") from exc
 
@@ -165,6 +182,7 @@ class MLEnergyV2:
         path = Path(path)
         rows = _rows(path, display)
         _, header = next(rows)
+        check_header_unique(header, display)
         missing = [c for c in MLEnergyV2._COLS if c not in header]
         if missing:
             raise FormatError(display, 1, missing[0], f"missing column {missing[0]!r}")
@@ -185,8 +203,8 @@ class MLEnergyV2:
             tput = cell_number(r["Token tput (tok/s)"], display, line, "Token tput (tok/s)",
                         positive=True)
             tpot = cell_number(r["Avg TPOT (s)"], display, line, "Avg TPOT (s)", positive=True)
-            tp = int(cell_number(r["TP"], display, line, "TP", positive=True))
-            pp = int(cell_number(r["PP"], display, line, "PP", positive=True))
+            tp = whole(cell_number(r["TP"], display, line, "TP", positive=True), display, line, "TP")
+            pp = whole(cell_number(r["PP"], display, line, "PP", positive=True), display, line, "PP")
             p_b = params.get(r["Model"])
             if p_b is None:
                 p_b = params_from_name(r["Model"])
@@ -223,16 +241,20 @@ _V3_NUM = ("num_gpus", "tensor_parallel", "avg_power_watts", "energy_per_token_j
 
 
 def _v3_record(c: dict, display: str, line: int, task: str | None) -> dict | None:
-    if c.get("energy_per_token_joules") in (None, ""):
+    if c.get("energy_per_token_joules") in (None, "") and c.get(
+            "output_throughput_tokens_per_sec") in (None, "") and c.get("avg_output_len") in (
+            None, ""):
         return None  # diffusion configuration (images / videos, no tokens)
+    # an LLM configuration without its energy per token is refused below (required), not
+    # skipped as if it were a diffusion one
     v = {k: cell_number(c.get(k), display, line, k, required=k in (
         "num_gpus", "tensor_parallel", "energy_per_token_joules",
         "output_throughput_tokens_per_sec")) for k in _V3_NUM}
     hw = hardware.normalise(str(c.get("gpu_model")))
     return {
         "source": "ML.ENERGY v3", "task": task or c.get("task"), "hardware": hw,
-        "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": int(v["num_gpus"]),
-        "tp": int(v["tensor_parallel"]), "pp": 1,
+        "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": whole(v["num_gpus"], display, line, "num_gpus"),
+        "tp": whole(v["tensor_parallel"], display, line, "tensor_parallel"), "pp": 1,
         "precision": hardware.precision(c.get("weight_precision")), "framework": "vLLM",
         "model": c.get("model_id"), "params_b": v["total_params_billions"],
         "active_params_b": v["activated_params_billions"], "out_len": v["avg_output_len"],
@@ -270,6 +292,9 @@ class MLEnergyV3:
             if not isinstance(confs, list):
                 raise FormatError(display, 1, "configurations", "no 'configurations' list")
             for i, c in enumerate(confs):
+                if not isinstance(c, dict):
+                    raise FormatError(display, i + 1, "configurations",
+                                      f"configuration {i + 1} is not a JSON object")
                 rec = _v3_record(c, display, i + 1, doc.get("task"))
                 if rec is None:
                     skipped += 1
@@ -315,6 +340,7 @@ class Argonne:
     def parse(path, display, opts) -> Parsed:
         rows = _rows(Path(path), display)
         _, header = next(rows)
+        check_header_unique([h.strip() for h in header], display)
         cols = _ArgonneColumns([h.strip() for h in header])
         recs, mw, dropped = [], 0, 0
         for line, cells in rows:
@@ -385,7 +411,8 @@ def _argonne_cells(cells: list[str], cols: _ArgonneColumns, display: str,
 def _argonne_record(r: dict[str, str], cols: _ArgonneColumns, display: str,
                     line: int) -> tuple[dict, bool]:
     """One Argonne row as a ``bench_runs`` record, and whether its power was in milliwatts."""
-    n = int(cell_number(r["Num of Hardware"], display, line, "Num of Hardware", positive=True))
+    n = whole(cell_number(r["Num of Hardware"], display, line, "Num of Hardware", positive=True),
+              display, line, "Num of Hardware")
     batch = cell_number(r["Batch Size"], display, line, "Batch Size", positive=True)
     if "Input Output Length" in r:
         in_len = out_len = cell_number(r["Input Output Length"], display, line,

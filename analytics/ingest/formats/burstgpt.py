@@ -131,10 +131,7 @@ class Minute:
         frame = frame.with_columns(
             pl.from_epoch(pl.col("t") * 60_000_000 + _t0_us(opts), "us").alias("ts")
         )
-        dup = frame["t"].is_duplicated()
-        if dup.any():
-            idx = int(dup.arg_true()[1] if dup.sum() > 1 else dup.arg_true()[0])
-            raise FormatError(display, 2 + int(frame[ROW][idx]), "t", "minute index repeated")
+        _refuse_repeated(frame, "t", "minute", display)
         check_monotone(frame, display, 0.0, "t")
         out = frame.select(
             "ts",
@@ -168,6 +165,7 @@ class Daily:
                 pl.col("d") * int(timedelta(days=1).total_seconds() * 1e6) + _t0_us(opts), "us"
             ).alias("ts")
         )
+        _refuse_repeated(frame, "d", "day", display)
         check_monotone(frame, display, 0.0, "d")
         out = frame.select(
             "ts",
@@ -179,3 +177,12 @@ class Daily:
             "demand_series", Daily.NAME, out, display, 86400.0,
             (f"day 0 = t0 = {opts.t0.isoformat()}: weekdays are relative",),
         )
+
+
+def _refuse_repeated(frame: pl.DataFrame, col: str, unit: str, display: str) -> None:
+    """Refuse an aggregate whose bin index ``col`` repeats (one value per minute / day),
+    naming the line of the repeat."""
+    dup = frame[col].is_duplicated()
+    if dup.any():
+        idx = int(dup.arg_true()[1])
+        raise FormatError(display, 2 + int(frame[ROW][idx]), col, f"{unit} index repeated")

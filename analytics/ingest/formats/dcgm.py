@@ -55,13 +55,20 @@ class Dcgm:
         samples: dict[tuple, dict] = {}
         blanks: dict[str, list[int]] = {}
         twice: list[int] = []
-        n = 0
+        n, stamped = 0, None
         with open_text(path) as fh:
             for lineno, line in enumerate(fh, start=1):
                 got = _sample(lineno, line.strip(), display)
                 if got is None:
                     continue
                 name, lab, val, ts = got
+                if stamped is None:
+                    stamped = ts is not None
+                elif stamped != (ts is not None):  # e.g. 'NAME{..}  1715...': value missing
+                    raise FormatError(display, lineno, "timestamp_ms", (
+                        "sample has no timestamp while the first sample has one (a missing "
+                        "value?)" if stamped else
+                        "sample has a timestamp while the first sample has none"))
                 host = lab.get("Hostname") or default_host
                 ident = lab.get("UUID") or (f"pci:{lab['pci_bus_id']}"
                                             if lab.get("pci_bus_id") else None)

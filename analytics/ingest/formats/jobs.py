@@ -29,6 +29,7 @@ from analytics.ingest.formats._common import (
     ROW,
     FormatError,
     Parsed,
+    check_header_unique,
     header_fields,
     note_rows,
     open_text,
@@ -166,7 +167,8 @@ class Sacct:
 
     NAME = "slurm_sacct"
     TABLE = "jobs"
-    SOURCE_COLUMNS = {"n_gpus": "AllocTRES", "elapsed_s": "Elapsed"}
+    SOURCE_COLUMNS = {"n_gpus": "AllocTRES", "elapsed_s": "Elapsed", "submit_ts": "Submit",
+                      "start_ts": "Start", "end_ts": "End"}
     LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
@@ -180,6 +182,7 @@ class Sacct:
         recs, n_mig = [], 0
         with open_text(path) as fh:
             header = fh.readline().rstrip("\r\n").split("|")
+            check_header_unique(header, display)
             for need in ("JobID", "State"):
                 if need not in header:
                     raise FormatError(display, 1, need, f"missing column {need!r}")
@@ -292,7 +295,7 @@ def _elapsed_s(raw: str, display: str, lineno: int) -> float | None:
             + float(seconds))
 
 
-_GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(-?\w+)")
+_GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(-?[\w.]+)")  # "1.5" whole, to refuse it
 
 
 def _sacct_gpus(row: dict[str, str], display: str, lineno: int) -> tuple[int, str | None, bool]:

@@ -23,12 +23,23 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from datetime import datetime, timedelta
 
 import polars as pl
 
-from analytics.ingest.formats._common import ROW, FormatError, Parsed, file_stem, open_text
+from analytics.ingest.formats._common import (
+    ROW,
+    FormatError,
+    Parsed,
+    file_stem,
+    open_text,
+    wide_csv_fields,
+)
 from analytics.ingest.hourly import absent_hours_notes, blank_note
+
+#: EPW field labels as the notes and refusals name them (0-based index -> label)
+_EPW_FIELD = {6: "field 7 dry bulb", 8: "field 9 relative humidity"}
 
 
 class EPW:
@@ -46,10 +57,10 @@ class EPW:
         tz_h = 0.0
         lineno = 0
         try:
-            with open_text(path) as fh:
+            with open_text(path) as fh, wide_csv_fields():
                 reader = csv.reader(fh)
                 for row in reader:
-                    lineno = reader.line_num
+                    start, lineno = lineno + 1, reader.line_num
                     if lineno == 1:
                         try:
                             tz_h = float(row[8])
@@ -59,8 +70,11 @@ class EPW:
                         continue
                     if lineno <= 8 or not row:
                         continue
-                    if len(row) < 9:
-                        raise FormatError(display, lineno, len(row) + 1,
+                    if any("\n" in cell or "\r" in cell for cell in row):  # EPW never quotes
+                        raise FormatError(display, start, 1, "a quote opens on this line and is "
+                                          f"not closed where the record should end (line {lineno})")
+                    if len(row) != 35:
+                        raise FormatError(display, lineno, min(len(row), 35) + 1,
                                           f"record has {len(row)} fields, EPW needs 35")
                     try:
                         month, day, hour = int(row[1]), int(row[2]), int(row[3])
@@ -76,8 +90,11 @@ class EPW:
                         try:
                             v = float(row[idx])
                         except ValueError as exc:
-                            raise FormatError(display, lineno, idx + 1,
+                            raise FormatError(display, lineno, _EPW_FIELD[idx],
                                               f"{row[idx]!r} is not a number") from exc
+                        if not math.isfinite(v):  # inf / 1e400 is no missing marker (99.9)
+                            raise FormatError(display, lineno, _EPW_FIELD[idx],
+                                              f"{row[idx]!r} is not a finite number")
                         vals.append(None if v >= missing else v)
                     ts.append(stamp)
                     rows.append(lineno - 2)  # __row: the notes name line ``row + 2``
@@ -85,6 +102,8 @@ class EPW:
                     rh.append(vals[1])
         except (OSError, EOFError) as exc:
             raise FormatError(display, lineno + 1, 1, f"gzip stream is truncated ({exc})") from exc
+        except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
+            raise FormatError(display, lineno + 1, 1, f"malformed CSV: {exc}") from exc
         if not ts:
             raise FormatError(display, 9, 1, "no hourly records after the 8 header lines")
         site = opts.site or file_stem(display)
@@ -93,6 +112,7 @@ class EPW:
             schema={"site": pl.String, "ts": pl.Datetime("us"), "temp_c": pl.Float64,
                     "rh_pct": pl.Float64, ROW: pl.Int64},
         ).sort("ts")
+        _refuse_repeated_hour(out, display)
         notes = [f"site {site!r}; typical-year records stamped in {opts.year} (UTC offset "
                  f"{tz_h} h)", *_gap_notes(out, (("temp_c", "field 7 dry bulb"),
                                                  ("rh_pct", "field 9 relative humidity")),
@@ -130,7 +150,10 @@ class OpenMeteo:
             if len(arr) != n:
                 raise FormatError(display, 1, f"hourly.{key}",
                                   f"has {len(arr)} values, hourly.time has {n}")
-        offset_s = int(doc.get("utc_offset_seconds", 0))
+        _check_numbers(hourly, ("temperature_2m", "relative_humidity_2m"), display)
+        offset_s = doc.get("utc_offset_seconds")
+        if not isinstance(offset_s, int | float | None) or isinstance(offset_s, bool):
+            raise FormatError(display, 1, "utc_offset_seconds", f"{offset_s!r} is not a number")
         frame = pl.DataFrame(
             {"time": hourly["time"], "temp_c": hourly["temperature_2m"], "rh_pct": rh},
             schema={"time": pl.String, "temp_c": pl.Float64, "rh_pct": pl.Float64},
@@ -141,18 +164,47 @@ class OpenMeteo:
             idx = int(local.is_null().arg_true()[0])
             raise FormatError(display, 1, f"hourly.time[{idx}]",
                               f"{frame['time'][idx]!r} is not YYYY-MM-DDTHH:MM")
+        twice = local.is_duplicated()
+        if twice.any():
+            idx = int(twice.arg_true()[1])
+            raise FormatError(display, 1, f"hourly.time[{idx}]",
+                              f"{frame['time'][idx]} appears twice; one value per hour expected")
         site = opts.site or file_stem(display).rsplit("_", 1)[0]
         out = frame.select(
             pl.lit(site).alias("site"),
-            (local - timedelta(seconds=offset_s)).alias("ts"),
+            (local - timedelta(seconds=offset_s or 0)).alias("ts"),
             "temp_c",
             "rh_pct",
         )
-        notes = [f"site {site!r}; local times moved to UTC with the file's fixed offset "
-                 f"{offset_s / 3600:+.1f} h (daylight saving not modelled)",
+        zone = (f"local times moved to UTC with the file's fixed offset {offset_s / 3600:+.1f} h "
+                "(daylight saving not modelled)" if offset_s is not None else
+                "no utc_offset_seconds in the file: times read as UTC")
+        notes = [f"site {site!r}; {zone}",
                  *_gap_notes(out, (("temp_c", "hourly.temperature_2m"),
                                    ("rh_pct", "hourly.relative_humidity_2m")), "hourly.time")]
         return Parsed("weather", OpenMeteo.NAME, out, display, 3600.0, tuple(notes))
+
+
+def _refuse_repeated_hour(frame: pl.DataFrame, display: str) -> None:
+    """Refuse an EPW record whose month/day/hour repeats an earlier one (one value per hour,
+    as the hourly carbon and price readers require), naming the later record's line."""
+    twice = frame.filter(pl.col("ts").is_duplicated()).sort(ROW)
+    if twice.height:
+        first = twice.filter(pl.col("ts") == twice["ts"][0])
+        raise FormatError(display, int(first[ROW][1]) + 2, "fields 2-4 month/day/hour",
+                          f"the hour of line {int(first[ROW][0]) + 2} appears twice; one value "
+                          "per hour expected")
+
+
+def _check_numbers(hourly: dict, keys: tuple[str, ...], display: str) -> None:
+    """Refuse a value of an ``hourly`` array that is neither a number nor null (a string
+    would otherwise become an empty reading unnoticed). JSON has no line per value: the
+    position is ``hourly.<key>[index]``."""
+    for key in keys:
+        for idx, v in enumerate(hourly.get(key) or ()):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise FormatError(display, 1, f"hourly.{key}[{idx}]",
+                                  f"{str(v)[:40]!r} is not a number")
 
 
 def _gap_notes(frame: pl.DataFrame, values: tuple[tuple[str, str], ...], time_col: str
