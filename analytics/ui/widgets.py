@@ -131,7 +131,8 @@ def ingest_report(report: list[dict]) -> None:
         with st.expander(f"{len(report)} files", expanded=rejected > 0):
             st.dataframe([{"file": r["file"], "status": r["status"], "dataset": r.get("dataset"),
                            "format": r.get("format"), "rows": r.get("rows"),
-                           "why": r.get("error") or r.get("reason")} for r in report],
+                           "why": r.get("error") or r.get("reason") or r.get("hint")}
+                          for r in report],
                          hide_index=True, width="stretch", key="ingest_files")
     for r in report:
         rows += [{"file": r["file"], "column": w.get("column"),
@@ -144,6 +145,11 @@ def ingest_report(report: list[dict]) -> None:
             st.error(f"{plain(r['file'])} rejected: {plain(r['error'])}")
         elif r["status"] == "skipped":
             st.info(f"{plain(r['file'])}: skipped by design, nothing added: {plain(r['reason'])}")
+        elif r["status"] == "duplicate" and r.get("site_alias"):
+            a = r["site_alias"]
+            st.info(f"{plain(r['file'])}: same bytes as dataset {plain(r['dataset'])} (site "
+                    f"{plain(a['site'])}); no rows added, and site {plain(a['alias'])} now names "
+                    "the same series (Dispatch offers both codes).")
         elif r["status"] == "duplicate":
             st.info(f"{plain(r['file'])}: same bytes as dataset {plain(r['dataset'])}; nothing "
                     "added. Delete that dataset first to ingest the file with other options.")
