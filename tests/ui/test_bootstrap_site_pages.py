@@ -45,3 +45,22 @@ def test_first_run_counts_skipped_and_dispatch_offers_both_codes(app_env):
     at.multiselect(key="sites").set_value(["CA", "ERCO"]).run()
     assert not at.exception
     assert metrics(at) == with_ciso
+
+
+def test_upload_of_a_diffusion_only_file_says_skipped_by_design(app_env):
+    diffusion = shared("ml_energy/leaderboard_v3/models/tencent__HunyuanVideo__text-to-video.json")
+    at = new_app().run()
+    at.switch_page("pages/data.py").run()
+    at.file_uploader(key="uploads").set_value([
+        (diffusion.name, diffusion.read_bytes(), "application/json"),
+        ("CA_NG_&_avgCI.csv", shared(f"{CI}/CA_NG_&_avgCI.csv").read_bytes(), "text/csv"),
+        ("CISO_NG_&_avgCI.csv", shared(f"{CI}/CISO_NG_&_avgCI.csv").read_bytes(), "text/csv")])
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception and not at.error
+    assert ("1 ingested, 1 duplicate, 1 skipped by design, 0 rejected"
+            in at.markdown[0].value)
+    infos = [i.value.replace("\\", "") for i in at.info]
+    assert any("tencent__HunyuanVideo__text-to-video.json: skipped by design, nothing added: "
+               "all 68 configurations are diffusion runs" in i for i in infos)
+    assert any("site CISO now names the same series" in i for i in infos)
