@@ -286,7 +286,7 @@ _SQL_TYPES = {
     pl.Boolean: "BOOLEAN",
 }
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"),
@@ -359,4 +359,15 @@ MIGRATIONS: dict[int, list[str]] = {
     8: ["ALTER TABLE datasets ADD COLUMN IF NOT EXISTS source_tz VARCHAR"],
     # telemetry of several hosts: a GPU is (host, index, UUID), not its index (issue 14 item 4)
     9: ["ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_uuid VARCHAR"],
+    # one stored site series named by several site codes (SustainDC publishes the same carbon
+    # file as CISO_... and CA_..., ERCO_... and TX_...): the bytes are kept once, under the
+    # first name; every other code that arrived with the same bytes is an alias (issue 19)
+    10: ["""CREATE TABLE IF NOT EXISTS site_aliases (
+          dataset_id INTEGER NOT NULL,
+          tbl VARCHAR NOT NULL,
+          site VARCHAR NOT NULL,
+          alias VARCHAR NOT NULL,
+          file VARCHAR,
+          PRIMARY KEY (dataset_id, alias)
+        )"""],
 }

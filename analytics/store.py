@@ -254,7 +254,10 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
     Returns
     -------
     list of dict, one per item: ``{"file", "dataset", "format", "rows", "status"}`` with status
-    ``"ingested"`` or ``"duplicate"`` (same bytes already stored: nothing written).
+    ``"ingested"`` or ``"duplicate"`` (same bytes already stored: no rows written). A duplicate
+    site file whose rows name another site than the stored copy (SustainDC's ``CISO_...`` and
+    ``CA_...``) registers that code as an alias of the stored site (``site_alias``:
+    ``{"alias", "site"}``; :func:`site_catalog`, :func:`site_hourly`).
 
     Raises
     ------
@@ -267,18 +270,24 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
     StoreError
         A statement failed. Nothing of the batch is written.
     """
-    results = []
+    results, changed = [], False
     with con.cursor() as cur, transaction(cur):
         seen_names = set()
         for item in items:
             p = item.parsed
-            dup = _run(cur, "SELECT name FROM datasets WHERE sha256 = ?", [item.sha256]).fetchone()
+            dup = _run(cur, "SELECT name, dataset_id FROM datasets WHERE sha256 = ?",
+                       [item.sha256]).fetchone()
             if dup:
+                alias, new_alias = _site_alias(cur, dup[1], p)
+                changed |= new_alias
                 results.append({"file": p.source, "dataset": dup[0], "format": p.format,
                                 "rows": 0, "status": "duplicate",
                                 "hint": f"these bytes are already dataset {dup[0]!r}; "
                                         "delete it first to ingest them with other "
-                                        "options or another name"})
+                                        "options or another name"
+                                        + (f"; site {alias['alias']!r} names its series (site "
+                                           f"{alias['site']!r}) too" if alias else ""),
+                                **({"site_alias": alias} if alias else {})})
                 continue
             if _taken(cur, item.name, seen_names):
                 if item.alternatives is None:
@@ -292,9 +301,35 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
             check_dataset_name(item.name)  # ValueError: nothing of the batch is written
             seen_names.add(item.name)
             results.append(_insert(cur, item))
-        if any(r["status"] == "ingested" for r in results):
+        if changed or any(r["status"] == "ingested" for r in results):
             _bump_data_version(cur)
     return results
+
+
+def _site_alias(cur, dataset_id: int, p: Parsed) -> tuple[dict | None, bool]:
+    """A duplicate's site code kept as an alias of the stored dataset's site: the same bytes
+    arrived under another site name (SustainDC ``CISO_...`` and ``CA_...``), so dispatch and
+    the site lists accept both codes for the one stored series.
+
+    Only for site tables (carbon, weather, prices) when the stored rows and the duplicate's
+    rows each carry one site and the two differ. Returns ``({"alias", "site"} or None, whether
+    the alias is new)``.
+    """
+    if p.table not in SITE_TABLES or "site" not in p.frame.columns:
+        return None, False
+    incoming = p.frame["site"].drop_nulls().unique().to_list()
+    stored = [r[0] for r in _run(cur, f"SELECT DISTINCT site FROM {p.table} WHERE dataset_id = ?",
+                                 [dataset_id]).fetchall()]
+    if len(incoming) != 1 or len(stored) != 1 or str(incoming[0]) == stored[0]:
+        return None, False
+    alias = {"alias": str(incoming[0]), "site": stored[0]}
+    new = _run(cur, "SELECT 1 FROM site_aliases WHERE dataset_id = ? AND alias = ?",
+               [dataset_id, alias["alias"]]).fetchone() is None
+    if new:
+        _run(cur, "INSERT INTO site_aliases (dataset_id, tbl, site, alias, file) "
+                  "VALUES (?, ?, ?, ?, ?)", [dataset_id, p.table, alias["site"], alias["alias"],
+                                             p.source])
+    return alias, new
 
 
 def _taken(cur, name: str, seen: set[str]) -> bool:
@@ -357,6 +392,7 @@ def delete_dataset(con, name: str) -> None:
         if row is None:
             raise UnknownDataset(name)
         _run(cur, f"DELETE FROM {row[1]} WHERE dataset_id = ?", [row[0]])
+        _run(cur, "DELETE FROM site_aliases WHERE dataset_id = ?", [row[0]])
         _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
         _bump_data_version(cur)
 
@@ -577,7 +613,10 @@ SITE_TABLES = {"carbon_intensity": "gco2_per_kwh", "weather": "temp_c", "prices"
 
 
 def site_catalog(con) -> pd.DataFrame:
-    """Every site with hourly site data: table, site, basis (carbon only), dataset, ts range."""
+    """Every site with hourly site data: table (``tbl``), ``site``, ``basis`` (carbon only),
+    ``dataset``, ts range, ``rows`` and ``alias_of``: for a site code registered as an alias
+    (:func:`ingest`: the same bytes under another site name), the stored site whose series it
+    names, else None. An alias has the rows of its site, one row per (table, site, dataset)."""
     parts = []
     with con.cursor() as cur:
         for table in SITE_TABLES:
@@ -585,9 +624,15 @@ def site_catalog(con) -> pd.DataFrame:
             parts.append(_run(
                 cur,
                 f"SELECT '{table}' AS tbl, t.site, {basis} AS basis, d.name AS dataset, "
-                "min(t.ts) AS ts_min, max(t.ts) AS ts_max, count(*) AS rows "
-                f"FROM {table} t JOIN datasets d USING (dataset_id) "
-                "GROUP BY ALL ORDER BY t.site"
+                "min(t.ts) AS ts_min, max(t.ts) AS ts_max, count(*) AS rows, "
+                "NULL::VARCHAR AS alias_of "
+                f"FROM {table} t JOIN datasets d USING (dataset_id) GROUP BY ALL "
+                f"UNION ALL SELECT '{table}' AS tbl, a.alias AS site, {basis} AS basis, "
+                "d.name AS dataset, min(t.ts) AS ts_min, max(t.ts) AS ts_max, count(*) AS rows, "
+                f"a.site AS alias_of FROM {table} t "
+                f"JOIN site_aliases a ON a.dataset_id = t.dataset_id AND a.site = t.site "
+                f"AND a.tbl = '{table}' JOIN datasets d ON d.dataset_id = t.dataset_id "
+                "GROUP BY ALL ORDER BY site, dataset"
             ).df())
     return pd.concat(parts, ignore_index=True)
 
@@ -595,15 +640,18 @@ def site_catalog(con) -> pd.DataFrame:
 def site_hourly(con, table: str, site: str, basis: str | None = None) -> pd.DataFrame:
     """Hourly mean of a site's series: ``ts`` (hour, UTC) and ``value`` (the table's unit).
 
-    Raises KeyError for a table that holds no site series.
+    ``site`` may be an alias (:func:`site_catalog` ``alias_of``): the rows of the series it
+    names are read as if stored under it. Raises KeyError for a table that holds no site series.
     """
     col = SITE_TABLES[table]
-    where = "site = ?" + (" AND basis = ?" if basis else "")
-    params = [site, basis] if basis else [site]
+    where = ("(t.site = $site OR EXISTS (SELECT 1 FROM site_aliases a WHERE a.tbl = $tbl "
+             "AND a.alias = $site AND a.dataset_id = t.dataset_id AND a.site = t.site))"
+             + (" AND t.basis = $basis" if basis else ""))
+    params = {"site": site, "tbl": table, **({"basis": basis} if basis else {})}
     with con.cursor() as cur:
         return _run(cur, f"""
-            SELECT time_bucket(INTERVAL 1 HOUR, ts) AS ts, avg({col}) AS value
-            FROM {table} WHERE {where} GROUP BY 1 ORDER BY 1""", params).df()
+            SELECT time_bucket(INTERVAL 1 HOUR, t.ts) AS ts, avg(t.{col}) AS value
+            FROM {table} t WHERE {where} GROUP BY 1 ORDER BY 1""", params).df()
 
 
 def gpu_jobs(con, name: str) -> pd.DataFrame:

@@ -10,7 +10,12 @@ st.title("Dispatch")
 name, info = widgets.chosen_dataset()
 synthetic = bool(info["synthetic"])
 catalog = cache.site_catalog()
-carbon_sites = sorted(catalog.loc[catalog["tbl"] == "carbon_intensity", "site"].unique())
+carbon = catalog[catalog["tbl"] == "carbon_intensity"]
+carbon_sites = sorted(carbon["site"].unique())
+# a code registered for a series stored under another (SustainDC's CISO_ and CA_ files hold the
+# same bytes): offered too, labelled with the code the series is stored as
+stored_as = {s: g["alias_of"].iloc[0] for s, g in carbon.groupby("site")
+             if g["alias_of"].notna().all()}
 if not carbon_sites:
     st.info("No carbon-intensity data yet. Ingest SustainDC `<BA>_NG_&_avgCI.csv` or Green-DCC "
             "carbon files on the Data page (weather and price files sharpen PUE and cost), "
@@ -21,7 +26,10 @@ bin_label = widgets.intraday_bin(info, "dispatch_bin", "dispatch plans")
 params = widgets.envelope_controls("dispatch")
 default_sites = [s for s in ("CISO", "ERCO", "BPAT", "PJM", "NYIS") if s in carbon_sites]
 sites = st.multiselect("Sites (allowed region set)", carbon_sites,
-                       default=default_sites or carbon_sites[:3], key="sites")
+                       default=default_sites or carbon_sites[:3], key="sites",
+                       format_func=lambda s: f"{s} (= {stored_as[s]})" if s in stored_as else s,
+                       help="A code shown as 'CISO (= CA)' names the same published series as "
+                            "CA (one file published under both names).")
 if not sites:
     st.info("Choose at least one site.")
     st.stop()

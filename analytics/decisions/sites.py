@@ -238,12 +238,15 @@ class SiteSources:
     basis : carbon-intensity basis used (avg, LCA or direct)
     weather_site : site whose weather series gives the outdoor temperature (None: no weather)
     price_site : site whose price series is used (None: no prices)
+    alias_of : the stored site whose carbon series ``name`` names (the same file published
+        under two codes, e.g. SustainDC CISO and CA), None when ``name`` is stored itself
     """
 
     name: str
     basis: str
     weather_site: str | None
     price_site: str | None
+    alias_of: str | None = None
 
     def series_keys(self) -> list[tuple[str, str, str | None]]:
         """``(table, site, basis)`` of every stored series this site needs."""
@@ -256,7 +259,8 @@ class SiteSources:
 
     def note(self) -> list[str]:
         """What the site uses, for the page and the CLI document."""
-        out = [f"{self.name}: carbon basis {self.basis}, "
+        same = f" (the series stored as {self.alias_of})" if self.alias_of else ""
+        out = [f"{self.name}: carbon basis {self.basis}{same}, "
                + (f"weather from {self.weather_site}" if self.weather_site else "no weather")]
         if self.price_site:
             out.append(f"{self.name}: prices from {self.price_site}")
@@ -269,12 +273,15 @@ def site_sources(catalog: pd.DataFrame, names: list[str], basis: str | None = No
 
     Weather: a weather series of the same site name (Green-DCC zones), else the SustainDC city
     of :data:`WEATHER_FOR_SITE`. Prices: the same site name, else the Green-DCC zone of
-    :data:`PRICE_FOR_SITE`. Carbon basis: ``basis`` if given, else avg, LCA, direct in that
-    order of preference.
+    :data:`PRICE_FOR_SITE`. A site code that is an alias of a stored site (catalog
+    ``alias_of``, e.g. CISO for the series stored as CA) falls back to that site's weather city
+    and price zone. Carbon basis: ``basis`` if given, else avg, LCA, direct in that order of
+    preference.
 
     Parameters
     ----------
-    catalog : :func:`analytics.store.site_catalog` frame (``tbl``, ``site``, ``basis``)
+    catalog : :func:`analytics.store.site_catalog` frame (``tbl``, ``site``, ``basis``,
+        optional ``alias_of``)
     names : carbon site names
 
     Raises KeyError for a site without carbon intensity.
@@ -291,10 +298,14 @@ def site_sources(catalog: pd.DataFrame, names: list[str], basis: str | None = No
         bases = carbon["basis"].tolist()
         use = basis if basis in bases else next(b for b in BASIS_PREFERENCE + tuple(bases)
                                                 if b in bases)
-        weather = name if has("weather", name) else WEATHER_FOR_SITE.get(name)
-        price = name if has("prices", name) else PRICE_FOR_SITE.get(name)
+        of = carbon["alias_of"].dropna() if "alias_of" in carbon else pd.Series([], dtype=str)
+        alias_of = str(of.iloc[0]) if len(of) == len(carbon) else None  # only ever an alias
+        weather = name if has("weather", name) else (
+            WEATHER_FOR_SITE.get(name) or WEATHER_FOR_SITE.get(alias_of or ""))
+        price = name if has("prices", name) else (
+            PRICE_FOR_SITE.get(name) or PRICE_FOR_SITE.get(alias_of or ""))
         out.append(SiteSources(name, use, weather if has("weather", weather) else None,
-                               price if has("prices", price) else None))
+                               price if has("prices", price) else None, alias_of))
     return out
 
 

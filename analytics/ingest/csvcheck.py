@@ -88,6 +88,19 @@ class FormatError(ValueError):
         return {"file": self.file, "line": self.line, "column": self.column, "reason": self.reason}
 
 
+class SkippedByDesign(FormatError):
+    """A recognised, valid file that holds nothing a canonical table keeps, by design (e.g. an
+    ML.ENERGY v3 file whose configurations are all diffusion runs: images / videos, no tokens).
+
+    Ingest reports it with status ``skipped`` and ``reason`` (not ``rejected``) and writes
+    nothing (:mod:`analytics.ingest.files`); a caller that knows only :class:`FormatError`
+    still refuses it, naming file, line and column. Attributes as :class:`FormatError`, and
+    ``format``: the name of the format that recognised the file (set by ``parse_file``).
+    """
+
+    format: str | None = None
+
+
 
 def _raw(source: Source) -> BinaryIO:
     """The source's bytes as a binary file object (compressed bytes stay compressed)."""

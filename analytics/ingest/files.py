@@ -18,7 +18,7 @@ import polars as pl
 from analytics import store
 from analytics.config import ParseOptions, safe_dataset_name
 from analytics.ingest.digest import file_sha256
-from analytics.ingest.formats import FormatError, Parsed, detect, parse_file
+from analytics.ingest.formats import FormatError, Parsed, SkippedByDesign, detect, parse_file
 from analytics.ingest.formats._common import file_stem
 
 
@@ -38,23 +38,49 @@ class FileIn:
 
 
 def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOptions | None = None,
-              max_bytes: int | None = None) -> list[store.IngestItem]:
+              max_bytes: int | None = None, skipped: list[dict] | None = None
+              ) -> list[store.IngestItem]:
     """Parse every file (nothing is written). Raises FormatError at the first bad one.
 
     ``max_bytes`` rejects larger files before reading them (the upload cap). Files of one batch
     that share a base name (every node's scrape is ``metrics.prom``) get unique dataset names
-    (:func:`batch_names`).
+    (:func:`batch_names`). A file that holds nothing by design
+    (:class:`~analytics.ingest.csvcheck.SkippedByDesign`, e.g. ML.ENERGY diffusion runs) raises
+    like a rejection unless ``skipped`` is a list: then its :func:`skipped_result` is appended
+    there and the file is left out of the items.
     """
-    parsed = []
+    kept, parsed = [], []
     for f in files:
         check_size(f, max_bytes)
-        parsed.append(parse_file(f.path, f.display, fmt, opts))
+        try:
+            parsed.append(parse_file(f.path, f.display, fmt, opts))
+        except SkippedByDesign as exc:
+            if skipped is None:
+                raise
+            skipped.append(skipped_result(exc))
+            continue
+        kept.append(f)
     items = []
-    for f, p, (name, why) in zip(files, parsed, batch_names(files, parsed), strict=True):
+    for f, p, (name, why) in zip(kept, parsed, batch_names(kept, parsed), strict=True):
         if why:
             p = dataclasses.replace(p, warnings=(why, *p.warnings))
         items.append(store.IngestItem(p, name, f.sha256 or file_sha256(f.path)))
     return items
+
+
+def skipped_result(exc: SkippedByDesign) -> dict:
+    """The ingest report entry of a file skipped by design: ``{"file", "dataset": None,
+    "format", "rows": 0, "status": "skipped", "reason"}``."""
+    return {"file": exc.file, "dataset": None, "format": exc.format, "rows": 0,
+            "status": "skipped", "reason": exc.reason}
+
+
+def in_file_order(files: Sequence[FileIn], results: list[dict]) -> list[dict]:
+    """``results`` (one per file, ``file`` = its display name) in the order of ``files``."""
+    order = {}
+    for i, f in enumerate(files):
+        order.setdefault(str(f.display), i)
+    return sorted(results, key=lambda r: order.get(str(r["file"]), len(order)))
 
 
 def check_size(f: FileIn, max_bytes: int | None) -> None:
@@ -123,14 +149,17 @@ def ingest_files(con, files: Sequence[FileIn], fmt: str | None = None,
                  opts: ParseOptions | None = None, max_bytes: int | None = None) -> list[dict]:
     """Parse all files, then write them in one transaction (all or nothing).
 
-    Returns the per-file results of :func:`analytics.store.ingest`.
+    Returns the per-file results of :func:`analytics.store.ingest` (status ``ingested`` or
+    ``duplicate``) and of the files skipped by design (:func:`skipped_result`), in file order.
 
     Raises
     ------
     FormatError : a file is not valid; nothing is written
     store.NameTaken : a dataset name is in use with other content; nothing is written
     """
-    return store.ingest(con, parse_all(files, fmt, opts, max_bytes))
+    skipped: list[dict] = []
+    items = parse_all(files, fmt, opts, max_bytes, skipped)
+    return in_file_order(files, (store.ingest(con, items) if items else []) + skipped)
 
 
 def recognised_files(folder: str | Path) -> list[Path]:
@@ -154,8 +183,10 @@ def bootstrap(con, folder: str | Path, opts: ParseOptions | None = None,
               on_file: Callable[[int, int, str], None] | None = None) -> list[dict]:
     """Ingest every recognised file under ``folder``, one transaction per file.
 
-    A bad file is reported (status ``"rejected"`` with ``error``) and does not stop the others.
-    ``on_file(i, n, name)`` is called before each file (progress bars).
+    Returns one result per file: status ``"ingested"``, ``"duplicate"`` (its bytes are
+    stored already), ``"skipped"`` with ``reason`` (valid, but nothing for any table by design:
+    ML.ENERGY diffusion runs) or ``"rejected"`` with ``error`` (file, line, column, reason); a
+    bad file does not stop the others. ``on_file(i, n, name)`` is called before each file.
     """
     files = recognised_files(folder)
     results = []

@@ -17,7 +17,7 @@ from analytics.config import ParseOptions, safe_dataset_name
 from analytics.ingest import files as ingest
 from analytics.ingest import sources
 from analytics.ingest.digest import copy_hashed
-from analytics.ingest.formats import FormatError
+from analytics.ingest.formats import FormatError, SkippedByDesign
 from analytics.ingest.formats._common import file_stem
 from analytics.services import held
 
@@ -56,11 +56,13 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
                  opts: ParseOptions | None = None) -> list[dict]:
     """Parse every file fully, then write all of them in one transaction. ``con`` is a
     connection or an opener (:func:`analytics.services.held`): with an opener the store is
-    opened only after every file parsed.
+    opened only after every file parsed (and not at all when every file was skipped).
 
-    Returns ``[{"file", "dataset", "format", "rows", "status"}]`` (status ``ingested`` or
-    ``duplicate``). Raises ValueError (a missing file; ``name`` with several files),
-    ``FormatError`` (file, line, column; nothing written), ``store.NameTaken``.
+    Returns ``[{"file", "dataset", "format", "rows", "status"}]`` in file order, status
+    ``ingested``, ``duplicate`` or ``skipped`` (a valid file that holds nothing for any table by
+    design, e.g. ML.ENERGY diffusion runs; with ``reason``). Raises ValueError (a missing file;
+    ``name`` with several files), ``FormatError`` (file, line, column; nothing written),
+    ``store.NameTaken``.
     """
     paths = list(paths)
     if name and len(paths) > 1:
@@ -69,9 +71,13 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
         if not Path(path).is_file():
             raise ValueError(f"{path}: no such file")
     files = [ingest.FileIn(Path(p), str(p), name) for p in paths]
-    items = ingest.parse_all(files, fmt, opts)  # parsed before the store is opened
-    with held(con) as cur:
-        results = store.ingest(cur, items)
+    skipped: list[dict] = []
+    items = ingest.parse_all(files, fmt, opts, skipped=skipped)  # before the store is opened
+    results = []
+    if items:
+        with held(con) as cur:
+            results = store.ingest(cur, items)
+    results = ingest.in_file_order(files, results + skipped)
     for r in results:
         r["file"] = str(r["file"])
     return results
@@ -84,8 +90,9 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
     Never raises for bad input: each upload is streamed to a temporary file in ``tmp_dir``
     (default: the system's; the app uses one folder it cleans on start, see
     :func:`clean_upload_dir`) with no second copy in memory, parsed, and written; returns one
-    dict per file with ``status`` ``ingested`` / ``duplicate`` / ``rejected`` and, for
-    rejections, ``error`` (file, line, column, reason). ``con`` is a connection or an opener
+    dict per file with ``status`` ``ingested`` / ``duplicate`` / ``skipped`` (valid, nothing for
+    any table by design, with ``reason``) / ``rejected`` and, for rejections, ``error`` (file,
+    line, column, reason). ``con`` is a connection or an opener
     (:func:`analytics.services.held`): with an opener the store is open for writing only while a
     parsed file's rows are written.
 
@@ -111,6 +118,8 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
                 with held(con) as cur:  # the store is held only while the rows are written
                     results.extend(store.ingest(cur, [_upload_item(item, stem,
                                                                    stems.count(stem))]))
+            except SkippedByDesign as exc:
+                results.append(ingest.skipped_result(exc))
             except FormatError as exc:
                 results.append({"file": up.name, "status": "rejected", "error": str(exc),
                                 "dataset": None, "rows": 0, "format": None})
@@ -199,7 +208,8 @@ def recognised_files(folder: Path) -> list[str]:
 def bootstrap(con, folder: Path, on_file: Callable[[int, int, str], None] | None = None
               ) -> list[dict]:
     """First run: ingest every recognised file under ``folder``, one transaction per file; a
-    bad file is reported as rejected and does not stop the others."""
+    bad file is reported as rejected and does not stop the others, a file that holds nothing
+    by design as skipped (see :func:`analytics.ingest.files.bootstrap`)."""
     return ingest.bootstrap(con, folder, on_file=on_file)
 
 

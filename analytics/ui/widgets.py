@@ -115,19 +115,31 @@ def plain(text: object) -> str:
     return "".join(out)
 
 
+#: Ingest statuses in the order the summary line counts them, with the words it uses.
+INGEST_STATUSES = {"ingested": "ingested", "duplicate": "duplicate",
+                   "skipped": "skipped by design", "rejected": "rejected"}
+
+
+def ingest_summary(report: list[dict]) -> str:
+    """``"N ingested, N duplicate, N skipped by design, N rejected"`` for an ingest report."""
+    return ", ".join(f"{sum(r['status'] == s for r in report)} {words}"
+                     for s, words in INGEST_STATUSES.items())
+
+
 def ingest_report(report: list[dict]) -> None:
-    """Show an ingest report: counts by status, one line per file (a folded table beyond five
-    files), and every warning in a table (file, column, lines, rows, message), grouped and
-    counted as the parser grouped them. Names and errors are shown as plain text."""
-    counts = {s: sum(r["status"] == s for r in report)
-              for s in ("ingested", "duplicate", "rejected")}
-    st.markdown(f"**Ingest: {counts['ingested']} ingested, {counts['duplicate']} duplicate, "
-                f"{counts['rejected']} rejected** of {len(report)} file(s).")
+    """Show an ingest report: counts by status (:func:`ingest_summary`), one line per file
+    (a folded table beyond five files, with the error or skip reason), and every warning in a
+    table (file, column, lines, rows, message), grouped and counted as the parser grouped them.
+    Names and errors are shown as plain text."""
+    st.markdown(f"**Ingest: {ingest_summary(report)}** of {len(report)} file(s).")
+    rejected = sum(r["status"] == "rejected" for r in report)
     rows = []
     if len(report) > 5:  # a first-run bootstrap: one table, not a box per file
-        with st.expander(f"{len(report)} files", expanded=counts["rejected"] > 0):
-            st.dataframe([{k: r.get(k) for k in ("file", "status", "dataset", "format", "rows",
-                                                  "error")} for r in report],
+        with st.expander(f"{len(report)} files", expanded=rejected > 0):
+            st.dataframe([{"file": r["file"], "status": r["status"], "dataset": r.get("dataset"),
+                           "format": r.get("format"), "rows": r.get("rows"),
+                           "why": r.get("error") or r.get("reason") or r.get("hint")}
+                          for r in report],
                          hide_index=True, width="stretch", key="ingest_files")
     for r in report:
         rows += [{"file": r["file"], "column": w.get("column"),
@@ -138,6 +150,13 @@ def ingest_report(report: list[dict]) -> None:
             continue
         if r["status"] == "rejected":
             st.error(f"{plain(r['file'])} rejected: {plain(r['error'])}")
+        elif r["status"] == "skipped":
+            st.info(f"{plain(r['file'])}: skipped by design, nothing added: {plain(r['reason'])}")
+        elif r["status"] == "duplicate" and r.get("site_alias"):
+            a = r["site_alias"]
+            st.info(f"{plain(r['file'])}: same bytes as dataset {plain(r['dataset'])} (site "
+                    f"{plain(a['site'])}); no rows added, and site {plain(a['alias'])} now names "
+                    "the same series (Dispatch offers both codes).")
         elif r["status"] == "duplicate":
             st.info(f"{plain(r['file'])}: same bytes as dataset {plain(r['dataset'])}; nothing "
                     "added. Delete that dataset first to ingest the file with other options.")

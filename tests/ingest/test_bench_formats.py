@@ -10,7 +10,7 @@ from conftest import shared
 from analytics import store
 from analytics.hardware import catalog as hardware
 from analytics.ingest import files as ingest
-from analytics.ingest.formats import FormatError, parse_file
+from analytics.ingest.formats import FormatError, SkippedByDesign, parse_file
 
 
 def test_mlenergy_v2_runs_314_with_derived_power():
@@ -41,8 +41,9 @@ def test_mlenergy_v3_flat_and_task_json_agree():
                       & (chat["concurrency"] == 512)).row(0, named=True)
     assert (big["hardware"], big["n_gpus"], big["precision"]) == ("B200", 8, "bf16")
     assert big["power_w"] == pytest.approx(7655, abs=1)  # all eight GPUs together
-    with pytest.raises(FormatError, match="diffusion"):
+    with pytest.raises(SkippedByDesign, match="diffusion") as skipped:
         parse_file(shared("ml_energy/leaderboard_v3/tasks/text-to-image.json"))
+    assert skipped.value.format == "mlenergy_v3"
 
 
 def test_argonne_all_results_and_power_units():

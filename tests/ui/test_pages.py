@@ -182,7 +182,7 @@ def test_first_run_ingests_recognised_files_in_the_data_folder(app_env):
     assert ledger.loc["AzureLLMInferenceTrace_code", "rows"] == 8819
     assert ledger.loc["BurstGPT_1_head400", "rows"] == 400
     assert len(ledger) == 2  # notes.txt was not recognised and is left alone
-    assert "2 ingested, 0 duplicate, 0 rejected" in at.markdown[0].value
+    assert "2 ingested, 0 duplicate, 0 skipped by design, 0 rejected" in at.markdown[0].value
     warned = table_with(at, "warning")
     assert any("17 failed requests" in w for w in warned["warning"])
 

@@ -72,11 +72,12 @@ from analytics.ingest.formats import (
     vllm,
     weather,
 )
-from analytics.ingest.formats._common import Format, FormatError, Parsed, read_head
+from analytics.ingest.formats._common import Format, FormatError, Parsed, SkippedByDesign, read_head
 from analytics.ingest.leading_index import is_index_column, without_index_column
 from analytics.schema import conform, ts_out_of_range
 
-__all__ = ["FORMATS", "Format", "FormatError", "Parsed", "detect", "parse_file", "format_names"]
+__all__ = ["FORMATS", "Format", "FormatError", "Parsed", "SkippedByDesign", "detect", "parse_file",
+           "format_names"]
 
 #: Every format by name, in detection order (first match wins).
 FORMATS: dict[str, type[Format]] = {
@@ -171,6 +172,9 @@ def parse_file(
     ------
     FormatError
         With file, line and column, for anything that is not a valid file of the format.
+    SkippedByDesign
+        (a FormatError) A valid file that holds nothing for any table by design (ML.ENERGY
+        diffusion runs); ``format`` names the format that recognised it.
     """
     path = Path(path)
     display = display or path.name
@@ -204,6 +208,9 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
                                    getattr(plugin, "SOURCE_COLUMNS", None))
         parsed = dataclasses.replace(parsed, frame=frame, warnings=(*parsed.warnings, *notes))
         parsed = dataclasses.replace(parsed, frame=conform(parsed.frame, parsed.table))
+    except SkippedByDesign as exc:
+        exc.format = exc.format or plugin.NAME
+        raise
     except FormatError:
         raise
     except RecursionError as exc:
