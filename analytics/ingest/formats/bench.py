@@ -328,8 +328,8 @@ def _v3_json_records(path: Path, display: str) -> tuple[list[dict], int]:
         where = f"configurations[{i}]."
         try:
             if not isinstance(conf, dict):
-                raise FormatError(display, 1, where.rstrip("."), "a configuration is a JSON "
-                                                                 "object")
+                raise FormatError(display, 1, where.rstrip("."), "a configuration must be a "
+                                                                 "JSON object")
             rec = _v3_record(_v3_config(doc, conf), display, 1, where)
         except FormatError as exc:
             raise FormatError(display, _element_line(text, "configurations", i), exc.column,
