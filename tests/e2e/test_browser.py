@@ -27,7 +27,8 @@ def test_upload_real_trace_see_table_and_chart(app_url):
         sync_api.expect(ingest_button).to_be_enabled(timeout=60_000)
         ingest_button.click()
         page.get_by_text("19,366 rows").wait_for()
-        table = page.locator('[data-testid="stDataFrame"]').last  # the ledger, after the report
+        table = page.locator('[data-testid="stDataFrame"]').filter(  # the ledger
+            has_text="AzureLLMInferenceTrace_conv").first
         sync_api.expect(table).to_contain_text("AzureLLMInferenceTrace_conv")
         wait_settled(page)
         assert "AzureLLMInferenceTrace_conv" in (table.text_content() or "")

@@ -48,8 +48,9 @@ def test_app_and_cli_share_one_store(app_url, tmp_path):
         assert strict_loads(results["grid"].stdout)["bins"] == 12
 
         page.get_by_role("link", name="Data", exact=True).click()  # the app sees the CLI's ingest
-        table = page.locator('[data-testid="stDataFrame"]').last
-        sync_api.expect(table).to_contain_text("AzureLLMInferenceTrace_code", timeout=60_000)
+        table = page.locator('[data-testid="stDataFrame"]').filter(
+            has_text="AzureLLMInferenceTrace_code").first  # the ledger lists the CLI's ingest
+        sync_api.expect(table).to_be_visible(timeout=60_000)
         wait_settled(page)
         body = page.locator("body").text_content() or ""
         assert "Traceback" not in body and "busy" not in body
