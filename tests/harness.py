@@ -44,6 +44,15 @@ def missing(path: Path) -> None:
     pytest.skip(f"staged data not found: {path}")
 
 
+def case_file(name: str) -> Path:
+    """Path of a file of ``../shared/cases`` (the real-world inputs and their expected values);
+    a failure in CI when absent, a skip elsewhere (:func:`missing`)."""
+    path = SHARED_DATA.parent / "cases" / name
+    if not path.exists():
+        missing(path)
+    return path
+
+
 def shared(rel: str) -> Path:
     """Path of a staged real file; skips the test when the staged data is absent (CI has it)."""
     path = SHARED_DATA / rel

@@ -14,7 +14,7 @@ from datetime import datetime
 import polars as pl
 import pytest
 from conftest import REPO, SHARED_DATA, shared
-from harness import missing
+from harness import case_file
 
 from analytics import store
 from analytics.ingest import files as ingest
@@ -23,11 +23,7 @@ from analytics.ingest.formats import FormatError, detect, parse_file
 CASES = SHARED_DATA.parent / "cases"
 
 
-def case(name: str):
-    path = CASES / name
-    if not path.exists():
-        missing(path)
-    return path
+case = case_file  # a file of ../shared/cases
 
 
 def cli(db, *args) -> subprocess.CompletedProcess:

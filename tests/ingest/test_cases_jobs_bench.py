@@ -13,7 +13,7 @@ import json
 import duckdb
 import pytest
 from conftest import SHARED_DATA
-from harness import missing
+from harness import case_file
 
 from analytics import store
 from analytics.ingest import files as ingest
@@ -23,11 +23,7 @@ from analytics.ingest.formats.jobs import count_gpus, is_mig
 CASES = SHARED_DATA.parent / "cases"
 
 
-def case(name: str):
-    path = CASES / name
-    if not path.exists():
-        missing(path)
-    return path
+case = case_file  # a file of ../shared/cases
 
 
 # --------------------------------------------------------------------------- item 1: GPU counts

@@ -15,7 +15,7 @@ import json
 import pandas as pd
 import pytest
 from conftest import SHARED_DATA
-from harness import missing
+from harness import case_file
 
 from analytics import cli, store, telemetry
 from analytics.config import ParseOptions, field_list
@@ -27,11 +27,7 @@ from analytics.ui.charts import telemetry_chart
 CASES = SHARED_DATA.parent / "cases"
 
 
-def case(name: str):
-    path = CASES / name
-    if not path.exists():
-        missing(path)
-    return path
+case = case_file  # a file of ../shared/cases
 
 
 def run_cli(capsys, *argv) -> tuple[int, object]:
