@@ -13,15 +13,12 @@ from datetime import datetime
 
 import polars as pl
 import pytest
-from conftest import REPO, SHARED_DATA, shared
+from conftest import REPO, shared
 from harness import case_file
 
 from analytics import store
 from analytics.ingest import files as ingest
 from analytics.ingest.formats import FormatError, detect, parse_file
-
-CASES = SHARED_DATA.parent / "cases"
-
 
 case = case_file  # a file of ../shared/cases
 

@@ -12,16 +12,12 @@ import json
 
 import duckdb
 import pytest
-from conftest import SHARED_DATA
 from harness import case_file
 
 from analytics import store
 from analytics.ingest import files as ingest
 from analytics.ingest.formats import FormatError, parse_file
 from analytics.ingest.formats.jobs import count_gpus, is_mig
-
-CASES = SHARED_DATA.parent / "cases"
-
 
 case = case_file  # a file of ../shared/cases
 

@@ -14,7 +14,6 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import SHARED_DATA
 from harness import case_file
 
 from analytics import cli, store, telemetry
@@ -23,9 +22,6 @@ from analytics.ingest import files as ingest
 from analytics.ingest.formats import FormatError, parse_file
 from analytics.schema import Note
 from analytics.ui.charts import telemetry_chart
-
-CASES = SHARED_DATA.parent / "cases"
-
 
 case = case_file  # a file of ../shared/cases
 
