@@ -91,9 +91,9 @@ if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="
     if not any(r["status"] == "rejected" for r in results):  # all in: clear the uploader
         st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
     st.session_state["ingest_report"] = results
-    added = [r["dataset"] for r in results if r["status"] == "ingested"]
-    if added:
-        st.session_state["pending_dataset"] = added[-1]
+    # select the added demand dataset with the longest span (not simply the last file)
+    if chosen := widgets.most_useful_demand(results):
+        st.session_state["pending_dataset"] = chosen
     st.rerun()
 
 st.subheader("Datasets")

@@ -3,6 +3,8 @@ controls. Values shared across pages live in ``st.session_state`` so navigation 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import streamlit as st
 
 from analytics.config import BIN_CHOICES_S, MIN_ENVELOPE_BINS, bin_choices, envelope_bin_choices
@@ -169,3 +171,20 @@ def ingest_report(report: list[dict]) -> None:
         with st.expander(f"{len(rows)} warning(s), with line and column", expanded=True):
             st.dataframe(rows, hide_index=True, width="stretch", key="ingest_warnings",
                          column_config={"rows": st.column_config.NumberColumn(format="%d")})
+
+
+def most_useful_demand(results: list[dict]) -> str | None:
+    """Of the datasets an ingest added, the demand dataset (requests or a demand series) that
+    spans the longest time -- the one most likely to have enough calibration bins -- to select
+    in the sidebar after an upload; None when the ingest added no demand dataset."""
+    spans = []
+    for r in results:
+        if r.get("status") == "ingested" and r.get("table") in ("requests", "demand_series"):
+            span = (_when(r.get("ts_max")) - _when(r.get("ts_min"))).total_seconds() \
+                if r.get("ts_min") and r.get("ts_max") else 0.0
+            spans.append((span, r.get("rows") or 0, r["dataset"]))
+    return max(spans)[2] if spans else None
+
+
+def _when(iso: str) -> datetime:
+    return datetime.fromisoformat(iso)

@@ -362,3 +362,17 @@ def test_delete_asks_first_and_says_it_is_done_and_the_uploader_clears(app_env):
     assert not at.exception
     assert any("Deleted dataset AzureLLMInferenceTrace\\_code" in s.value for s in at.success)
     assert "No data yet" in at.info[0].value
+
+
+def test_multi_file_upload_selects_the_longest_demand_trace(app_env):
+    """Issue 19 item 3: after an upload of several files the sidebar selects the demand dataset
+    with the longest span (enough calibration bins), not the last file."""
+    week = shared(WEEK)
+    conv = shared("azure_llm/AzureLLMInferenceTrace_conv.csv")
+    at = new_app().run()
+    at.file_uploader(key="uploads").set_value([
+        (week.name, week.read_bytes(), "text/csv"), (conv.name, conv.read_bytes(), "text/csv")])
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception and len(at.success) == 2
+    assert at.sidebar.selectbox(key="dataset").value == "burstgpt1_week1_per_minute_tps"
