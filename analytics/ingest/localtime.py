@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 from analytics.config import check_zone
-from analytics.ingest.csvcheck import ROW, note_rows
+from analytics.ingest.rowcheck import ROW, note_rows
 from analytics.schema import Note
 
 __all__ = ["check_zone", "localize_rows", "localize_sequence", "note_clock_steps",

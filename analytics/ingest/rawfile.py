@@ -1,0 +1,234 @@
+"""Reading an input file's bytes and text, and the one rejection every reader raises.
+
+Owns :class:`FormatError` (every rejection names file, line, column and reason, with echoed
+values cut by :func:`cut_echo`) and :class:`SkippedByDesign`, the source helpers (plain or
+gzip, a path or an upload's bytes: :func:`is_gzip`, :func:`is_parquet`, :func:`open_text`,
+:func:`read_head`, :func:`header_fields`), and the limits on compressed files
+(:func:`check_decompressed_size`, :func:`check_gzip_stream`). The CSV reader is
+:mod:`analytics.ingest.csvcheck`; the row checks are :mod:`analytics.ingest.rowcheck`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+import re
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from analytics.ingest.encoding import (
+    RESAVE,
+    decode_head,
+    looks_utf16_without_bom,
+    utf16_codec,
+)
+
+#: A file to read: its path, or its bytes.
+Source = str | Path | bytes
+
+ROW = "__row"  # 0-based data-row index carried through parsing to report line numbers
+
+
+#: Longest run of non-space characters an error message echoes from a file (a cell, a header)
+ECHO_TOKEN_CHARS = 80
+#: Longest error reason (a 100 MB cell must not make a 100 MB message)
+ECHO_REASON_CHARS = 1000
+
+
+def cut_echo(text: str, limit: int = ECHO_TOKEN_CHARS) -> str:
+    """``text`` with every run of non-space characters over :data:`ECHO_TOKEN_CHARS` cut to
+    its first 40 characters and the whole cut to ``limit`` characters, each cut said
+    (``...[+N chars]``). Used on everything a FormatError echoes from a file.
+
+    >>> cut_echo("value " + "x" * 120)
+    'value xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...[+80 chars]'
+    """
+    def cut(match: re.Match) -> str:
+        token = match.group(0)
+        return f"{token[:40]}...[+{len(token) - 40:,} chars]"
+
+    text = re.sub(rf"\S{{{ECHO_TOKEN_CHARS + 1},}}", cut, str(text))
+    if len(text) > limit:
+        text = f"{text[:limit]}...[+{len(text) - limit:,} chars]"
+    return text
+
+
+class FormatError(ValueError):
+    """A file was rejected; says where and why.
+
+    Attributes
+    ----------
+    file : str   name of the file as the user gave it
+    line : int   1-based line number (header = line 1)
+    column : str or int   column name, or 1-based field number
+    reason : str
+    """
+
+    def __init__(self, file: str, line: int, column: str | int, reason: str):
+        column = cut_echo(column) if isinstance(column, str) else column
+        reason = cut_echo(reason, ECHO_REASON_CHARS)
+        self.file, self.line, self.column, self.reason = file, line, column, reason
+        super().__init__(f"{file}: line {line}, column {column}: {reason}")
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "column": self.column, "reason": self.reason}
+
+
+class SkippedByDesign(FormatError):
+    """A recognised, valid file that holds nothing a canonical table keeps, by design (e.g. an
+    ML.ENERGY v3 file whose configurations are all diffusion runs: images / videos, no tokens).
+
+    Ingest reports it with status ``skipped`` and ``reason`` (not ``rejected``) and writes
+    nothing (:mod:`analytics.ingest.files`); a caller that knows only :class:`FormatError`
+    still refuses it, naming file, line and column. Attributes as :class:`FormatError`, and
+    ``format``: the name of the format that recognised the file (set by ``parse_file``).
+    """
+
+    format: str | None = None
+
+
+
+def raw_stream(source: Source) -> BinaryIO:
+    """The source's bytes as a binary file object (compressed bytes stay compressed)."""
+    return io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
+
+
+def decompressed_stream(source: Source) -> BinaryIO:
+    """The source's bytes as a binary file object, gunzipped when gzip-compressed."""
+    return gzip.GzipFile(fileobj=raw_stream(source)) if is_gzip(source) else raw_stream(source)
+
+
+def is_gzip(source: Source) -> bool:
+    """Whether the source starts with the gzip magic bytes."""
+    with raw_stream(source) as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def is_parquet(source: Source) -> bool:
+    """Whether the source starts with the Parquet magic bytes ``PAR1``."""
+    with raw_stream(source) as fh:
+        return fh.read(4) == b"PAR1"
+
+
+def read_head(path: Source, display: str, nbytes: int = 65536) -> str:
+    """First ``nbytes`` of the (decompressed) file as text.
+
+    UTF-16 with a byte-order mark is decoded (TAB-separated rows shown comma-separated, as
+    :func:`analytics.ingest.encoding.utf8_path` hands them to the formats).
+
+    Raises
+    ------
+    FormatError
+        Empty file, unreadable gzip, UTF-16 without a byte-order mark ("UTF-16 text: re-save
+        as CSV UTF-8"), or bytes that are not UTF-8 text (binary garbage).
+        Parquet files return ``"PAR1"``.
+    """
+    size = len(path) if isinstance(path, bytes) else Path(path).stat().st_size
+    if size == 0:
+        raise FormatError(display, 1, 1, "empty file")
+    if is_parquet(path):
+        return "PAR1"
+    try:
+        with decompressed_stream(path) as fh:
+            raw = fh.read(nbytes)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(display, 1, 1, f"gzip stream is unreadable: {exc}") from exc
+    if not raw.strip():
+        raise FormatError(display, 1, 1, "empty file (no data after decompression)")
+    codec = utf16_codec(raw)
+    if codec is not None:
+        return decode_head(raw, codec)
+    if b"\x00" in raw:
+        if looks_utf16_without_bom(raw):
+            raise FormatError(display, 1, 1, f"{RESAVE} (UTF-16 without a byte-order mark)")
+        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
+        raise FormatError(display, line, 1, "binary data (NUL byte), not a text trace")
+    if raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start > len(raw) - 4:  # a multi-byte character cut by the head window
+            return raw[: exc.start].decode("utf-8")
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise FormatError(display, line, col, "bytes are not UTF-8 text (binary data?)") from exc
+
+
+def header_fields(head: str, skip_lines: int = 0) -> list[str]:
+    """Fields of the header line (after ``skip_lines``), as the csv module reads them."""
+    lines = head.splitlines()
+    if len(lines) <= skip_lines:
+        return []
+    return next(csv.reader([lines[skip_lines]]))
+
+
+def max_decompressed_bytes() -> int:
+    """Most bytes a compressed file may expand to: ``$HEADROOM_MAX_DECOMPRESSED_MB`` (default
+    2,000 MB)."""
+    return int(float(os.environ.get("HEADROOM_MAX_DECOMPRESSED_MB", 2000)) * 1_000_000)
+
+
+#: Largest expansion ratio accepted once a file expands past 64 MB (real CSV and JSON traces
+#: compress 5-30x; a decompression bomb, 1,000x)
+MAX_EXPANSION_RATIO = 200
+
+
+def check_decompressed_size(path: Source, display: str) -> None:
+    """Stream a gzip file to its end in 1 MiB chunks (memory stays flat), refusing it as soon as
+    it expands past :func:`max_decompressed_bytes` or, beyond 64 MB, past
+    :data:`MAX_EXPANSION_RATIO` times its compressed size. A plain file passes untouched.
+
+    Raises
+    ------
+    FormatError
+        Line 1, naming the limit, the size reached and what to do.
+    """
+    if isinstance(path, bytes) or not is_gzip(path):
+        return
+    packed = Path(path).stat().st_size
+    cap, done = max_decompressed_bytes(), 0
+    try:
+        with gzip.GzipFile(fileobj=raw_stream(path)) as fh:
+            while chunk := fh.read(1 << 20):
+                done += len(chunk)
+                if done > cap or (done > 64_000_000 and done > MAX_EXPANSION_RATIO * packed):
+                    why = (f"over the {cap / 1e6:,.0f} MB limit" if done > cap else
+                           f"over {MAX_EXPANSION_RATIO}x its compressed {packed / 1e6:,.1f} MB")
+                    raise FormatError(display, 1, 1, (
+                        f"the compressed file expands to more than {done / 1e6:,.0f} MB, {why} "
+                        "(a decompression bomb?); decompress it yourself and ingest the plain "
+                        "file, or raise HEADROOM_MAX_DECOMPRESSED_MB"))
+    except (OSError, EOFError, zlib.error):
+        return  # truncated or corrupt: the parsers name the line where it breaks off
+
+
+def check_gzip_stream(path: Source, display: str) -> None:
+    """Read a gzip file to its end; raise FormatError at the line where it breaks off."""
+    lines = 0
+    try:
+        with gzip.GzipFile(fileobj=raw_stream(path)) as fh:
+            while chunk := fh.read(1 << 16):
+                lines += chunk.count(b"\n")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(
+            display, lines + 1, 1,
+            f"gzip stream is truncated or corrupt after {lines} complete lines ({exc})",
+        ) from exc
+
+
+def open_text(path: Source) -> io.TextIOWrapper:
+    """The source as text (gunzipped if needed), newlines untranslated (``newline=""``), for
+    the csv module and line-by-line parsers: UTF-8 (a leading byte-order mark is kept as
+    U+FEFF), or UTF-16 when it starts with a UTF-16 byte-order mark (the mark skipped)."""
+    with decompressed_stream(path) as fh:
+        codec = utf16_codec(fh.read(2))
+    raw = decompressed_stream(path)
+    if codec is not None:
+        raw.read(2)
+    return io.TextIOWrapper(raw, encoding=codec or "utf-8", newline="")
+
+
