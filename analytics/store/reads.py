@@ -1,0 +1,352 @@
+"""Reads of the store: the ledger, dataset summaries, demand grids, site series, GPU jobs,
+benchmarks, reference CDFs and advisor model versions (each materialised before it returns)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analytics.config import Weights
+from analytics.schema import (
+    CANONICAL,
+    SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
+)
+from analytics.store.core import DATA_TABLES, UnknownDataset, _run
+
+
+def list_datasets(con) -> pd.DataFrame:
+    """The ledger, oldest first: dataset_id, name, kind, format, source, rows, ts_min, ts_max,
+    resolution_s, source_tz (IANA zone local times were converted from; None: UTC as written),
+    ingested_at, synthetic, warnings."""
+    with con.cursor() as cur:
+        return _run(
+            cur,
+            "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, resolution_s, "
+            "source_tz, ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
+        ).df()
+
+
+def dataset(con, name: str) -> dict:
+    """One ledger row as a dict. Raises UnknownDataset."""
+    with con.cursor() as cur:
+        df = _run(cur, "SELECT * FROM datasets WHERE name = ?", [name]).df()
+    if df.empty:
+        raise UnknownDataset(name)
+    return df.iloc[0].to_dict()
+
+
+def table_counts(con) -> dict[str, int]:
+    """Row count of the ledger and of every canonical table."""
+    with con.cursor() as cur:
+        return {
+            t: int(_run(cur, f"SELECT count(*) FROM {t}").fetchone()[0])
+            for t in ("datasets", *DATA_TABLES)
+        }
+
+
+def dataset_rows(con, name: str) -> pd.DataFrame:
+    """All rows of one dataset in its canonical columns, in time order."""
+    info = dataset(con, name)
+    cols = ", ".join(CANONICAL[info["kind"]])
+    cols_k = CANONICAL[info["kind"]]
+    order = "ts" if "ts" in cols_k else ("submit_ts" if "submit_ts" in cols_k else "1")
+    with con.cursor() as cur:
+        return _run(
+            cur, f"SELECT {cols} FROM {info['kind']} WHERE dataset_id = ? ORDER BY {order}",
+            [int(info["dataset_id"])],
+        ).df()
+
+
+#: Per dataset kind, the summary aggregates (SQL over that kind's table, one row).
+_RUNTIME_S = ("coalesce(elapsed_s, CASE WHEN end_ts > start_ts "
+              "THEN epoch(end_ts) - epoch(start_ts) END)")
+_SUMMARY_SQL = {
+    "requests": """count(*) AS requests, count(*) FILTER (WHERE failed) AS failed_requests,
+        sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+        count(*) FILTER (WHERE prompt_tokens IS NULL OR completion_tokens IS NULL)
+            AS unknown_token_requests,
+        count(DISTINCT model) AS models, sum(gpu_s) AS gpu_s""",
+    "demand_series": """count(*) AS bins, min(bin_s) AS bin_s, sum(tokens) AS tokens,
+        sum(requests) AS requests""",
+    "jobs": f"""count(*) AS jobs, count(*) FILTER (WHERE n_gpus > 0) AS gpu_jobs,
+        sum(coalesce(gpu_milli / 1000.0, n_gpus) * {_RUNTIME_S}) / 3600.0 AS gpu_hours,
+        count(*) FILTER (WHERE n_gpus > 0 AND {_RUNTIME_S} IS NULL) AS gpu_jobs_without_runtime,
+        count(*) FILTER (WHERE mig_slice) AS mig_jobs,
+        string_agg(job_id, ', ' ORDER BY job_id) FILTER (WHERE mig_slice) AS mig_job_ids,
+        count(*) FILTER (WHERE end_ts < start_ts) AS end_before_start""",
+    "telemetry": """count(DISTINCT (host, gpu_id, gpu_uuid)) AS gpus, count(DISTINCT host) AS hosts,
+        count(*) AS samples, avg(power_w) AS mean_power_w,
+        count(*) FILTER (WHERE power_w IS NULL) AS samples_without_power""",
+    "carbon_intensity": """count(DISTINCT (site, basis)) AS series, count(DISTINCT site) AS sites,
+        count(*) AS hours, count(*) FILTER (WHERE gco2_per_kwh IS NULL) AS empty_values,
+        avg(gco2_per_kwh) AS mean_gco2_per_kwh""",
+    "weather": """count(DISTINCT site) AS sites, count(*) AS hours,
+        count(*) FILTER (WHERE temp_c IS NULL) AS empty_values, avg(temp_c) AS mean_temp_c""",
+    "prices": """count(DISTINCT site) AS sites, count(*) AS hours,
+        count(*) FILTER (WHERE usd_per_mwh IS NULL) AS empty_values,
+        avg(usd_per_mwh) AS mean_usd_per_mwh""",
+    "bench_runs": """count(*) AS runs, count(DISTINCT model) AS models,
+        string_agg(DISTINCT hardware, ', ' ORDER BY hardware) AS hardware,
+        count(*) FILTER (WHERE concurrency_measured) AS measured_concurrency_runs""",
+    "reference_cdf": """count(DISTINCT (source, cluster, metric)) AS curves, count(*) AS points""",
+}
+
+
+def dataset_summary(con, name: str) -> dict:
+    """What one dataset holds, in its kind's terms (one row of aggregates).
+
+    ``jobs``: jobs, GPU jobs, GPU-hours (GPUs, or the ``gpu_milli`` share, x the run time:
+    Slurm's ``Elapsed`` when the source gives it, else end - start), GPU jobs without a run
+    time, MIG-slice jobs and their ids, jobs whose End is before their Start; plus
+    ``gpus_per_job`` ``{n_gpus: jobs}``. ``requests``: requests, failed, token sums, requests
+    with an unknown token count, models, GPU-seconds. ``telemetry``: GPUs as (host, index,
+    UUID), hosts, samples, mean power. Site tables: series, sites, hours, empty values, mean.
+    ``bench_runs``: runs, models, hardware. Sums over no rows are None.
+
+    Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    kind, dataset_id = info["kind"], int(info["dataset_id"])
+    with con.cursor() as cur:
+        cur_ = _run(cur, f"SELECT {_SUMMARY_SQL[kind]} FROM {kind} WHERE dataset_id = ?",
+                    [dataset_id])
+        names = [d[0] for d in cur_.description]
+        row = dict(zip(names, cur_.fetchone(), strict=True))
+        if kind == "jobs":
+            row["gpus_per_job"] = {int(n): int(c) for n, c in _run(
+                cur, "SELECT n_gpus, count(*) FROM jobs WHERE dataset_id = ? AND n_gpus IS NOT "
+                     "NULL GROUP BY n_gpus ORDER BY n_gpus", [dataset_id]).fetchall()}
+    return {"dataset": name, "kind": kind, **row}
+
+
+def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.DataFrame:
+    """Complete, zero-filled grid of one request dataset.
+
+    Returns
+    -------
+    DataFrame with one row per bin from the first request's bin to the last one's:
+    ``ts`` (bin start, UTC), ``requests``, ``failed``, ``prompt_tokens``, ``completion_tokens``,
+    ``tokens`` (prompt + completion), ``gpu_s`` (GPU busy seconds, where the trace has them) and
+    ``target``: weighted tokens (see :class:`analytics.config.Weights`), or GPU-seconds when
+    ``weights.target == "gpu_seconds"``; ``unknown_tokens``: requests of the bin whose prompt or
+    completion count is empty (Mooncake lines without ``output_length``, empty cells; 0 for the
+    GPU-seconds target). Their known tokens are counted and the unknown ones are not (never a
+    guess): in bins with ``unknown_tokens > 0`` the weighted-token target is a lower bound.
+    Bins are aligned to the Unix epoch.
+    """
+    per_model = pd.DataFrame(list(weights.per_model), columns=["model", "w_p", "w_c"]).astype(
+        {"model": "string", "w_p": "float64", "w_c": "float64"}
+    )
+    sql = """
+    WITH src AS (
+      SELECT time_bucket(to_seconds($bin), r.ts, TIMESTAMP '1970-01-01') AS bin,
+             r.prompt_tokens, r.completion_tokens, r.failed, r.gpu_s,
+             CASE WHEN $gpu THEN r.gpu_s
+                  WHEN r.prompt_tokens IS NULL AND r.completion_tokens IS NULL THEN NULL
+                  ELSE coalesce(mw.w_p, $wp) * coalesce(r.prompt_tokens, 0)
+                       + coalesce(mw.w_c, $wc) * coalesce(r.completion_tokens, 0) END AS target,
+             (NOT $gpu AND (r.prompt_tokens IS NULL OR r.completion_tokens IS NULL))::INTEGER
+               AS unknown
+      FROM requests r LEFT JOIN model_weights mw ON r.model = mw.model
+      WHERE r.dataset_id = $id AND ($with_failed OR NOT r.failed)
+    ), agg AS (
+      SELECT bin, count(*) AS requests, sum(failed::INTEGER) AS failed,
+             sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+             sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
+             sum(gpu_s) AS gpu_s, sum(target) AS target, sum(unknown) AS unknown
+      FROM src GROUP BY bin
+    ), bounds AS (
+      SELECT time_bucket(to_seconds($bin), min(ts), TIMESTAMP '1970-01-01') AS lo,
+             time_bucket(to_seconds($bin), max(ts), TIMESTAMP '1970-01-01') AS hi
+      FROM requests WHERE dataset_id = $id
+    ), grid AS (
+      SELECT unnest(generate_series(lo, hi, to_seconds($bin))) AS ts FROM bounds
+    )
+    SELECT g.ts,
+           coalesce(a.requests, 0)::BIGINT AS requests,
+           coalesce(a.failed, 0)::BIGINT AS failed,
+           coalesce(a.prompt_tokens, 0)::DOUBLE AS prompt_tokens,
+           coalesce(a.completion_tokens, 0)::DOUBLE AS completion_tokens,
+           coalesce(a.tokens, 0)::DOUBLE AS tokens,
+           coalesce(a.gpu_s, 0)::DOUBLE AS gpu_s,
+           coalesce(a.target, 0)::DOUBLE AS target,
+           coalesce(a.unknown, 0)::BIGINT AS unknown_tokens
+    FROM grid g LEFT JOIN agg a ON g.ts = a.bin
+    ORDER BY g.ts
+    """
+    params = {"bin": bin_s, "wp": weights.w_prompt, "wc": weights.w_completion,
+              "id": dataset_id, "with_failed": weights.include_failed,
+              "gpu": weights.target == "gpu_seconds"}
+    with con.cursor() as cur:
+        cur.register("model_weights", per_model)
+        try:
+            return _run(cur, sql, params).df()
+        finally:
+            cur.unregister("model_weights")
+
+
+def request_fields(con, dataset_id: int) -> dict[str, bool]:
+    """Which optional request fields a dataset actually has (any non-empty value)."""
+    with con.cursor() as cur:
+        row = _run(
+            cur,
+            "SELECT count(prompt_tokens) > 0, count(completion_tokens) > 0, count(gpu_s) > 0, "
+            "count(model) > 0, count(latency_s) > 0 FROM requests WHERE dataset_id = ?",
+            [dataset_id],
+        ).fetchone()
+    return dict(zip(("tokens", "completion_tokens", "gpu_s", "model", "latency_s"), row,
+                    strict=True))
+
+
+def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:
+    """Complete, zero-filled grid of a pre-binned ``demand_series`` dataset re-binned to ``bin_s``.
+
+    Returns ``ts``, ``requests`` (NULL where the source has no counts), ``tokens`` and
+    ``target`` (= tokens: pre-binned series carry no prompt / completion split, so weights do
+    not apply).
+    """
+    sql = """
+    WITH agg AS (
+      SELECT time_bucket(to_seconds($bin), ts, TIMESTAMP '1970-01-01') AS bin,
+             sum(requests) AS requests, count(requests) AS with_counts, sum(tokens) AS tokens
+      FROM demand_series WHERE dataset_id = $id GROUP BY bin
+    ), has AS (
+      SELECT count(requests) > 0 AS has_counts FROM demand_series WHERE dataset_id = $id
+    ), bounds AS (SELECT min(bin) AS lo, max(bin) AS hi FROM agg),
+    grid AS (SELECT unnest(generate_series(lo, hi, to_seconds($bin))) AS ts FROM bounds)
+    SELECT g.ts,
+           CASE WHEN (SELECT has_counts FROM has) THEN coalesce(a.requests, 0) END::BIGINT
+             AS requests,
+           coalesce(a.tokens, 0)::DOUBLE AS tokens,
+           coalesce(a.tokens, 0)::DOUBLE AS target
+    FROM grid g LEFT JOIN agg a ON g.ts = a.bin
+    ORDER BY g.ts
+    """
+    with con.cursor() as cur:
+        return _run(cur, sql, {"bin": bin_s, "id": dataset_id}).df()
+
+
+SITE_TABLES = {"carbon_intensity": "gco2_per_kwh", "weather": "temp_c", "prices": "usd_per_mwh"}
+
+
+def site_catalog(con) -> pd.DataFrame:
+    """Every site with hourly site data: table (``tbl``), ``site``, ``basis`` (carbon only),
+    ``dataset``, ts range, ``rows`` and ``alias_of``: for a site code registered as an alias
+    (:func:`ingest`: the same bytes under another site name), the stored site whose series it
+    names, else None. An alias has the rows of its site, one row per (table, site, dataset)."""
+    parts = []
+    with con.cursor() as cur:
+        for table in SITE_TABLES:
+            basis = "basis" if table == "carbon_intensity" else "NULL"
+            parts.append(_run(
+                cur,
+                f"SELECT '{table}' AS tbl, t.site, {basis} AS basis, d.name AS dataset, "
+                "min(t.ts) AS ts_min, max(t.ts) AS ts_max, count(*) AS rows, "
+                "NULL::VARCHAR AS alias_of "
+                f"FROM {table} t JOIN datasets d USING (dataset_id) GROUP BY ALL "
+                f"UNION ALL SELECT '{table}' AS tbl, a.alias AS site, {basis} AS basis, "
+                "d.name AS dataset, min(t.ts) AS ts_min, max(t.ts) AS ts_max, count(*) AS rows, "
+                f"a.site AS alias_of FROM {table} t "
+                f"JOIN site_aliases a ON a.dataset_id = t.dataset_id AND a.site = t.site "
+                f"AND a.tbl = '{table}' JOIN datasets d ON d.dataset_id = t.dataset_id "
+                "GROUP BY ALL ORDER BY site, dataset"
+            ).df())
+    return pd.concat(parts, ignore_index=True)
+
+
+def site_hourly(con, table: str, site: str, basis: str | None = None) -> pd.DataFrame:
+    """Hourly mean of a site's series: ``ts`` (hour, UTC) and ``value`` (the table's unit).
+
+    ``site`` may be an alias (:func:`site_catalog` ``alias_of``): the rows of the series it
+    names are read as if stored under it. Raises KeyError for a table that holds no site series.
+    """
+    col = SITE_TABLES[table]
+    where = ("(t.site = $site OR EXISTS (SELECT 1 FROM site_aliases a WHERE a.tbl = $tbl "
+             "AND a.alias = $site AND a.dataset_id = t.dataset_id AND a.site = t.site))"
+             + (" AND t.basis = $basis" if basis else ""))
+    params = {"site": site, "tbl": table, **({"basis": basis} if basis else {})}
+    with con.cursor() as cur:
+        return _run(cur, f"""
+            SELECT time_bucket(INTERVAL 1 HOUR, t.ts) AS ts, avg(t.{col}) AS value
+            FROM {table} t WHERE {where} GROUP BY 1 ORDER BY 1""", params).df()
+
+
+def gpu_jobs(con, name: str) -> pd.DataFrame:
+    """GPU jobs of one ``jobs`` dataset that ran, in submit order (power simulation input).
+
+    Returns
+    -------
+    DataFrame with ``job_id``, ``submit_ts``, ``start_ts``, ``end_ts`` (UTC), ``n_gpus``,
+    ``gpu_milli`` (total thousandths of a GPU: the stored share, else ``n_gpus * 1000``) and
+    ``runtime_s`` (end - start, > 0). Jobs without GPUs, never started, or without an end are
+    left out. Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    with con.cursor() as cur:
+        return _run(cur, """
+            SELECT job_id, submit_ts, start_ts, end_ts, n_gpus,
+                   coalesce(gpu_milli, n_gpus * 1000)::INTEGER AS gpu_milli,
+                   epoch(end_ts) - epoch(start_ts) AS runtime_s
+            FROM jobs
+            WHERE dataset_id = ? AND n_gpus > 0 AND start_ts IS NOT NULL AND end_ts IS NOT NULL
+              AND end_ts > start_ts
+            ORDER BY submit_ts, job_id""", [int(info["dataset_id"])]).df()
+
+
+def gpu_jobs_left_out(con, name: str) -> pd.DataFrame:
+    """GPU jobs of one ``jobs`` dataset that :func:`gpu_jobs` leaves out, in submit order.
+
+    Returns
+    -------
+    DataFrame with ``job_id``, ``start_ts``, ``end_ts`` (UTC), ``runtime_s`` (end - start, s;
+    NaN when a time is missing) and ``why``: ``no_start`` (never started), ``no_end`` (no end
+    time), ``end_before_start`` (negative run time) or ``zero_runtime``. Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    with con.cursor() as cur:
+        return _run(cur, """
+            SELECT job_id, start_ts, end_ts, epoch(end_ts) - epoch(start_ts) AS runtime_s,
+                   CASE WHEN start_ts IS NULL THEN 'no_start' WHEN end_ts IS NULL THEN 'no_end'
+                        WHEN end_ts < start_ts THEN 'end_before_start'
+                        ELSE 'zero_runtime' END AS why
+            FROM jobs
+            WHERE dataset_id = ? AND n_gpus > 0
+              AND NOT coalesce(end_ts > start_ts, false)
+            ORDER BY submit_ts, job_id""", [int(info["dataset_id"])]).df()
+
+
+
+def reference_cdfs(con) -> pd.DataFrame:
+    """All reference distributions (source, cluster, metric, cdf_percent, value)."""
+    with con.cursor() as cur:
+        return _run(cur, "SELECT source, cluster, metric, cdf_percent, value FROM "
+                         "reference_cdf ORDER BY source, cluster, metric, cdf_percent").df()
+
+
+def bench_runs(con) -> pd.DataFrame:
+    """Every benchmark row (canonical ``bench_runs`` columns plus ``dataset``), duplicates across
+    datasets removed (Argonne repeats rows in several figure tables): one row per distinct
+    measured configuration and result."""
+    cols = ", ".join("b." + c for c in CANONICAL["bench_runs"])
+    with con.cursor() as cur:
+        return _run(
+            cur,
+            f"""SELECT min(d.name) AS dataset, {cols}
+                FROM bench_runs b JOIN datasets d USING (dataset_id)
+                GROUP BY ALL ORDER BY ALL""").df()
+
+
+def jobs(con) -> pd.DataFrame:
+    """Every row of the ``jobs`` table (canonical columns plus ``dataset``), all states, for
+    launch-success priors (:func:`gpu_jobs` is the ran-GPU-jobs view the power simulation uses)."""
+    cols = ", ".join("j." + c for c in CANONICAL["jobs"])
+    with con.cursor() as cur:
+        return _run(cur, f"SELECT d.name AS dataset, {cols} FROM jobs j "
+                         "JOIN datasets d USING (dataset_id) ORDER BY d.name, j.submit_ts").df()
+
+
+
+def model_versions(con) -> pd.DataFrame:
+    """The advisor's model versions, newest first (metrics / envelope as JSON text)."""
+    with con.cursor() as cur:
+        return _run(cur, "SELECT * FROM model_versions ORDER BY version DESC").df()
+

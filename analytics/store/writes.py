@@ -1,0 +1,232 @@
+"""Writes to the store: the ingest transaction (duplicates, names, site aliases), delete,
+appended telemetry rows and advisor model versions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from analytics.config import check_dataset_name
+from analytics.schema import (
+    CANONICAL,
+    SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
+    Parsed,
+    conform,
+    note_dict,
+)
+from analytics.store.core import (
+    NameTaken,
+    UnknownDataset,
+    _bump_data_version,
+    _now,
+    _run,
+    data_version,
+    transaction,
+)
+from analytics.store.reads import SITE_TABLES, dataset
+
+
+@dataclass(frozen=True)
+class IngestItem:
+    """One parsed file to write: rows, the dataset name, and the sha256 of its bytes.
+
+    ``alternatives``: None keeps ``name`` strict (a name held by other content raises
+    :class:`NameTaken`, the CLI's ``--name`` semantics); a tuple lets :func:`ingest` pick a
+    free name instead: each alternative in turn, then ``name-2``, ``name-3`` ... (browser
+    uploads, whose users cannot rename a file mid-upload).
+    """
+
+    parsed: Parsed
+    name: str
+    sha256: str
+    synthetic: bool = False
+    alternatives: tuple[str, ...] | None = None
+
+
+def ingest(con, items: list[IngestItem]) -> list[dict]:
+    """Write parsed files as new datasets, all in one transaction.
+
+    Returns
+    -------
+    list of dict, one per item: ``{"file", "dataset", "format", "rows", "status"}`` with status
+    ``"ingested"`` or ``"duplicate"`` (same bytes already stored: no rows written). A duplicate
+    site file whose rows name another site than the stored copy (SustainDC's ``CISO_...`` and
+    ``CA_...``) registers that code as an alias of the stored site (``site_alias``:
+    ``{"alias", "site"}``; :func:`site_catalog`, :func:`site_hourly`).
+
+    Raises
+    ------
+    NameTaken
+        A dataset with that name holds other bytes and the item allows no other name
+        (``alternatives`` None). Nothing of the batch is written.
+    ValueError
+        A name outside the dataset-name character set (``config.DATASET_NAME``). Nothing of
+        the batch is written.
+    StoreError
+        A statement failed. Nothing of the batch is written.
+    """
+    results, changed = [], False
+    with con.cursor() as cur, transaction(cur):
+        seen_names = set()
+        for item in items:
+            p = item.parsed
+            dup = _run(cur, "SELECT name, dataset_id FROM datasets WHERE sha256 = ?",
+                       [item.sha256]).fetchone()
+            if dup:
+                alias, new_alias = _site_alias(cur, dup[1], p)
+                changed |= new_alias
+                results.append({"file": p.source, "dataset": dup[0], "format": p.format,
+                                "rows": 0, "status": "duplicate",
+                                "hint": f"these bytes are already dataset {dup[0]!r}; "
+                                        "delete it first to ingest them with other "
+                                        "options or another name"
+                                        + (f"; site {alias['alias']!r} names its series (site "
+                                           f"{alias['site']!r}) too" if alias else ""),
+                                **({"site_alias": alias} if alias else {})})
+                continue
+            if _taken(cur, item.name, seen_names):
+                if item.alternatives is None:
+                    raise NameTaken(
+                        f"{p.source}: a dataset named {item.name!r} already exists with other "
+                        f"content; ingest this file under another name (`headroom ingest "
+                        f"--name NEW_NAME {p.source}`, one file per call) or delete the old "
+                        f"dataset first (`headroom delete {item.name}`)"
+                    )
+                item = _renamed(cur, item, seen_names)
+            check_dataset_name(item.name)  # ValueError: nothing of the batch is written
+            seen_names.add(item.name)
+            results.append(_insert(cur, item))
+        if changed or any(r["status"] == "ingested" for r in results):
+            _bump_data_version(cur)
+    return results
+
+
+def _site_alias(cur, dataset_id: int, p: Parsed) -> tuple[dict | None, bool]:
+    """A duplicate's site code kept as an alias of the stored dataset's site: the same bytes
+    arrived under another site name (SustainDC ``CISO_...`` and ``CA_...``), so dispatch and
+    the site lists accept both codes for the one stored series.
+
+    Only for site tables (carbon, weather, prices) when the stored rows and the duplicate's
+    rows each carry one site and the two differ. Returns ``({"alias", "site"} or None, whether
+    the alias is new)``.
+    """
+    if p.table not in SITE_TABLES or "site" not in p.frame.columns:
+        return None, False
+    incoming = p.frame["site"].drop_nulls().unique().to_list()
+    stored = [r[0] for r in _run(cur, f"SELECT DISTINCT site FROM {p.table} WHERE dataset_id = ?",
+                                 [dataset_id]).fetchall()]
+    if len(incoming) != 1 or len(stored) != 1 or str(incoming[0]) == stored[0]:
+        return None, False
+    alias = {"alias": str(incoming[0]), "site": stored[0]}
+    new = _run(cur, "SELECT 1 FROM site_aliases WHERE dataset_id = ? AND alias = ?",
+               [dataset_id, alias["alias"]]).fetchone() is None
+    if new:
+        _run(cur, "INSERT INTO site_aliases (dataset_id, tbl, site, alias, file) "
+                  "VALUES (?, ?, ?, ?, ?)", [dataset_id, p.table, alias["site"], alias["alias"],
+                                             p.source])
+    return alias, new
+
+
+def _taken(cur, name: str, seen: set[str]) -> bool:
+    """Whether ``name`` is a stored dataset or already used by this batch."""
+    return name in seen or _run(cur, "SELECT 1 FROM datasets WHERE name = ?",
+                                [name]).fetchone() is not None
+
+
+def _renamed(cur, item: IngestItem, seen: set[str]) -> IngestItem:
+    """``item`` under the first free name of its alternatives, then ``name-2``, ``name-3`` ...,
+    with a first warning saying which name it got and why."""
+    candidates = [*(item.alternatives or ()), *(f"{item.name}-{k}" for k in range(2, 10_000))]
+    new = next(c for c in candidates if not _taken(cur, c, seen))
+    why = (f"dataset named {new!r}: the name {item.name!r} is already used by other content "
+           "(another file of this upload or a stored dataset)")
+    parsed = replace(item.parsed, warnings=(why, *item.parsed.warnings))
+    return replace(item, name=new, parsed=parsed)
+
+
+def _insert(cur, item: IngestItem) -> dict:
+    p = item.parsed
+    frame = conform(p.frame, p.table)  # optional columns a format does not have are empty
+    dataset_id = _run(cur, "SELECT nextval('dataset_id_seq')").fetchone()[0]
+    ts_col = "ts" if "ts" in frame.columns else ("submit_ts" if "submit_ts" in frame.columns
+                                                  else None)
+    ts_min = frame[ts_col].min() if ts_col and frame.height else None
+    ts_max = frame[ts_col].max() if ts_col and frame.height else None
+    _run(
+        cur,
+        "INSERT INTO datasets (dataset_id, name, kind, format, source, sha256, rows, ts_min, "
+        "ts_max, resolution_s, ingested_at, synthetic, warnings, source_tz) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [dataset_id, item.name, p.table, p.format, p.source, item.sha256, frame.height,
+         ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings),
+         p.source_tz],
+    )
+    _insert_frame(cur, p.table, frame, dataset_id)
+    return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
+            "status": "ingested", "table": p.table, "source_tz": p.source_tz,
+            "ts_min": ts_min.isoformat() if ts_min is not None else None,
+            "ts_max": ts_max.isoformat() if ts_max is not None else None,
+            "warnings": [note_dict(w) for w in p.warnings]}
+
+
+def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:
+    """Append a conformed frame's rows to ``table`` under ``dataset_id``."""
+    cols = ", ".join(CANONICAL[table])
+    cur.register("incoming", frame.to_arrow())
+    try:
+        _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
+                  f"SELECT ? AS dataset_id, {cols} FROM incoming", [dataset_id])
+    finally:
+        cur.unregister("incoming")
+
+
+def delete_dataset(con, name: str) -> None:
+    """Remove a dataset and its rows (one transaction). Raises UnknownDataset."""
+    with con.cursor() as cur, transaction(cur):
+        row = _run(cur, "SELECT dataset_id, kind FROM datasets WHERE name = ?", [name]).fetchone()
+        if row is None:
+            raise UnknownDataset(name)
+        _run(cur, f"DELETE FROM {row[1]} WHERE dataset_id = ?", [row[0]])
+        _run(cur, "DELETE FROM site_aliases WHERE dataset_id = ?", [row[0]])
+        _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
+        _bump_data_version(cur)
+
+
+
+def append_rows(con, name: str, frame: pl.DataFrame) -> int:
+    """Add rows to an existing dataset (the NVML sampler's batches), one transaction.
+
+    The ledger's row count and time span follow. Returns the dataset's row count after.
+    Raises UnknownDataset.
+    """
+    info = dataset(con, name)
+    table = info["kind"]
+    dataset_id = int(info["dataset_id"])
+    frame = conform(frame, table)
+    with con.cursor() as cur:
+        with transaction(cur):
+            _insert_frame(cur, table, frame, dataset_id)
+            _run(cur, f"""UPDATE datasets SET
+                    rows = (SELECT count(*) FROM {table} WHERE dataset_id = $id),
+                    ts_min = (SELECT min(ts) FROM {table} WHERE dataset_id = $id),
+                    ts_max = (SELECT max(ts) FROM {table} WHERE dataset_id = $id)
+                 WHERE dataset_id = $id""", {"id": dataset_id})
+            _bump_data_version(cur)
+        return int(_run(cur, "SELECT rows FROM datasets WHERE dataset_id = ?",
+                        [dataset_id]).fetchone()[0])
+
+
+
+def add_model_version(con, rows: int, metrics: dict, envelope: dict, promoted: bool,
+                      reason: str) -> int:
+    """Record a fitted advisor model (OmniPilot provenance); returns its version number."""
+    with con.cursor() as cur:
+        version = int(_run(cur, "SELECT nextval('model_version_seq')").fetchone()[0])
+        _run(cur, "INSERT INTO model_versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             [version, _now(), data_version(con), rows, json.dumps(metrics),
+              json.dumps(envelope), promoted, reason])
+    return version
+
+
