@@ -423,9 +423,14 @@ def detect_serving_window(frame: pd.DataFrame, metric: str = "gpu_util_pct",
     busy = frame.loc[v > thr, "ts"]
     if busy.empty:
         raise ValueError(f"no sample has {col} above {thr:g}")
-    steps = pd.Series(pd.to_datetime(frame["ts"]).drop_duplicates().sort_values()).diff().dropna()
-    step = steps.median() if len(steps) else pd.Timedelta("1s")
-    return pd.Timestamp(busy.min()), pd.Timestamp(busy.max()) + step
+    return pd.Timestamp(busy.min()), pd.Timestamp(busy.max()) + sample_step(frame["ts"])
+
+
+def sample_step(ts: pd.Series) -> pd.Timedelta:
+    """Median spacing of the distinct sample times ``ts`` (1 s for a single instant): how long
+    the last sample stands for."""
+    steps = pd.Series(pd.to_datetime(ts).drop_duplicates().sort_values()).diff().dropna()
+    return steps.median() if len(steps) else pd.Timedelta("1s")
 
 
 def window_from_vllm_result(doc: dict) -> tuple[pd.Timestamp, pd.Timestamp]:

@@ -261,12 +261,16 @@ def serving_window(name: str) -> tuple:
     return telemetry_core.detect_serving_window(telemetry_rows(name))
 
 
+@st.cache_data(show_spinner=False)
+def _samples_end(db_path: str, version: int, name: str) -> pd.Timestamp:
+    ts = telemetry_rows(name)["ts"]
+    return pd.Timestamp(ts.max()) + telemetry_core.sample_step(ts)
+
+
 def samples_end(name: str) -> pd.Timestamp:
     """End of a telemetry dataset's last sample period: its last sample plus the median
-    sample spacing (1 s for a single instant)."""
-    ts = pd.Series(pd.to_datetime(telemetry_rows(name)["ts"]).drop_duplicates().sort_values())
-    steps = ts.diff().dropna()
-    return ts.iloc[-1] + (steps.median() if len(steps) else pd.Timedelta("1s"))
+    sample spacing (:func:`analytics.telemetry.sample_step`), once per data version."""
+    return _samples_end(str(settings().db_path), data_version(), name)
 
 
 def window_averages(name: str, start, end, freshness: dict) -> pd.DataFrame:
