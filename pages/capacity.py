@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Capacity")
 
@@ -63,6 +64,11 @@ except ValueError as exc:
     st.stop()
 
 ob = plan.overbooking
+out = Export("Capacity", [name])
+out.param(dataset=name, bin=bin_label, alpha=params.alpha, horizon_bins=params.horizon,
+          base_model=params.base_model, target_violation_rate=target, delta=delta,
+          traffic_scale=scale, mix_objective=objective, utilisation=utilisation,
+          grid_gco2_per_kwh=gco2, gpu_kinds=", ".join(k.name for k in kinds))
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("overbooking factor", "none certified" if ob.factor is None else f"{ob.factor:.2f}")
 m2.metric("test violations", f"{ob.test['violations']} / {ob.test['bins']}",
@@ -79,17 +85,20 @@ else:
     st.caption(f"f is the smallest factor whose violation risk Learn-then-Test certifies below "
                f"{target:.0%} with probability {1 - delta:.0%} on the calibration window "
                f"({ob.calibration['bins']} bins); the test window is never used to choose it.")
-st.plotly_chart(charts.capacity_chart(ob.frame, ob.factor, plan.unit, bin_label, synthetic),
-                key="capacity_chart")
-st.plotly_chart(charts.overbooking_chart(ob.curve, target, ob.factor, synthetic),
-                key="overbooking_chart")
+out.chart(charts.capacity_chart(ob.frame, ob.factor, plan.unit, bin_label, synthetic),
+          key="capacity_chart", title="Demand, envelope and provisioned capacity")
+out.chart(charts.overbooking_chart(ob.curve, target, ob.factor, synthetic),
+          key="overbooking_chart", title="Violation rate against the overbooking factor")
+out.keep(ob.frame, "capacity_frame", "Per-bin demand, envelope and capacity")
+out.keep(ob.curve, "overbooking_curve", "Learn-then-Test curve (factor, violation rates)")
 
 st.subheader("GPU-hours on the test window: envelope vs peak provisioning")
-st.dataframe(plan.gpu_hours, hide_index=True, key="gpu_hours_table", column_config={
-    "envelope_gpu_h": st.column_config.NumberColumn("envelope GPU-h", format="%.1f"),
-    "peak_gpu_h": st.column_config.NumberColumn("peak GPU-h", format="%.1f"),
-    "saved_gpu_h": st.column_config.NumberColumn("saved GPU-h", format="%.1f"),
-    "saved_fraction": st.column_config.NumberColumn("saved", format="percent")})
+out.table(plan.gpu_hours, "gpu_hours_table", "GPU-hours on the test window", hide_index=True,
+          column_config={
+              "envelope_gpu_h": st.column_config.NumberColumn("envelope GPU-h", format="%.1f"),
+              "peak_gpu_h": st.column_config.NumberColumn("peak GPU-h", format="%.1f"),
+              "saved_gpu_h": st.column_config.NumberColumn("saved GPU-h", format="%.1f"),
+              "saved_fraction": st.column_config.NumberColumn("saved", format="percent")})
 for kind, why in plan.excluded.items():
     st.caption(f"{kind} left out of the {'GPU-hours table and the ' if 'throughput' in why else ''}"
                f"GPU mix: {why}")
@@ -97,9 +106,9 @@ if plan.mix.empty and plan.unit == "GPU-seconds":
     st.caption("No GPU mix: this trace counts GPU-seconds on its own hardware, so there is no "
                "per-kind throughput to trade kinds against.")
 if not plan.mix.empty:
-    st.plotly_chart(charts.mix_chart(plan.mix, synthetic), key="mix_chart")
+    out.chart(charts.mix_chart(plan.mix, synthetic), key="mix_chart", title="GPU mix")
+    out.keep(plan.mix, "gpu_mix", "GPU mix")
     st.caption(f"Total over the test window: ${plan.mix['cost_usd'].sum():,.2f}, "
                f"{plan.mix['power_kw'].sum():,.1f} kWh of GPU energy at {utilisation:.0%} "
                "utilisation (IT only; see Dispatch for PUE and carbon).")
-    st.download_button("Download the GPU mix (CSV)", plan.mix.to_csv(index=False).encode(),
-                       file_name=f"{name}_gpu_mix.csv", mime="text/csv", key="mix_download")
+out.render()

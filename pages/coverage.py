@@ -3,6 +3,7 @@
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, DemandTarget
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Coverage")
 
@@ -20,11 +21,16 @@ except ValueError as exc:
     st.error(f"No envelope for this grid: {widgets.plain(exc)}")
     st.stop()
 
+out = Export("Coverage", [name])
+out.param(dataset=name, bin=bin_label, target=target, alpha=params.alpha,
+          horizon_bins=params.horizon, base_model=params.base_model,
+          split=env.split.get("mode"))
 st.caption(f"Dataset **{widgets.plain(name)}**, test window {env.split['test']['start']} to "
            f"{env.split['test']['end']} ({env.split['test']['bins']:,} bins). Coverage is "
            "measured on bins the intervals never saw.")
-st.plotly_chart(charts.coverage_chart(env.interval_metrics, params.alpha, synthetic),
-                key="coverage_chart")
+out.chart(charts.coverage_chart(env.interval_metrics, params.alpha, synthetic),
+          key="coverage_chart", title="Coverage and width per interval method")
+out.keep(env.interval_metrics, "interval_metrics", "Interval methods on the test window")
 table = env.interval_metrics.assign(method=lambda d: d["method"].map(
     lambda m: charts.METHOD_LABELS.get(m, m)))
 unit = DemandTarget(target).label
@@ -46,20 +52,22 @@ with st.expander(f"Repairs: demand is never negative ({len(repaired)} models or 
                "on the clipped model), crossed bounds are sorted, bounds are clipped at 0 and a "
                "band is widened to its point when the point lies outside; coverage is measured "
                "on the repaired band. Counts per test window (models: whole series).")
-    st.dataframe(env.repairs, hide_index=True, key="repairs_table")
-st.plotly_chart(charts.rolling_coverage_chart(env.rolling.dropna(subset=["coverage"]),
-                                             params.alpha, synthetic), key="rolling_chart")
+    out.table(env.repairs, "repairs_table", "Repairs", hide_index=True)
+out.chart(charts.rolling_coverage_chart(env.rolling.dropna(subset=["coverage"]),
+                                       params.alpha, synthetic), key="rolling_chart",
+          title="Rolling coverage")
 st.caption("Rolling coverage is over the trailing day, or a quarter of the test window when "
            "that is shorter than a day; the curve starts once that much has passed.")
-st.plotly_chart(charts.hourly_coverage_chart(env.hourly, synthetic), key="hourly_chart")
+out.chart(charts.hourly_coverage_chart(env.hourly, synthetic), key="hourly_chart",
+          title="Coverage by hour of day")
 
 st.subheader("Coverage by regime (hour block x forecast tercile)")
 pivot = env.by_regime.pivot(index="regime", columns="method", values="coverage")
-st.dataframe(pivot.rename(columns=charts.METHOD_LABELS), key="regime_table")
+out.table(pivot.rename(columns=charts.METHOD_LABELS), "regime_table", "Coverage by regime")
 
 st.subheader("Shift alarm")
 alarm = env.alarm
-st.plotly_chart(charts.alarm_chart(alarm, synthetic), key="alarm_chart")
+out.chart(charts.alarm_chart(alarm, synthetic), key="alarm_chart", title="Shift alarm")
 if alarm["first_alarm"] is None:
     st.success(f"No alarm: the martingale stayed below {alarm['threshold']:.0f} "
                f"(level {1 / alarm['threshold']:.0%}); no evidence the coverage promise breaks.")
@@ -85,11 +93,15 @@ else:
         st.info(f"No cold-start run: {widgets.plain(exc)}")
     else:
         src_synth = bool((cache.dataset_info(source) or {}).get("synthetic"))
-        st.plotly_chart(charts.cold_start_chart(cold, params.alpha, source, name,
-                                                synthetic or src_synth), key="cold_chart")
-        st.dataframe(cold, hide_index=True, key="cold_table", column_config={
+        out.datasets.append(source)
+        out.param(cold_start_source=source)
+        out.chart(charts.cold_start_chart(cold, params.alpha, source, name,
+                                          synthetic or src_synth), key="cold_chart",
+                  title="Cold start / cross-trace shift")
+        out.table(cold, "cold_table", "Cold start", hide_index=True, column_config={
             "coverage": st.column_config.NumberColumn(format="%.3f"),
             "mean_width": st.column_config.NumberColumn("mean width", format="%.1f")})
         st.caption("Each trace is scaled by its own mean known at forecast time (the source's, "
                    "and the target's first k hours), so traces in different units (tokens vs "
                    "GPU-seconds) can be compared; widths are in the target's unit.")
+out.render()

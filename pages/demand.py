@@ -3,6 +3,7 @@
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, DemandTarget, bin_choices
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Demand")
 
@@ -50,6 +51,9 @@ except ValueError as exc:
     st.error(str(exc))
     st.stop()
 
+out = Export("Demand", [name])
+out.param(dataset=name, bin=bin_label, target=target, w_prompt=w_p, w_completion=w_c,
+          include_failed=with_failed)
 summary = cache.grid_summary(grid)
 if summary.get("note"):
     st.warning(summary["note"])
@@ -63,8 +67,9 @@ else:
     m4.metric("requests", "not in data")
     st.caption("This dataset has no request counts (e.g. the BurstGPT per-minute aggregate).")
 
-st.plotly_chart(charts.demand_chart(grid, name, bin_label, bool(info["synthetic"]),
-                                   target_label), key="demand_chart")
+out.chart(charts.demand_chart(grid, name, bin_label, bool(info["synthetic"]), target_label),
+          key="demand_chart", title=f"Demand per {bin_label}")
+out.keep(grid, "demand_grid", f"Demand grid ({bin_label} bins)")
 
 st.header("Forecast and demand envelope")
 params = widgets.envelope_controls("demand")
@@ -74,7 +79,11 @@ try:
                                     with_failed, target)
 except ValueError as exc:
     st.error(f"No envelope for this grid: {widgets.plain(exc)}")
+    out.note(f"No envelope for this grid: {exc}")
+    out.render()
     st.stop()
+out.param(alpha=params.alpha, horizon_bins=params.horizon, base_model=params.base_model,
+          split=env.split.get("mode"))
 
 models = env.point_metrics["model"].tolist()
 methods = env.interval_metrics["method"].tolist()
@@ -83,11 +92,11 @@ model = c1.selectbox("forecast shown", models, index=models.index(params.base_mo
                      key="shown_model")
 method = c2.selectbox("envelope shown", methods, index=methods.index("aci"),
                       format_func=lambda m: charts.METHOD_LABELS.get(m, m), key="shown_method")
-st.plotly_chart(
-    charts.envelope_chart(env.series, env.test, model, method, params.alpha, name, bin_label,
-                          bool(info["synthetic"]), target_label),
-    key="envelope_chart",
-)
+out.chart(charts.envelope_chart(env.series, env.test, model, method, params.alpha, name,
+                                bin_label, bool(info["synthetic"]), target_label),
+          key="envelope_chart", title=f"Forecast {model} and envelope {method}")
+out.keep(env.series, "envelope_series", "Forecasts and intervals per bin (every model, method)")
+out.keep(env.interval_metrics, "interval_metrics", "Interval methods on the test window")
 row = env.interval_metrics.set_index("method").loc[method]
 k1, k2, k3 = st.columns(3)
 k1.metric(f"{charts.METHOD_LABELS.get(method, method)} coverage", f"{row['coverage']:.1%}",
@@ -101,11 +110,11 @@ st.caption(f"Split ({env.split['mode']}): fit {env.split['fit']['start']} to "
 st.subheader("Point models on the test window")
 table = env.point_metrics.copy()
 table["wape"] = table["wape"] * 100
-st.dataframe(table.rename(columns={"wape": "WAPE %", "mae": "MAE", "rmse": "RMSE"}),
-             hide_index=True, column_config={
-                 "WAPE %": st.column_config.NumberColumn(format="%.2f"),
-                 "MAE": st.column_config.NumberColumn(format="%.1f"),
-                 "RMSE": st.column_config.NumberColumn(format="%.1f")}, key="model_table")
+out.table(table.rename(columns={"wape": "WAPE %", "mae": "MAE", "rmse": "RMSE"}),
+          "model_table", "Point models on the test window", hide_index=True, column_config={
+              "WAPE %": st.column_config.NumberColumn(format="%.2f"),
+              "MAE": st.column_config.NumberColumn(format="%.1f"),
+              "RMSE": st.column_config.NumberColumn(format="%.1f")})
 if table["wape"].isna().any():
     st.caption(f"WAPE is empty where it is undefined: {cache.WAPE_UNDEFINED} (it divides by "
                "the demand); MAE and RMSE are given.")
@@ -116,3 +125,6 @@ st.markdown(
     f"(blocks of {g['block_bins']} bins - one day, or the whole test window if shorter - "
     f"{g['n_boot']} resamples)."
 )
+out.note(f"MAE gain of {g['model']} over {g['baseline']}: {g['mae_gain']:,.1f} {target_label}/bin, "
+         f"95% moving-block bootstrap interval {g['lo']:,.1f} - {g['hi']:,.1f}.")
+out.render()

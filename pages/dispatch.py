@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Dispatch")
 
@@ -72,13 +73,19 @@ except (ValueError, KeyError) as exc:
         st.info("Pick **forward fill** or **interpolate** under *missing site hours* to fill "
                 "them, shift the alignment offset, or leave the site out.")
     st.stop()
+site_sets = catalog[catalog["site"].isin(sites)]["dataset"].dropna().unique().tolist()
+out = Export("Dispatch", [name, *site_sets])
+out.param(dataset=name, bin=bin_label, alpha=params.alpha, base_model=params.base_model,
+          sites=", ".join(sites), home_site=home, max_share=max_share, traffic_scale=scale,
+          gpu_kind=kind_name, alignment_offset_days=int(offset), carbon_basis=basis,
+          utilisation=utilisation, missing_site_hours=FILLS[fill_label])
 if plan.filled:
     st.warning("Missing site hours were filled: " + "; ".join(
         f"{widgets.plain(f['site'])} {f['series'].replace('_', ' ')}: {f['hours']} hours by "
         f"{f['method']}" for f in plan.filled))
-    st.dataframe(pd.DataFrame([{k: f[k] for k in ("site", "series", "series_site", "hours",
-                                                   "method")} for f in plan.filled]),
-                 key="filled_table")
+    out.table(pd.DataFrame([{k: f[k] for k in ("site", "series", "series_site", "hours",
+                                                "method")} for f in plan.filled]),
+              "filled_table", "Filled site hours")
 
 t = plan.totals.set_index("policy")
 m1, m2, m3, m4 = st.columns(4)
@@ -89,20 +96,23 @@ m3.metric("tCO2e, carbon-aware", f"{t.loc['carbon_aware', 'tco2e']:.4g}",
           delta_color="inverse")
 m4.metric("IT energy served", f"{t.loc['carbon_aware', 'it_mwh']:.3f} MWh",
           help="the same in every policy: every hour's demand is served")
-st.plotly_chart(charts.policy_bars(plan.totals.reset_index(drop=True), synthetic),
-                key="policy_bars")
-st.plotly_chart(charts.dispatch_share_chart(plan.shares, "carbon_aware", synthetic),
-                key="share_chart")
-st.plotly_chart(charts.carbon_lines_chart(plan.shares, synthetic), key="carbon_chart")
+out.chart(charts.policy_bars(plan.totals.reset_index(drop=True), synthetic),
+          key="policy_bars", title="tCO2e by policy")
+out.keep(plan.totals, "policy_totals", "Totals by policy")
+out.chart(charts.dispatch_share_chart(plan.shares, "carbon_aware", synthetic),
+          key="share_chart", title="Carbon-aware hourly shares")
+out.chart(charts.carbon_lines_chart(plan.shares, synthetic), key="carbon_chart",
+          title="Carbon intensity per site")
+out.keep(plan.shares, "hourly_dispatch", "Hourly dispatch (every policy, site and hour)")
 
 st.subheader("Sites")
-st.dataframe(plan.per_site.pivot(index="site", columns="policy", values="share")
+out.table(plan.per_site.pivot(index="site", columns="policy", values="share")
              .join(plan.per_site[plan.per_site["policy"] == "home"]
                    .set_index("site")[["mean_gco2_per_kwh", "mean_pue"]]),
-             key="site_table")
+          "site_table", "Sites")
 for n in dict.fromkeys(notes + plan.notes):  # each note once, in order
     st.caption(n)
+    out.note(n)
 temps, pues = cache.pue_curve()
-st.plotly_chart(charts.pue_chart(temps, pues), key="pue_chart")
-st.download_button("Download the hourly dispatch (CSV)", plan.shares.to_csv(index=False).encode(),
-                   file_name=f"{name}_dispatch.csv", mime="text/csv", key="dispatch_download")
+out.chart(charts.pue_chart(temps, pues), key="pue_chart", title="PUE against temperature")
+out.render()

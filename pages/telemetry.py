@@ -5,6 +5,7 @@ from datetime import timedelta
 import pandas as pd
 import streamlit as st
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Telemetry")
 
@@ -93,18 +94,24 @@ try:
 except ValueError as exc:
     st.error(widgets.plain(exc))
     st.stop()
-st.plotly_chart(charts.telemetry_chart(rows, metric, (pd.Timestamp(start), pd.Timestamp(end)),
-                                       title=f"{name}: {metric}"), key="telemetry_chart")
+out = Export("Telemetry", [name])
+out.param(dataset=name, metric=metric, window_start_utc=start, window_end_utc=end,
+          **{f"freshness_{m}_s": v for m, v in fresh.items()})
+out.chart(charts.telemetry_chart(rows, metric, (pd.Timestamp(start), pd.Timestamp(end)),
+                                 title=f"{name}: {metric}"), key="telemetry_chart",
+          title=f"{metric} per GPU")
 st.caption("One row per GPU and metric; a GPU is (host, index, UUID), so nodes that share GPU "
            "indices stay apart.")
-st.dataframe(table, hide_index=True, key="window_table", column_config={
+out.table(table, "window_table", "Whole-job and serving-window averages per GPU",
+          hide_index=True, column_config={
     "gpu_uuid": st.column_config.TextColumn("UUID"),
     "whole": st.column_config.NumberColumn("whole job", format="%.3f"),
     "window": st.column_config.NumberColumn("serving window", format="%.3f"),
     "window_minus_whole": st.column_config.NumberColumn("difference", format="%+.3f")})
 st.subheader("Energy in the window, per GPU")
 energy = cache.gpu_energy(name, pd.Timestamp(start), pd.Timestamp(end))
-st.dataframe(energy, hide_index=True, key="energy_table", column_config={
+out.table(energy, "energy_table", "Energy in the window, per GPU", hide_index=True,
+          column_config={
     "gpu_uuid": st.column_config.TextColumn("UUID"),
     "mean_power_w": st.column_config.NumberColumn("mean power (W)", format="%.1f"),
     "max_power_w": st.column_config.NumberColumn("max power (W)", format="%.1f"),
@@ -120,6 +127,7 @@ st.caption("Energy from the cumulative counter is the sum of reset-aware deltas:
            + " Power x time integrates the power samples (trapezoid), both window ends "
            "included.")
 if "power_w" in metrics:
-    st.plotly_chart(charts.power_cdf_chart(rows, refs), key="cdf_chart")
+    out.chart(charts.power_cdf_chart(rows, refs), key="cdf_chart", title="Power CDF")
     if refs.empty:
         st.caption("Ingest AcmeTrace `acme_power_util_cdf.csv` to overlay reference clusters.")
+out.render()
