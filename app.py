@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from analytics.ui import cache
+from analytics.ui import cache, scenario, widgets
 
 HERE = Path(__file__).parent
 
@@ -42,6 +42,8 @@ def _sidebar() -> None:
     pending = st.session_state.pop("pending_dataset", None)
     if pending in names:
         st.session_state["dataset"] = pending
+    elif pending is not None:  # a link or a saved scenario names a dataset this store lacks
+        st.warning(f"Dataset {widgets.plain(pending)} is not in this store; showing another.")
     with st.sidebar:
         if names:
             st.selectbox("Dataset", names, key="dataset",
@@ -73,8 +75,15 @@ PAGES = {
 
 def _main() -> None:
     _first_run()
+    page = st.navigation(PAGES)
+    problems = scenario.restore(page.url_path)  # a shared link: before any widget is drawn
     _sidebar()
-    st.navigation(PAGES).run()
+    for problem in problems:
+        st.warning(f"Link: {widgets.plain(problem)}")
+    try:
+        page.run()
+    finally:  # st.stop() too: the address bar always holds the scenario shown
+        scenario.publish(page.url_path)
 
 
 try:

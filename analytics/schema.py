@@ -286,7 +286,7 @@ _SQL_TYPES = {
     pl.Boolean: "BOOLEAN",
 }
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"),
@@ -369,5 +369,13 @@ MIGRATIONS: dict[int, list[str]] = {
           alias VARCHAR NOT NULL,
           file VARCHAR,
           PRIMARY KEY (dataset_id, alias)
+        )"""],
+    # named scenarios: a page's parameters saved under a name, reopened or compared side by
+    # side (issue 19 item 13); not data, so saving one does not move the data version
+    11: ["""CREATE TABLE IF NOT EXISTS scenarios (
+          name VARCHAR PRIMARY KEY,
+          page VARCHAR NOT NULL,
+          params VARCHAR NOT NULL,
+          saved_at TIMESTAMP NOT NULL
         )"""],
 }

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
-from analytics.ui import cache, charts, widgets
+from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
 
 st.title("Capacity")
@@ -111,4 +111,59 @@ if not plan.mix.empty:
     st.caption(f"Total over the test window: ${plan.mix['cost_usd'].sum():,.2f}, "
                f"{plan.mix['power_kw'].sum():,.1f} kWh of GPU energy at {utilisation:.0%} "
                "utilisation (IT only; see Dispatch for PUE and carbon).")
+
+
+def headline(saved_params: dict) -> dict:
+    """The numbers a planner compares, for a saved scenario's values (the GPU catalog edits
+    above apply to every scenario), as text."""
+    p = scenario.typed("capacity", saved_params)
+    env = widgets.envelope_params(p["envelope_alpha"], p["envelope_horizon"],
+                                  p["envelope_base_model"], p["envelope_split"])
+    pl = cache.capacity_plan(p["dataset"], BIN_CHOICES_S[p["envelope_bin"]], env, kinds,
+                             p["target_violation"], p["delta"], p["objective"], available,
+                             p["utilisation"], float(p["scale"]), p.get("gco2"))
+    o = pl.overbooking
+    return {"dataset": p["dataset"], "bin": p["envelope_bin"], "alpha": f"{p['envelope_alpha']:g}",
+            "target violation rate": f"{p['target_violation']:.0%}",
+            "traffic scale": f"{p['scale']:,}x",
+            "overbooking factor": "none certified" if o.factor is None else f"{o.factor:.2f}",
+            "test violation rate": f"{o.test['violation_rate']:.1%}",
+            "test shortfall": f"{o.test['shortfall_fraction']:.2%}",
+            "envelope GPU-h": f"{pl.gpu_hours['envelope_gpu_h'].sum():,.1f}",
+            "peak GPU-h": f"{pl.gpu_hours['peak_gpu_h'].sum():,.1f}",
+            "GPU mix cost (USD)": "no mix" if pl.mix.empty else f"{pl.mix['cost_usd'].sum():,.2f}"}
+
+
+st.subheader("Scenarios")
+st.caption("The address bar always holds this scenario: copy it to share it. Save it under a "
+           "name to reopen it later or compare two side by side.")
+s1, s2, s3 = st.columns([3, 1, 1])
+s1.text_input("scenario name", key="scenario_name", max_chars=80,
+              placeholder="e.g. 99.9% envelope at 1000x traffic")
+s2.button("Save", key="scenario_save", on_click=scenario.save_current, args=("capacity",))
+saved = scenario.saved("capacity")
+names = [sc["name"] for sc in saved]
+if names:
+    s1.selectbox("saved scenarios", names, key="scenario_open")
+    s3.button("Open", key="scenario_open_button", on_click=scenario.open_saved,
+              args=("capacity",))
+if msg := st.session_state.pop("scenario_msg", None):
+    getattr(st, msg[0])(widgets.plain(msg[1]))
+if len(names) >= 2:
+    pair = st.multiselect("compare two saved scenarios", names, max_selections=2,
+                          key="scenario_pair")
+    if len(pair) == 2 and st.button("Compare", key="scenario_compare"):
+        try:
+            with st.spinner("Computing both scenarios ..."):
+                rows = {n: headline(next(sc["params"] for sc in saved if sc["name"] == n))
+                        for n in pair}
+        except (ValueError, KeyError) as exc:
+            st.error(f"Cannot compare: {widgets.plain(exc)}")
+        else:
+            st.session_state["scenario_table"] = pd.DataFrame(rows)
+    if "scenario_table" in st.session_state:
+        out.table(st.session_state["scenario_table"], "scenario_table",
+                  "Saved scenarios side by side")
+        st.caption("Same GPU catalog for both; each scenario's envelope is fitted once and "
+                   "kept for the next comparison.")
 out.render()

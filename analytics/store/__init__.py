@@ -60,6 +60,12 @@ from analytics.store.reads import (  # noqa: F401
     site_hourly,
     table_counts,
 )
+from analytics.store.scenarios import (  # noqa: F401
+    MAX_SCENARIO_NAME,
+    delete_scenario,
+    save_scenario,
+    scenarios,
+)
 from analytics.store.writes import (  # noqa: F401
     IngestItem,
     add_model_version,

@@ -97,9 +97,14 @@ def envelope_controls(prefix: str) -> EnvelopeParams:
                               "else fractions 0.69/0.15/0.16")
     for k, v in {"alpha": alpha, "horizon": horizon, "base_model": base, "split": split}.items():
         st.session_state[f"envelope_{k}"] = v
+    return envelope_params(alpha, horizon, base, split)
+
+
+def envelope_params(alpha: float, horizon: int, base_model: str, split: str) -> EnvelopeParams:
+    """The envelope parameters of the widget values (``split`` one of :data:`SPLITS`)."""
     days = (42, 9, 10) if split == "42/9/10 days" else None
     frac = tuple(float(x) for x in split.split("/")) if split[0] == "0" else None
-    return EnvelopeParams(alpha=float(alpha), horizon=int(horizon), base_model=base,
+    return EnvelopeParams(alpha=float(alpha), horizon=int(horizon), base_model=base_model,
                           split_days=days, split_frac=frac)
 
 

@@ -1,0 +1,197 @@
+"""Share links and named scenarios (issue 19 item 13).
+
+A page's scenario is the set of ``st.session_state`` values its result depends on: the sidebar
+dataset, the shared envelope settings and the page's own widgets (:data:`LINKED`). After every
+run the app writes them to the URL (:func:`publish`), so the address bar is a link that reopens
+the same scenario; a fresh session opened on such a link applies them before any widget is drawn
+(:func:`restore`). A value that does not parse or is out of its widget's range is not applied and
+is named in a warning (:func:`restore` returns the problems), never an exception.
+
+Named scenarios are the same dictionaries saved in the store (``scenarios`` table) and applied
+with :func:`apply` from a button callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import streamlit as st
+
+from analytics.config import BIN_CHOICES_S
+from analytics.envelope.forecast import LEARNED
+from analytics.ui.widgets import ALPHAS, SPLITS
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one linked value is read back from text: ``parse`` (str -> value) and either the
+    allowed ``options`` or an inclusive ``(lo, hi)`` range."""
+
+    parse: Callable[[str], object]
+    options: tuple = ()
+    lo: float | None = None
+    hi: float | None = None
+
+    def read(self, raw: str) -> object:
+        """The value of ``raw``; raises ValueError naming what is allowed."""
+        try:
+            value = self.parse(raw)
+        except ValueError:
+            value = None
+        if self.options and value not in self.options:
+            raise ValueError("one of " + ", ".join(map(str, self.options)))
+        if self.lo is not None and (value is None or not (self.lo <= value <= self.hi)):
+            raise ValueError(f"between {self.lo:g} and {self.hi:g}")
+        if value is None:
+            raise ValueError({_bool: "true or false"}.get(self.parse, self.parse.__name__))
+        return value
+
+
+def _bool(raw: str) -> bool:
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    if raw.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError("true or false")
+
+
+#: Settings shared by the envelope pages (``widgets.envelope_controls``, ``widgets.shared_bin``).
+ENVELOPE: dict[str, Spec] = {
+    "dataset": Spec(str),
+    "envelope_bin": Spec(str, tuple(BIN_CHOICES_S)),
+    "envelope_alpha": Spec(float, tuple(ALPHAS)),
+    "envelope_horizon": Spec(int, lo=1, hi=288),
+    "envelope_base_model": Spec(str, LEARNED),
+    "envelope_split": Spec(str, SPLITS),
+}
+
+#: The values each page's link carries, by the page's URL path.
+LINKED: dict[str, dict[str, Spec]] = {
+    "demand": {**ENVELOPE, "w_prompt": Spec(float, lo=0, hi=100),
+               "w_completion": Spec(float, lo=0, hi=100), "with_failed": Spec(_bool)},
+    "coverage": dict(ENVELOPE),
+    "capacity": {**ENVELOPE,
+                 "target_violation": Spec(float, lo=0.01, hi=0.30),
+                 "delta": Spec(float, (0.01, 0.05, 0.1, 0.2)),
+                 "scale": Spec(int, (1, 10, 100, 1000, 10000)),
+                 "objective": Spec(str, ("cost", "power", "carbon")),
+                 "gco2": Spec(float, lo=0, hi=2000),
+                 "utilisation": Spec(float, lo=0.1, hi=1.0)},
+    "dispatch": {**ENVELOPE,
+                 "max_share": Spec(float, lo=0.1, hi=1.0),
+                 "dispatch_scale": Spec(int, (1, 10, 100, 1000, 10000)),
+                 "offset_days": Spec(int, lo=-180, hi=180),
+                 "basis": Spec(str, ("auto", "avg", "LCA", "direct")),
+                 "dispatch_util": Spec(float, lo=0.1, hi=1.0),
+                 "fill_missing": Spec(str, ("refuse and name them", "forward fill",
+                                            "interpolate"))},
+}
+
+
+#: Widget keys that show the shared envelope values on each page (``widgets.envelope_controls``
+#: prefixes, the page's bin selector): dropped when a scenario is applied, so they redraw from it.
+_ENVELOPE_WIDGETS = {page: (f"{page}_alpha", f"{page}_horizon", f"{page}_base", f"{page}_split",
+                            "bin" if page == "demand" else f"{page}_bin") for page in LINKED}
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def current(page: str) -> dict:
+    """The linked values of ``page`` now in the session (only those set)."""
+    return {k: st.session_state[k] for k in LINKED.get(page, {}) if st.session_state.get(k)
+            is not None}
+
+
+def typed(page: str, values: Mapping[str, object]) -> dict:
+    """``values`` (e.g. a saved scenario's text) read with ``page``'s specs; unknown keys are
+    dropped. Raises ValueError naming the first value that does not read."""
+    specs = LINKED.get(page, {})
+    out = {}
+    for key, raw in values.items():
+        if key in specs:
+            try:
+                out[key] = specs[key].read(_text(raw))
+            except ValueError as exc:
+                raise ValueError(f"{key}={str(raw)[:40]!r}: it must be {exc}") from None
+    return out
+
+
+def apply(page: str, values: Mapping[str, object]) -> list[str]:
+    """Put ``values`` (text or typed) into the session for ``page``; returns one sentence per
+    value not applied (unknown key, unparsable or out of range). The dataset goes through the
+    sidebar's ``pending_dataset`` (the sidebar checks it exists). Call before the widgets are
+    drawn: on a fresh session or from a button callback."""
+    specs = LINKED.get(page, {})
+    for key in _ENVELOPE_WIDGETS.get(page, ()):
+        st.session_state.pop(key, None)
+    problems = []
+    for key, raw in values.items():
+        if key not in specs:
+            continue
+        try:
+            value = specs[key].read(_text(raw))
+        except ValueError as exc:
+            problems.append(f"{key}={str(raw)[:40]!r} is not used: it must be {exc}")
+            continue
+        st.session_state["pending_dataset" if key == "dataset" else key] = value
+    return problems
+
+
+def restore(page: str) -> list[str]:
+    """On the first visit of ``page`` in this session, apply the URL's query parameters
+    (:func:`apply`); returns the problems to show. Later runs leave the session alone."""
+    flag = f"_linked_{page}"
+    if page not in LINKED or st.session_state.get(flag):
+        return []
+    st.session_state[flag] = True
+    return apply(page, {k: st.query_params[k] for k in st.query_params})
+
+
+def publish(page: str) -> None:
+    """Write ``page``'s linked values to the URL (only the ones that changed)."""
+    for key, value in current(page).items():
+        text = _text(value)
+        if st.query_params.get(key) != text:
+            st.query_params[key] = text
+
+
+# --------------------------------------------------------------------------- named scenarios
+def saved(page: str) -> list[dict]:
+    """Scenarios saved for ``page``, newest first (:func:`analytics.store.scenarios`)."""
+    from analytics import store
+    from analytics.ui import cache
+
+    with cache.connection() as con:
+        return store.scenarios(con, page)
+
+
+def save_current(page: str) -> None:
+    """Button callback: save ``page``'s current values under the name typed in the
+    ``scenario_name`` field; the outcome goes to ``st.session_state["scenario_msg"]``."""
+    from analytics import store
+    from analytics.ui import cache
+
+    name = st.session_state.get("scenario_name") or ""
+    try:
+        with cache.connection(write=True) as con:
+            name = store.save_scenario(con, name, page, {k: _text(v) for k, v in
+                                                         current(page).items()})
+    except ValueError as exc:
+        st.session_state["scenario_msg"] = ("error", str(exc))
+    else:
+        st.session_state["scenario_msg"] = ("success", f"Saved scenario {name}.")
+
+
+def open_saved(page: str) -> None:
+    """Button callback: apply the scenario chosen in ``scenario_open`` to ``page``."""
+    name = st.session_state.get("scenario_open")
+    chosen = next((s for s in saved(page) if s["name"] == name), None)
+    if chosen is None:
+        st.session_state["scenario_msg"] = ("error", f"No saved scenario {name}.")
+        return
+    problems = apply(page, chosen["params"])
+    st.session_state["scenario_msg"] = (
+        ("warning", "; ".join(problems)) if problems else ("success", f"Opened {name}."))
