@@ -117,14 +117,15 @@ def make_schema(df: pd.DataFrame) -> dict:
 
 def featurize(df: pd.DataFrame, schema: dict) -> pd.DataFrame:
     """Feature matrix, shape (n_rows, n_features); column order fixed by ``schema``."""
-    def spec(col):
-        return df["hardware"].map(lambda h: getattr(hardware.CATALOG.get(h), col, None)
-                                  if h in hardware.CATALOG else None).astype(float)
+    def spec(col):  # datasheet value per row; NaN for unknown hardware or a missing value
+        values = {h: (np.nan if getattr(g, col, None) is None else getattr(g, col))
+                  for h, g in hardware.CATALOG.items()}
+        return df["hardware"].map(values).astype(float)
 
     def log(col):
         return np.log(df[col].astype(float).where(df[col].astype(float) > 0))
 
-    X = pd.DataFrame({
+    cols = {
         "log_params_b": log("params_b"),
         "log_active_params_b": log("active_params_b"),
         "tp": df["tp"].astype(float),
@@ -138,12 +139,12 @@ def featurize(df: pd.DataFrame, schema: dict) -> pd.DataFrame:
         "bf16_tflops": spec("bf16_tflops"),
         "fp8_tflops": spec("fp8_tflops"),
         "tdp_w": spec("tdp_w"),
-    }, index=df.index)
+    }
     for col in ("hardware", "precision", "framework", "task"):
-        values = df[col].astype(str)
+        values = df[col].astype(str).to_numpy()
         for cat in schema[col]:
-            X[f"{col}={cat}"] = (values == cat).astype(float)
-    return X
+            cols[f"{col}={cat}"] = (values == cat).astype(float)
+    return pd.DataFrame(cols, index=df.index)
 
 
 def _regressor(q: float, p: FitParams) -> lgb.LGBMRegressor:
@@ -307,6 +308,12 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
                      metrics=metrics, oof=oof, rows=int(len(df)), params=p)
 
 
+def booster(m) -> lgb.Booster:
+    """The ``lightgbm.Booster`` of a fitted ``LGBMRegressor`` (or the booster itself, as loaded
+    from model text by :mod:`analytics.advisor.persist`)."""
+    return m.booster_ if isinstance(m, lgb.LGBMRegressor) else m
+
+
 def predict(model: CostModel, rows: pd.DataFrame) -> pd.DataFrame:
     """Calibrated q10 / q50 / q90 per target for arbitrary rows (original units).
 
@@ -322,13 +329,14 @@ def predict(model: CostModel, rows: pd.DataFrame) -> pd.DataFrame:
     df = rows.copy()
     df["active_params_b"] = df["active_params_b"].fillna(df["params_b"])
     X = featurize(df, model.schema)
-    out = pd.DataFrame(index=df.index)
+    out = {}
+    Xa = X.to_numpy(dtype=float)
     for target, qs in model.models.items():
-        pred = np.column_stack([qs[q].predict(X) for q in QUANTILES])
+        pred = np.column_stack([booster(qs[q]).predict(Xa, num_threads=1) for q in QUANTILES])
         pred.sort(axis=1)
         off = model.offsets[target]
         pred[:, 0] -= off
         pred[:, 2] += off
         for k, q in enumerate(QUANTILES):
             out[f"{target}_q{int(q * 100)}"] = np.exp(pred[:, k])
-    return out
+    return pd.DataFrame(out, index=df.index)
