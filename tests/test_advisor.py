@@ -3,11 +3,14 @@ ranking, backtest and promotion gate - on the real staged benchmarks and job his
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
 from harness import strict_loads
+from scipy import stats
 
 from analytics import advisor, cli, store
 from analytics.advisor import decide, gate, model, persist, priors
@@ -232,6 +235,12 @@ def test_lookup_tables_answer_like_the_pandas_filters(adv):
         assert adv.ctx.wait_h(n) == float(w["median_wait_h"].iloc[0])
     kind, n = pri["gpu_kind"].iloc[0], int(pri["n_gpus"].iloc[0])
     assert priors.success_for(pri, n, kind) == float(pri["posterior_mean"].iloc[0])
+    # the normal tail without scipy.stats: bit-identical to stats.norm
+    lo, hi = np.exp(np.linspace(-3, 1, 401)), np.exp(np.linspace(-1, 3, 401))
+    want = [stats.norm.sf((math.log(2.0) - math.log(1.0))
+                          / max((math.log(h) - math.log(v)) / (2 * stats.norm.ppf(0.9)), 1e-9))
+            for v, h in zip(lo, hi, strict=True)]
+    assert np.array_equal(decide.p_exceed_many(lo, np.ones_like(lo), hi, 2.0), want)
 
 
 def test_stored_fit_gives_the_same_numbers(adv, tmp_path):

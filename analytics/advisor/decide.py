@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from analytics.advisor import model as cm
 from analytics.advisor import priors as pr
@@ -157,6 +157,12 @@ def memory_check(req: Request, arm: dict, u: UtilityParams) -> dict:
     return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": True, "why": ""}
 
 
+#: ``2 * z_0.9`` of the standard normal: q10 and q90 are this many sigmas apart (log space);
+#: ``scipy.special`` (``ndtri``, ``ndtr``) gives the same values as ``scipy.stats.norm``
+#: (``ppf``, ``sf(x) = ndtr(-x)``) without importing ``scipy.stats``.
+_Q10_Q90_SIGMAS = 2 * special.ndtri(0.9)
+
+
 def kv_factor(occupancy: float | None, u: UtilityParams) -> float:
     if occupancy is None or not np.isfinite(occupancy):
         return 1.0
@@ -171,8 +177,8 @@ def p_exceed(q10: float, q50: float, q90: float, slo: float) -> float:
     """
     if not all(np.isfinite([q10, q50, q90])) or q50 <= 0:
         return float("nan")
-    sigma = max((math.log(q90) - math.log(q10)) / (2 * stats.norm.ppf(0.9)), 1e-9)
-    return float(stats.norm.sf((math.log(slo) - math.log(q50)) / sigma))
+    sigma = max((math.log(q90) - math.log(q10)) / _Q10_Q90_SIGMAS, 1e-9)
+    return float(special.ndtr(-((math.log(slo) - math.log(q50)) / sigma)))  # normal tail
 
 
 def utility(throughput_tok_s: float, power_w: float | None, n_gpus: int, hw: str,
@@ -224,8 +230,6 @@ class Context:
         return self.wait_table.get(n_gpus)
 
 
-#: ``2 * z_0.9`` of the standard normal: q10 and q90 are this many sigmas apart (log space)
-_Q10_Q90_SIGMAS = 2 * stats.norm.ppf(0.9)
 
 
 def p_exceed_many(q10, q50, q90, slo: float) -> np.ndarray:
@@ -238,7 +242,7 @@ def p_exceed_many(q10, q50, q90, slo: float) -> np.ndarray:
             continue
         sigma = max((math.log(hi) - math.log(lo)) / _Q10_Q90_SIGMAS, 1e-9)
         z.append((math.log(slo) - math.log(mid)) / sigma)
-    return np.asarray(stats.norm.sf(np.asarray(z, dtype=float)), dtype=float)
+    return np.asarray(special.ndtr(-np.asarray(z, dtype=float)), dtype=float)
 
 
 def utility_many(throughput_tok_s, power_w, n_gpus, hw, occupancy, p_slo, p_launch, wait_h,

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold, KFold
 
 from analytics.hardware import catalog as hardware
 
@@ -165,6 +164,8 @@ def _oof(X: pd.DataFrame, y: np.ndarray, splits, p: FitParams) -> np.ndarray:
 
 def cell_folds(groups: np.ndarray, n_splits: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """``GroupKFold`` (train, test) index pairs by workload cell: no cell is on both sides."""
+    from sklearn.model_selection import GroupKFold  # here, not at import: predicting needs none
+
     groups = np.asarray(groups).astype(str)
     return list(GroupKFold(n_splits=n_splits).split(np.zeros(len(groups)), groups=groups))
 
@@ -236,6 +237,8 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
     ValueError
         Fewer than ``MIN_ROWS`` usable throughput rows, or fewer workload cells than folds.
     """
+    from sklearn.model_selection import KFold
+
     p = params or FitParams()
     df = prepare(bench)
     thr = df[df["throughput_tok_s"].notna()]

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
 
 SUCCESS = frozenset({"COMPLETED", "SUCCEEDED"})
 FAILURE = frozenset({"FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"})
@@ -70,6 +69,8 @@ def fit_prior(trials: np.ndarray, successes: np.ndarray) -> BetaPrior:
     ValueError
         No trials at all.
     """
+    from scipy import optimize, stats  # here, not at import: advising needs neither
+
     n = np.asarray(trials, dtype=float)
     s = np.asarray(successes, dtype=float)
     if n.sum() <= 0:
@@ -103,6 +104,8 @@ def shrink(successes: float, trials: float, prior: BetaPrior, level: float = 0.9
     >>> round(m, 4)   # (3 + 6) / (4 + 6 + 4)
     0.6429
     """
+    from scipy import stats
+
     a, b = prior.a + successes, prior.b + trials - successes
     lo, hi = stats.beta.ppf([(1 - level) / 2, (1 + level) / 2], a, b)
     return float(a / (a + b)), float(lo), float(hi)
