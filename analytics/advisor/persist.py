@@ -17,11 +17,12 @@ One entry is a folder ``<root>/<key>/``:
 
 Never pickle. An entry is written into a temporary sibling folder and renamed into place
 (``os.replace``), so a reader sees a complete entry or none; an entry that fails to load is
-treated as a miss and replaced. The newest :data:`KEEP` entries are kept.
+treated as a miss and replaced. The :data:`KEEP` most recently used entries are kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -107,14 +108,24 @@ def save(adv: Advisor, root: Path, key: str, inputs: dict) -> bool:
         adv.ctx.waits.to_parquet(tmp / "waits.parquet")
         (tmp / "manifest.json").write_text(text)  # last: an entry with a manifest is complete
         dest = root / key
-        if dest.exists():  # an entry that failed to load
-            shutil.rmtree(dest, ignore_errors=True)
+        if dest.exists():
+            if _complete(dest, key):  # another process stored the same fit first
+                shutil.rmtree(tmp, ignore_errors=True)
+                return True
+            shutil.rmtree(dest, ignore_errors=True)  # a damaged entry
         os.replace(tmp, dest)
     except OSError:  # another process renamed the same entry in first, or the disk is full
         shutil.rmtree(tmp, ignore_errors=True)
-        return (root / key / "manifest.json").exists()
+        return _complete(root / key, key)
     _prune(root)
     return True
+
+
+def _complete(entry: Path, key: str) -> bool:
+    try:
+        return json.loads((entry / "manifest.json").read_text()).get("key") == key
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def load(root: Path, key: str) -> Advisor | None:
@@ -135,13 +146,17 @@ def load(root: Path, key: str) -> Advisor | None:
                             rows=int(manifest["rows"]), params=params)
         ctx = decide.Context(pd.read_parquet(entry / "priors.parquet"),
                              pd.read_parquet(entry / "waits.parquet"))
+        adv = Advisor(cost, ctx, int(manifest["jobs_rows"]))
     except (OSError, ValueError, KeyError, TypeError, lgb.basic.LightGBMError):
         return None
-    return Advisor(cost, ctx, int(manifest["jobs_rows"]))
+    with contextlib.suppress(OSError):  # recently used: kept by the pruning
+        os.utime(entry)
+    return adv
 
 
 def _prune(root: Path) -> None:
-    """Keep the newest :data:`KEEP` complete entries; drop temporaries older than an hour."""
+    """Keep the :data:`KEEP` most recently stored or loaded entries; drop temporaries older
+    than an hour."""
     try:
         entries = [(p, p.stat().st_mtime) for p in root.iterdir() if p.is_dir()]
     except OSError:
