@@ -43,6 +43,9 @@ class Settings:
     upload_dir : Path
         Where browser uploads are streamed before parsing: ``uploads-tmp`` beside the store.
         The app removes temporaries a stopped server left there when it starts.
+    cache_dir : Path
+        Disk caches of fitted models beside the store: ``<store stem>-cache`` (JSON, Parquet and
+        LightGBM model text keyed by data version, parameters and code version; never pickle).
     debug : bool
         ``$HEADROOM_DEBUG=1``: the app lets an unexpected error through with its traceback
         (development and tests); otherwise the page shows a short message with an error id and
@@ -57,6 +60,10 @@ class Settings:
     @property
     def upload_dir(self) -> Path:
         return self.db_path.parent / "uploads-tmp"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.db_path.parent / f"{self.db_path.stem}-cache"
 
     @classmethod
     def from_env(cls) -> Settings:

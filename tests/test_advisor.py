@@ -3,14 +3,17 @@ ranking, backtest and promotion gate - on the real staged benchmarks and job his
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
 from harness import strict_loads
+from scipy import stats
 
 from analytics import advisor, cli, store
-from analytics.advisor import decide, gate, model, priors
+from analytics.advisor import decide, gate, model, persist, priors
 from analytics.ingest import files as ingest
 from analytics.services import advisor as advisor_service
 
@@ -220,6 +223,51 @@ def test_promotion_gate_records_versions(adv, tmp_path):
     con.close()
 
 
+# ------------------------------------------------------------------ lookup tables, disk cache
+def test_lookup_tables_answer_like_the_pandas_filters(adv):
+    pri, waits = adv.ctx.priors, adv.ctx.waits
+    for n in range(0, 20):  # counts with and without history: nearest count, prior mean
+        hit = pri[pri["n_gpus"] == n]
+        want = (float(np.average(hit["posterior_mean"], weights=hit["trials"])) if len(hit)
+                else float(pri["prior_mean"].iloc[0]))
+        assert adv.ctx.launch.get(n) == want
+        w = waits.iloc[[int(np.argmin(np.abs(waits["n_gpus"] - n)))]]
+        assert adv.ctx.wait_h(n) == float(w["median_wait_h"].iloc[0])
+    kind, n = pri["gpu_kind"].iloc[0], int(pri["n_gpus"].iloc[0])
+    assert priors.success_for(pri, n, kind) == float(pri["posterior_mean"].iloc[0])
+    # the normal tail without scipy.stats: bit-identical to stats.norm
+    lo, hi = np.exp(np.linspace(-3, 1, 401)), np.exp(np.linspace(-1, 3, 401))
+    want = [stats.norm.sf((math.log(2.0) - math.log(1.0))
+                          / max((math.log(h) - math.log(v)) / (2 * stats.norm.ppf(0.9)), 1e-9))
+            for v, h in zip(lo, hi, strict=True)]
+    assert np.array_equal(decide.p_exceed_many(lo, np.ones_like(lo), hi, 2.0), want)
+
+
+def test_stored_fit_gives_the_same_numbers(adv, tmp_path):
+    ledger = pd.DataFrame({"dataset_id": [1, 2], "name": ["b", "j"],
+                           "kind": ["bench_runs", "jobs"], "format": ["f", "g"],
+                           "rows": [10, 20], "ingested_at": ["t1", "t2"]})
+    key, inputs = persist.cache_key(ledger, adv.cost.params)
+    moved = ledger.assign(ingested_at=["t1", "t3"])  # a re-ingest moves the key
+    assert persist.cache_key(moved, adv.cost.params)[0] != key
+    assert persist.cache_key(ledger, model.FitParams(seed=1))[0] != key
+    assert persist.load(tmp_path, key) is None
+    assert persist.save(adv, tmp_path, key, inputs)
+    assert not list(tmp_path.glob("*/*.pkl")) and not list(tmp_path.glob(".*"))  # no temp left
+    back = persist.load(tmp_path, key)
+    u = decide.UtilityParams()
+    req = decide.Request("meta-llama/Llama-3.1-8B-Instruct", 8, 64, 1024, 256, itl_slo_ms=50)
+    pd.testing.assert_frame_equal(decide.advise(back.cost, req, u, back.ctx),
+                                  decide.advise(adv.cost, req, u, adv.ctx), check_exact=True)
+    pd.testing.assert_frame_equal(back.cost.oof, adv.cost.oof, check_exact=True)
+    pd.testing.assert_frame_equal(back.ctx.priors, adv.ctx.priors, check_exact=True)
+    assert back.cost.metrics == adv.cost.metrics and back.jobs_rows == adv.jobs_rows
+    assert decide.backtest(back.cost, u, back.ctx) == decide.backtest(adv.cost, u, adv.ctx)
+    (tmp_path / key / "manifest.json").write_text("{")  # a damaged entry is a miss
+    assert persist.load(tmp_path, key) is None
+    assert persist.save(adv, tmp_path, key, inputs) and persist.load(tmp_path, key) is not None
+
+
 # ------------------------------------------------------------------ CLI
 def test_cli_advise_and_backtest(bench_db, capsys):
     code = cli.main(["--db", str(bench_db), "advise", "--model",
@@ -231,9 +279,11 @@ def test_cli_advise_and_backtest(bench_db, capsys):
     assert ranked and all(a["feasible"] and not a["abstain"] for a in ranked)
     assert {"q10", "q50", "q90"} == set(ranked[0]["throughput_tok_s"])
     assert doc["arms"][0]["rank"] == 1
+    assert doc["model_cache"] == "miss"  # fitted, then stored beside the store
     code = cli.main(["--db", str(bench_db), "advisor-backtest"])
     doc = strict_loads(capsys.readouterr().out)
     assert code == 0 and len(doc["policies"]) == 6
+    assert doc["model_cache"] == "hit"  # same data, same fit
     assert set(doc["coverage"]) >= {"held_out_cell", "random_fold"}
     assert doc["model_version"]["promoted"] is True
     code = cli.main(["--db", str(bench_db), "advise", "--model", "x", "--params-b", "8",

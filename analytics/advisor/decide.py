@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from analytics.advisor import model as cm
 from analytics.advisor import priors as pr
@@ -157,6 +157,12 @@ def memory_check(req: Request, arm: dict, u: UtilityParams) -> dict:
     return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": True, "why": ""}
 
 
+#: ``2 * z_0.9`` of the standard normal: q10 and q90 are this many sigmas apart (log space);
+#: ``scipy.special`` (``ndtri``, ``ndtr``) gives the same values as ``scipy.stats.norm``
+#: (``ppf``, ``sf(x) = ndtr(-x)``) without importing ``scipy.stats``.
+_Q10_Q90_SIGMAS = 2 * special.ndtri(0.9)
+
+
 def kv_factor(occupancy: float | None, u: UtilityParams) -> float:
     if occupancy is None or not np.isfinite(occupancy):
         return 1.0
@@ -171,8 +177,8 @@ def p_exceed(q10: float, q50: float, q90: float, slo: float) -> float:
     """
     if not all(np.isfinite([q10, q50, q90])) or q50 <= 0:
         return float("nan")
-    sigma = max((math.log(q90) - math.log(q10)) / (2 * stats.norm.ppf(0.9)), 1e-9)
-    return float(stats.norm.sf((math.log(slo) - math.log(q50)) / sigma))
+    sigma = max((math.log(q90) - math.log(q10)) / _Q10_Q90_SIGMAS, 1e-9)
+    return float(special.ndtr(-((math.log(slo) - math.log(q50)) / sigma)))  # normal tail
 
 
 def utility(throughput_tok_s: float, power_w: float | None, n_gpus: int, hw: str,
@@ -200,27 +206,96 @@ def utility(throughput_tok_s: float, power_w: float | None, n_gpus: int, hw: str
 
 @dataclass(frozen=True)
 class Context:
-    """Job-history terms: launch-success priors and queue waits (may be empty)."""
+    """Job-history terms: launch-success priors and queue waits (may be empty).
+
+    The lookup tables (:class:`~analytics.advisor.priors.LaunchTable`,
+    :class:`~analytics.advisor.priors.WaitTable`) are built once here, so scoring an arm is a
+    dict lookup. Launch priors are pooled over GPU kinds (the arm's kind is not used yet).
+    """
 
     priors: pd.DataFrame = field(default_factory=pd.DataFrame)
     waits: pd.DataFrame = field(default_factory=pd.DataFrame)
+    launch: pr.LaunchTable = field(init=False, repr=False, compare=False)
+    wait_table: pr.WaitTable = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "launch", pr.LaunchTable.from_priors(self.priors))
+        object.__setattr__(self, "wait_table", pr.WaitTable.from_waits(self.waits))
 
     def p_launch(self, n_gpus: int, hw: str, u: UtilityParams) -> float:
-        p = pr.success_for(self.priors, n_gpus)
+        p = self.launch.get(n_gpus)
         return u.default_launch_success if p is None else p
 
     def wait_h(self, n_gpus: int) -> float:
-        if self.waits is None or self.waits.empty:
-            return 0.0
-        hit = self.waits[self.waits["n_gpus"] == n_gpus]
-        if hit.empty:  # nearest GPU count with data
-            hit = self.waits.iloc[[int(np.argmin(np.abs(self.waits["n_gpus"] - n_gpus)))]]
-        return float(hit["median_wait_h"].iloc[0])
+        return self.wait_table.get(n_gpus)
+
+
+
+
+def p_exceed_many(q10, q50, q90, slo: float) -> np.ndarray:
+    """:func:`p_exceed` for arrays of quantiles (one normal tail call for all arms); NaN where
+    a quantile is not finite or q50 <= 0."""
+    z = []
+    for lo, mid, hi in zip(q10, q50, q90, strict=True):
+        if not (math.isfinite(lo) and math.isfinite(mid) and math.isfinite(hi)) or mid <= 0:
+            z.append(math.nan)
+            continue
+        sigma = max((math.log(hi) - math.log(lo)) / _Q10_Q90_SIGMAS, 1e-9)
+        z.append((math.log(slo) - math.log(mid)) / sigma)
+    return np.asarray(special.ndtr(-np.asarray(z, dtype=float)), dtype=float)
+
+
+def utility_many(throughput_tok_s, power_w, n_gpus, hw, occupancy, p_slo, p_launch, wait_h,
+                 u: UtilityParams) -> dict[str, np.ndarray]:
+    """:func:`utility` for arrays (one entry per arm, same arithmetic in the same order); NaN
+    power falls back to the TDP bound, NaN occupancy to no KV penalty, NaN ``p_slo`` to 0."""
+    thr = np.asarray(throughput_tok_s, dtype=float)
+    n = np.asarray(n_gpus)
+    specs = [hardware.CATALOG.get(h) for h in hw]
+    tdp = np.array([s.tdp_w if s and s.tdp_w else 0.0 for s in specs], dtype=float)
+    pw = np.asarray(power_w, dtype=float)
+    pw = np.where(np.isfinite(pw), pw, np.where(tdp > 0, n * tdp, 0.0))
+    occ = np.asarray(occupancy, dtype=float)
+    kvf = np.where(np.isfinite(occ),
+                   np.maximum(0.0, 1.0 - u.kv_slope * np.maximum(0.0, occ - u.kv_knee)), 1.0)
+    ps = np.asarray(p_slo, dtype=float)
+    ps = np.where(np.isfinite(ps), ps, 0.0)
+    value = u.value_per_token_usd * thr * kvf * (1 - ps) * 3600 * u.runtime_h
+    price = np.array([u.prices_usd_per_gpu_h.get(h, np.nan) for h in hw], dtype=float)
+    rate = n * price + pw / 1000 * u.usd_per_kwh
+    compute = rate * u.runtime_h
+    queue = u.queue_weight * np.asarray(wait_h, dtype=float) * rate
+    failure = (1 - np.asarray(p_launch, dtype=float)) * u.restart_h * rate
+    return {"value_usd": value, "compute_usd": compute, "queue_usd": queue,
+            "failure_usd": failure, "kv_factor": kvf,
+            "utility": value - compute - queue - failure}
+
+
+def _arm_grid(req: Request, hardware_keys) -> pd.DataFrame:
+    grid = arms(hardware_keys)
+    grid["n_gpus"] = grid["tp"]
+    grid["pp"] = 1
+    for k in ("model", "params_b", "concurrency", "in_len", "out_len", "task", "framework"):
+        grid[k] = getattr(req, k)
+    grid["active_params_b"] = req.active_params_b if req.active_params_b else req.params_b
+    return grid
+
+
+def _p_slo(req: Request, preds: pd.DataFrame) -> np.ndarray:
+    """Probability per arm that TTFT or ITL exceeds its SLO (0 where a target is missing)."""
+    p_slo = np.zeros(len(preds))
+    for slo, tgt in ((req.ttft_slo_ms, "ttft_ms"), (req.itl_slo_ms, "itl_ms")):
+        if slo and f"{tgt}_q50" in preds:
+            pe = p_exceed_many(*(preds[f"{tgt}_{q}"].tolist() for q in ("q10", "q50", "q90")),
+                               slo)
+            p_slo = 1 - (1 - p_slo) * (1 - np.where(np.isnan(pe), 0.0, pe))
+    return p_slo
 
 
 def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
            ctx: Context | None = None, hardware_keys=None) -> pd.DataFrame:
-    """Score every arm for a request.
+    """Score every arm for a request (all arms at once: one prediction per target and
+    quantile, array arithmetic for the utility, table lookups for priors and waits).
 
     Returns
     -------
@@ -231,37 +306,32 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
     """
     u = u or UtilityParams()
     ctx = ctx or Context()
-    grid = arms(hardware_keys)
-    grid["n_gpus"] = grid["tp"]
-    grid["pp"] = 1
-    for k in ("model", "params_b", "concurrency", "in_len", "out_len", "task", "framework"):
-        grid[k] = getattr(req, k)
-    grid["active_params_b"] = req.active_params_b if req.active_params_b else req.params_b
-    preds = cm.predict(cost, grid)
-    rows = []
-    for i, arm in grid.iterrows():
-        a = arm.to_dict()
-        mem = memory_check(req, a, u)
-        axis = cm.outside(cost.envelope, a)
-        p = preds.loc[i]
-        thr = p.get("throughput_tok_s_q50", float("nan"))
-        p_slo = 0.0
-        for slo, tgt in ((req.ttft_slo_ms, "ttft_ms"), (req.itl_slo_ms, "itl_ms")):
-            if slo and f"{tgt}_q50" in p:
-                pe = p_exceed(p[f"{tgt}_q10"], p[f"{tgt}_q50"], p[f"{tgt}_q90"], slo)
-                p_slo = 1 - (1 - p_slo) * (1 - (0.0 if np.isnan(pe) else pe))
-        p_launch = ctx.p_launch(a["tp"], a["hardware"], u)
-        wait = ctx.wait_h(a["tp"])
-        terms = utility(thr, p.get("power_w_q50"), a["tp"], a["hardware"], mem["occupancy"],
-                        p_slo, p_launch, wait, u)
-        rows.append({**{k: a[k] for k in ("hardware", "tp", "precision", "n_gpus")},
-                     "feasible": mem["feasible"], "why_infeasible": mem["why"],
-                     "abstain": axis is not None, "abstain_axis": axis or "",
-                     "priced": a["hardware"] in u.prices_usd_per_gpu_h,
-                     "weights_gb": mem["weights_gb"], "kv_gb": mem["kv_gb"],
-                     "occupancy": mem["occupancy"], **p.to_dict(), "p_slo": p_slo,
-                     "p_launch": p_launch, "wait_h": wait, **terms})
-    out = pd.DataFrame(rows)
+    grid = _arm_grid(req, hardware_keys)
+    preds = cm.predict(cost, grid).reset_index(drop=True)
+    base = grid.head(1).to_dict("records")[0] if len(grid) else {}
+    hw, tp, prec = grid["hardware"].tolist(), grid["tp"].tolist(), grid["precision"].tolist()
+    mems = [memory_check(req, {"hardware": h, "tp": t, "precision": p}, u)
+            for h, t, p in zip(hw, tp, prec, strict=True)]
+    axes = [cm.outside(cost.envelope, {**base, "hardware": h, "tp": t, "precision": p,
+                                       "n_gpus": t})
+            for h, t, p in zip(hw, tp, prec, strict=True)]
+    p_slo = _p_slo(req, preds)
+    p_launch = [ctx.p_launch(t, h, u) for h, t in zip(hw, tp, strict=True)]
+    wait = [ctx.wait_h(t) for t in tp]
+    occ = [m["occupancy"] for m in mems]
+    nan = np.full(len(grid), np.nan)
+    thr = preds["throughput_tok_s_q50"].to_numpy() if "throughput_tok_s_q50" in preds else nan
+    pw = preds["power_w_q50"].to_numpy() if "power_w_q50" in preds else nan
+    terms = utility_many(thr, pw, tp, hw, [np.nan if o is None else o for o in occ], p_slo,
+                         p_launch, wait, u)
+    out = pd.DataFrame({
+        "hardware": hw, "tp": grid["tp"], "precision": prec, "n_gpus": grid["n_gpus"],
+        "feasible": [m["feasible"] for m in mems], "why_infeasible": [m["why"] for m in mems],
+        "abstain": [a is not None for a in axes], "abstain_axis": [a or "" for a in axes],
+        "priced": [h in u.prices_usd_per_gpu_h for h in hw],
+        "weights_gb": [m["weights_gb"] for m in mems], "kv_gb": [m["kv_gb"] for m in mems],
+        "occupancy": occ, **{c: preds[c] for c in preds.columns}, "p_slo": p_slo,
+        "p_launch": p_launch, "wait_h": wait, **terms})
     rankable = out["feasible"] & ~out["abstain"] & out["utility"].notna()
     out["rank"] = np.nan
     order = out[rankable].sort_values("utility", ascending=False).index

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupKFold, KFold
 
 from analytics.hardware import catalog as hardware
 
@@ -117,14 +116,15 @@ def make_schema(df: pd.DataFrame) -> dict:
 
 def featurize(df: pd.DataFrame, schema: dict) -> pd.DataFrame:
     """Feature matrix, shape (n_rows, n_features); column order fixed by ``schema``."""
-    def spec(col):
-        return df["hardware"].map(lambda h: getattr(hardware.CATALOG.get(h), col, None)
-                                  if h in hardware.CATALOG else None).astype(float)
+    def spec(col):  # datasheet value per row; NaN for unknown hardware or a missing value
+        values = {h: (np.nan if getattr(g, col, None) is None else getattr(g, col))
+                  for h, g in hardware.CATALOG.items()}
+        return df["hardware"].map(values).astype(float)
 
     def log(col):
         return np.log(df[col].astype(float).where(df[col].astype(float) > 0))
 
-    X = pd.DataFrame({
+    cols = {
         "log_params_b": log("params_b"),
         "log_active_params_b": log("active_params_b"),
         "tp": df["tp"].astype(float),
@@ -138,12 +138,12 @@ def featurize(df: pd.DataFrame, schema: dict) -> pd.DataFrame:
         "bf16_tflops": spec("bf16_tflops"),
         "fp8_tflops": spec("fp8_tflops"),
         "tdp_w": spec("tdp_w"),
-    }, index=df.index)
+    }
     for col in ("hardware", "precision", "framework", "task"):
-        values = df[col].astype(str)
+        values = df[col].astype(str).to_numpy()
         for cat in schema[col]:
-            X[f"{col}={cat}"] = (values == cat).astype(float)
-    return X
+            cols[f"{col}={cat}"] = (values == cat).astype(float)
+    return pd.DataFrame(cols, index=df.index)
 
 
 def _regressor(q: float, p: FitParams) -> lgb.LGBMRegressor:
@@ -164,6 +164,8 @@ def _oof(X: pd.DataFrame, y: np.ndarray, splits, p: FitParams) -> np.ndarray:
 
 def cell_folds(groups: np.ndarray, n_splits: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """``GroupKFold`` (train, test) index pairs by workload cell: no cell is on both sides."""
+    from sklearn.model_selection import GroupKFold  # here, not at import: predicting needs none
+
     groups = np.asarray(groups).astype(str)
     return list(GroupKFold(n_splits=n_splits).split(np.zeros(len(groups)), groups=groups))
 
@@ -235,6 +237,8 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
     ValueError
         Fewer than ``MIN_ROWS`` usable throughput rows, or fewer workload cells than folds.
     """
+    from sklearn.model_selection import KFold
+
     p = params or FitParams()
     df = prepare(bench)
     thr = df[df["throughput_tok_s"].notna()]
@@ -307,6 +311,12 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
                      metrics=metrics, oof=oof, rows=int(len(df)), params=p)
 
 
+def booster(m) -> lgb.Booster:
+    """The ``lightgbm.Booster`` of a fitted ``LGBMRegressor`` (or the booster itself, as loaded
+    from model text by :mod:`analytics.advisor.persist`)."""
+    return m.booster_ if isinstance(m, lgb.LGBMRegressor) else m
+
+
 def predict(model: CostModel, rows: pd.DataFrame) -> pd.DataFrame:
     """Calibrated q10 / q50 / q90 per target for arbitrary rows (original units).
 
@@ -322,13 +332,14 @@ def predict(model: CostModel, rows: pd.DataFrame) -> pd.DataFrame:
     df = rows.copy()
     df["active_params_b"] = df["active_params_b"].fillna(df["params_b"])
     X = featurize(df, model.schema)
-    out = pd.DataFrame(index=df.index)
+    out = {}
+    Xa = X.to_numpy(dtype=float)
     for target, qs in model.models.items():
-        pred = np.column_stack([qs[q].predict(X) for q in QUANTILES])
+        pred = np.column_stack([booster(qs[q]).predict(Xa, num_threads=1) for q in QUANTILES])
         pred.sort(axis=1)
         off = model.offsets[target]
         pred[:, 0] -= off
         pred[:, 2] += off
         for k, q in enumerate(QUANTILES):
             out[f"{target}_q{int(q * 100)}"] = np.exp(pred[:, k])
-    return out
+    return pd.DataFrame(out, index=df.index)

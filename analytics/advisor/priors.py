@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
 
 SUCCESS = frozenset({"COMPLETED", "SUCCEEDED"})
 FAILURE = frozenset({"FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"})
@@ -70,6 +69,8 @@ def fit_prior(trials: np.ndarray, successes: np.ndarray) -> BetaPrior:
     ValueError
         No trials at all.
     """
+    from scipy import optimize, stats  # here, not at import: advising needs neither
+
     n = np.asarray(trials, dtype=float)
     s = np.asarray(successes, dtype=float)
     if n.sum() <= 0:
@@ -103,6 +104,8 @@ def shrink(successes: float, trials: float, prior: BetaPrior, level: float = 0.9
     >>> round(m, 4)   # (3 + 6) / (4 + 6 + 4)
     0.6429
     """
+    from scipy import stats
+
     a, b = prior.a + successes, prior.b + trials - successes
     lo, hi = stats.beta.ppf([(1 - level) / 2, (1 + level) / 2], a, b)
     return float(a / (a + b)), float(lo), float(hi)
@@ -144,15 +147,73 @@ def queue_wait_h(jobs: pd.DataFrame) -> pd.DataFrame:
             .astype({"n_gpus": int}))
 
 
+@dataclass(frozen=True)
+class LaunchTable:
+    """Launch-success lookups built once from a :func:`launch_priors` frame (dict lookups instead
+    of a pandas filter per arm).
+
+    Attributes
+    ----------
+    by_kind : (gpu_kind, n_gpus) -> posterior mean of that configuration
+    pooled : n_gpus -> trial-weighted mean of the posterior means over GPU kinds
+        (``np.average(posterior_mean, weights=trials)`` over that count's rows, in frame order)
+    prior_mean : the fitted prior's mean (a count without job history); ``None`` without history
+    """
+
+    by_kind: dict
+    pooled: dict
+    prior_mean: float | None
+
+    @classmethod
+    def from_priors(cls, priors: pd.DataFrame | None) -> LaunchTable:
+        if priors is None or priors.empty:
+            return cls({}, {}, None)
+        kinds = priors["gpu_kind"].tolist()
+        counts = priors["n_gpus"].tolist()
+        post = priors["posterior_mean"].to_numpy(float)
+        by_kind = {}
+        for kind, n, m in zip(kinds, counts, post, strict=True):
+            by_kind.setdefault((kind, n), float(m))
+        pooled = {}
+        for n in dict.fromkeys(counts):
+            rows = priors[priors["n_gpus"] == n]
+            pooled[n] = float(np.average(rows["posterior_mean"], weights=rows["trials"]))
+        return cls(by_kind, pooled, float(priors["prior_mean"].iloc[0]))
+
+    def get(self, n_gpus, gpu_kind: str | None = None) -> float | None:
+        """As :func:`success_for`: the (kind, count) rate if present, else the count pooled over
+        kinds, else the prior mean; ``None`` without job history."""
+        if self.prior_mean is None:
+            return None
+        if gpu_kind is not None and (gpu_kind, n_gpus) in self.by_kind:
+            return self.by_kind[(gpu_kind, n_gpus)]
+        return self.pooled.get(n_gpus, self.prior_mean)
+
+
+@dataclass(frozen=True)
+class WaitTable:
+    """Median queue wait (hours) per GPU count, built once from a :func:`queue_wait_h` frame: the
+    count's own median, else the median of the nearest count with data (first on ties), else 0."""
+
+    n_gpus: np.ndarray
+    median_wait_h: np.ndarray
+
+    @classmethod
+    def from_waits(cls, waits: pd.DataFrame | None) -> WaitTable:
+        if waits is None or waits.empty:
+            return cls(np.zeros(0), np.zeros(0))
+        return cls(waits["n_gpus"].to_numpy(), waits["median_wait_h"].to_numpy(float))
+
+    def get(self, n_gpus) -> float:
+        if len(self.n_gpus) == 0:
+            return 0.0
+        hit = np.flatnonzero(self.n_gpus == n_gpus)
+        k = hit[0] if len(hit) else int(np.argmin(np.abs(self.n_gpus - n_gpus)))
+        return float(self.median_wait_h[k])
+
+
 def success_for(priors: pd.DataFrame, n_gpus: int, gpu_kind: str | None = None) -> float | None:
     """Posterior launch-success rate for an arm: the (kind, count) row if present, else the
     count pooled over kinds (trial-weighted posterior means), else the prior mean; ``None``
-    without job history."""
-    if priors is None or priors.empty:
-        return None
-    hit = priors[(priors["n_gpus"] == n_gpus)]
-    if gpu_kind is not None and not hit[hit["gpu_kind"] == gpu_kind].empty:
-        return float(hit[hit["gpu_kind"] == gpu_kind]["posterior_mean"].iloc[0])
-    if not hit.empty:
-        return float(np.average(hit["posterior_mean"], weights=hit["trials"]))
-    return float(priors["prior_mean"].iloc[0])
+    without job history. Many lookups: build a :class:`LaunchTable` once."""
+    return LaunchTable.from_priors(priors).get(n_gpus, gpu_kind)

@@ -62,15 +62,21 @@ def advise(args, settings) -> dict:
                          in_len=args.in_len, out_len=args.out_len, task=args.task,
                          ttft_slo_ms=args.ttft_slo_ms, itl_slo_ms=args.itl_slo_ms)
     with open_store(settings.db_path) as con:
-        log("fitting the cost model on the stored benchmarks")
-        adv = advisor.fit(con)
-    return advisor.advise_document(adv, req, u, args.top)
+        adv, cache = _fitted(con, settings)
+    return {**advisor.advise_document(adv, req, u, args.top), "model_cache": cache}
+
+
+def _fitted(con, settings):
+    """(advisor, "hit" | "miss"): the fit stored beside the store for this data, or a new one."""
+    log("loading or fitting the cost model on the stored benchmarks")
+    adv, cache = advisor.fit_cached(con, settings.cache_dir)
+    log("cost model: " + ("cached fit for this data" if cache == "hit" else "fitted and stored"))
+    return adv, cache
 
 
 def backtest(args, settings) -> dict:
     """Top-1 / regret of the advisor and five baselines; coverage; the promotion gate."""
     with open_store(settings.db_path, write=not args.no_record) as con:
-        log("fitting the cost model on the stored benchmarks")
-        adv = advisor.fit(con)
-        return advisor.backtest_document(con, adv, args.value_per_token,
-                                         record=not args.no_record)
+        adv, cache = _fitted(con, settings)
+        return {**advisor.backtest_document(con, adv, args.value_per_token,
+                                            record=not args.no_record), "model_cache": cache}

@@ -6,12 +6,14 @@ and record provenance. Fitting takes seconds, so callers keep the fitted :class:
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
 from analytics import advisor as advisor_pkg
 from analytics import store
-from analytics.advisor import decide, gate
+from analytics.advisor import decide, gate, persist
+from analytics.advisor import model as advisor_model
 from analytics.hardware import catalog as hardware
 
 Advisor = advisor_pkg.Advisor
@@ -21,6 +23,22 @@ def fit(con) -> Advisor:
     """Fit the quantile cost model on every ``bench_runs`` row and the launch priors on every
     ``jobs`` row. Raises ValueError when the store holds too few benchmark rows."""
     return advisor_pkg.build(store.bench_runs(con), store.jobs(con))
+
+
+def fit_cached(con, cache_dir: Path) -> tuple[Advisor, str]:
+    """(advisor, ``"hit"`` | ``"miss"``): the advisor fitted on this store's benchmarks and job
+    history, from the disk cache under ``cache_dir / "advisor"`` when an entry for the same
+    ``bench_runs`` / ``jobs`` datasets, fit parameters and code version is there
+    (:mod:`analytics.advisor.persist`), else fitted (:func:`fit`) and stored. A stored fit gives
+    the same numbers as a fresh one. Raises ValueError as :func:`fit`."""
+    root = Path(cache_dir) / "advisor"
+    key, inputs = persist.cache_key(store.list_datasets(con), advisor_model.FitParams())
+    adv = persist.load(root, key)
+    if adv is not None:
+        return adv, "hit"
+    adv = fit(con)
+    persist.save(adv, root, key, inputs)
+    return adv, "miss"
 
 
 def utility(value_per_token_usd: float = 2e-7, prices: dict[str, float] | None = None,
@@ -53,7 +71,7 @@ def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
         return {k: float(row[f"{target}_{k}"]) for k in ("q10", "q50", "q90")}
 
     arms = []
-    for _, r in scored.iterrows():
+    for r in scored.to_dict("records"):
         rank = _finite(r["rank"])
         if top and rank is not None and rank > top:
             continue

@@ -292,8 +292,8 @@ def window_from_vllm_result(payload: bytes) -> tuple:
 # --------------------------------------------------------------------------- launch advisor
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _advisor(db_path: str, version: int) -> advisor.Advisor:
-    with connection() as con:
-        return advisor.fit(con)
+    with connection() as con:  # the fit stored beside the store (shared with the CLI) or a new one
+        return advisor.fit_cached(con, settings().cache_dir)[0]
 
 
 def advisor_model() -> advisor.Advisor:
