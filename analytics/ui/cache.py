@@ -63,13 +63,28 @@ def data_version() -> int:
         return store.data_version(con)
 
 
+class _Refused:
+    """A service's refusal (ValueError / KeyError: too few bins, a missing site hour), kept in
+    the cache like a result so a revisit re-raises it at once instead of refitting first."""
+
+    def __init__(self, exc: Exception):
+        self.exc = exc
+
+
 def cached(service: Callable[..., Any], **cache_kwargs) -> Callable[..., Any]:
     """``st.cache_data`` over a service ``(con, *args, **kwargs)``, keyed on the store path,
     the data version, the service's name and the arguments (which must be hashable by
-    Streamlit: frozen dataclasses, tuples, scalars, bytes)."""
+    Streamlit: frozen dataclasses, tuples, scalars, bytes).
+
+    Refusals are cached too (issue 19 item 5): a ValueError or KeyError the service raises is
+    stored under the same key and raised again on the next call, without recomputing; a busy
+    store or any other error is not kept."""
     def run(service_name: str, db_path: str, version: int, *args, **kwargs):
         with connection() as con:
-            return service(con, *args, **kwargs)
+            try:
+                return service(con, *args, **kwargs)
+            except (ValueError, KeyError) as exc:
+                return _Refused(exc)
 
     # Streamlit keys a cached function on its qualified name and source: give each its own.
     run.__qualname__ = f"cached[{service.__module__}.{service.__qualname__}]"
@@ -77,7 +92,10 @@ def cached(service: Callable[..., Any], **cache_kwargs) -> Callable[..., Any]:
 
     @functools.wraps(service)
     def call(*args, **kwargs):
-        return run(run.__qualname__, str(settings().db_path), data_version(), *args, **kwargs)
+        out = run(run.__qualname__, str(settings().db_path), data_version(), *args, **kwargs)
+        if isinstance(out, _Refused):
+            raise out.exc
+        return out
     return call
 
 
