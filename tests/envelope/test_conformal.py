@@ -68,6 +68,21 @@ def test_aci_alpha_moves_against_misses():
     assert np.isinf(hi[-1]) or hi[-1] > 50  # ... widening the interval until it covers again
 
 
+def test_aci_path_and_bounds_match_a_hand_derivation():
+    """Gibbs & Candes (2021) eq. 2, alpha_{t+1} = alpha_t + gamma (alpha - err_t), worked by hand
+    on 19 window residuals -9..9 (alpha 0.2, gamma 0.1, forecast 0). Step 0: level 0.9 gives
+    k = ceil(0.9 * 20) = 18, offsets sorted[17] = 8 and sorted[1] = -8; y = 0 is a hit, so
+    alpha = 0.2 + 0.1 * 0.2 = 0.22 and residual 0 replaces -9. Step 1: k = ceil(0.89 * 20) =
+    18, band [-7, 8]; y = 20 misses, alpha = 0.22 + 0.1 * (0.2 - 1) = 0.14; 20 replaces -8.
+    Step 2: k = ceil(0.93 * 20) = 19, the window's extremes [-7, 20]; y = 5 hits, alpha 0.16.
+    A flipped update sign gives 0.18 at step 1 and fails here."""
+    y = np.array([0.0, 20.0, 5.0, 0.0])
+    lo, hi, path = online.online_conformal(y, np.zeros(4), np.arange(-9.0, 10.0), 0.2, 0.1)
+    np.testing.assert_allclose(path, [0.2, 0.22, 0.14, 0.16], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(lo[:3], [-8, -7, -7])
+    np.testing.assert_array_equal(hi[:3], [8, 8, 20])
+
+
 def test_aci_stays_finite_on_perfectly_constant_demand():
     """Issue 14 item 7: a zero-width band that contains y is a hit (closed interval, Gibbs &
     Candes 2021 eq. 1), so constant demand does not drive alpha_t to 0 and the bounds to

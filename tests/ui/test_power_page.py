@@ -3,7 +3,7 @@ BurstGPT per-minute series it simulates, and moving the inference share changes 
 
 from __future__ import annotations
 
-from harness import metrics, new_app, seed
+from harness import metrics, new_app, seed, table_with
 
 
 def test_power_page_without_jobs_says_how_to_add_them(app_env):
@@ -28,7 +28,15 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     assert len(charts) == 3  # power over time, share sweep, daily profile
     assert "Inference-share sweep" in charts[1].proto.spec and "SYNTHETIC" not in \
         charts[1].proto.spec
-    assert any("U-shaped" in c.value for c in at.caption)
+    # the verdict the caption states is the one the sweep table it comes from implies (a CV
+    # minimum at an interior share), not just any sentence containing "U-shaped"
+    caption = next(c.value for c in at.caption if c.value.startswith("On these inputs"))
+    sweep = table_with(at, "inference_share")
+    for u, g in sweep.groupby("utilization"):
+        cv = g.sort_values("inference_share")["cv"].to_numpy()
+        shares = g.sort_values("inference_share")["inference_share"].to_numpy()
+        verdict = "U-shaped" if cv[1:-1].min() < min(cv[0], cv[-1]) else "not U-shaped"
+        assert f"U={u:g}: CV is {verdict} (minimum at share {shares[cv.argmin()]:g})" in caption
 
     at.slider(key="power_share").set_value(0.0).run()
     assert not at.exception
