@@ -50,6 +50,7 @@ from analytics.store.reads import (  # noqa: F401
     gpu_jobs,
     gpu_jobs_left_out,
     jobs,
+    ledger_records,
     list_datasets,
     model_versions,
     reference_cdfs,

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import numpy as np
-import pandas as pd
-
 from analytics.config import Weights
+from analytics.lazy import lazy_module
 from analytics.schema import (
     CANONICAL,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
 )
 from analytics.store.core import DATA_TABLES, UnknownDataset, _run
+
+# pandas / numpy only when a frame is asked for: `headroom datasets` reads the ledger without
+# them (:func:`ledger_records`)
+np = lazy_module("numpy")
+pd = lazy_module("pandas")
 
 
 def list_datasets(con) -> pd.DataFrame:
@@ -26,6 +29,17 @@ def list_datasets(con) -> pd.DataFrame:
             "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, resolution_s, "
             "source_tz, ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
         ).df()
+
+
+def ledger_records(con) -> list[dict]:
+    """The ledger as plain records (no pandas), oldest first: the columns of
+    :func:`list_datasets`; times are ``datetime`` (naive UTC) or None."""
+    with con.cursor() as cur:
+        res = _run(cur, "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, "
+                        "resolution_s, source_tz, ingested_at, synthetic, warnings FROM datasets "
+                        "ORDER BY dataset_id")
+        names = [d[0] for d in res.description]
+        return [dict(zip(names, row, strict=True)) for row in res.fetchall()]
 
 
 def dataset(con, name: str) -> dict:
