@@ -98,15 +98,29 @@ def connect(path: str | Path, read_only: bool = False,
     return con
 
 
+#: Store files this process has seen at :data:`SCHEMA_VERSION`, as (device, inode, ctime): a
+#: schema only moves forward, so a file found current stays current until it is replaced or
+#: written (a new ctime: checked again).
+_current_files: set[tuple[int, int, int]] = set()
+
+
 def _is_current(path: Path, wait_s: float) -> bool:
-    """Whether ``path`` exists and its schema is at :data:`SCHEMA_VERSION` (read-only check)."""
-    if not path.exists():
+    """Whether ``path`` exists and its schema is at :data:`SCHEMA_VERSION` (read-only check;
+    a file already found current by this process is not opened again)."""
+    try:
+        st = path.stat()
+    except OSError:
         return False
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns)
+    if key in _current_files:
+        return True
     with _open(path, True, wait_s) as con:
         try:
-            got = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            got = con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]
         except duckdb.CatalogException:
             return False
+    if got == SCHEMA_VERSION:
+        _current_files.add(key)
     return got == SCHEMA_VERSION
 
 
