@@ -286,9 +286,8 @@ def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:
       SELECT time_bucket(to_seconds($bin), ts, TIMESTAMP '1970-01-01') AS bin,
              sum(requests) AS requests, count(requests) AS with_counts, sum(tokens) AS tokens
       FROM demand_series WHERE dataset_id = $id GROUP BY bin
-    ), has AS (
-      SELECT count(requests) > 0 AS has_counts FROM demand_series WHERE dataset_id = $id
-    ), bounds AS (SELECT min(bin) AS lo, max(bin) AS hi FROM agg),
+    ), has AS (SELECT sum(with_counts) > 0 AS has_counts FROM agg),  -- no second scan
+    bounds AS (SELECT min(bin) AS lo, max(bin) AS hi FROM agg),
     grid AS (SELECT unnest(generate_series(lo, hi, to_seconds($bin))) AS ts FROM bounds)
     SELECT g.ts,
            CASE WHEN (SELECT has_counts FROM has) THEN coalesce(a.requests, 0) END::BIGINT
