@@ -11,7 +11,7 @@ out); the raw side is one ``GROUP BY time_bucket`` with the same sums, zero bins
 CPU time (``time.process_time``; DuckDB's worker threads count) is the median of ``--repeat``
 A/B alternating runs. Prints the machine load (``os.getloadavg``).
 
-    python bench/bench_grid.py [--rows 3000000] [--days 30] [--repeat 3]
+    python bench/bench_grid.py [--rows 3000000] [--days 30] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=3_000_000)
     ap.add_argument("--days", type=int, default=30)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     print(f"goal: services.demand.grid <= {GOAL}x the CPU of a raw GROUP BY time_bucket "
           f"(5-min bins, {args.rows:,} rows, {args.days} days); load {os.getloadavg()}")

@@ -170,11 +170,17 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
     """
     gpu = weights.target == "gpu_seconds"
     with con.cursor() as cur:
-        lo_hi = _run(cur, "SELECT ts_min, ts_max FROM datasets WHERE dataset_id = ?",
-                     [dataset_id]).fetchall()
+        # the bounds, and whether any token count is empty (segment statistics answer it)
+        lo_hi = _run(cur, """
+            SELECT ts_min, ts_max,
+                   EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND prompt_tokens IS NULL)
+                   OR EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id
+                              AND completion_tokens IS NULL)
+            FROM datasets WHERE dataset_id = $id""", {"id": dataset_id}).fetchall()
         if not lo_hi or lo_hi[0][0] is None:
             return _empty_grid()
-        sql, params = _requests_grid_sql(dataset_id, bin_s, weights, gpu)
+        ts_min, ts_max, has_empty = lo_hi[0]
+        sql, params = _requests_grid_sql(dataset_id, bin_s, weights, gpu, has_empty)
         per_model = _model_weights(weights) if weights.per_model and not gpu else None
         if per_model is not None:
             cur.register("model_weights", per_model)
@@ -185,13 +191,15 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
                 cur.unregister("model_weights")
     if "target" not in agg:
         agg["target"] = agg["gpu_s" if gpu else "tokens"]
-    return _zero_filled(agg, bin_s, *lo_hi[0])
+    return _zero_filled(agg, bin_s, ts_min, ts_max)
 
 
-def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool
-                       ) -> tuple[str, dict]:
+def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool,
+                       has_empty: bool = True) -> tuple[str, dict]:
     """The one-pass aggregate of :func:`requests_grid`: one row per non-empty bin, ``bin_us``
-    (bin start, microseconds since the epoch) and the grid's columns (NULL sums kept)."""
+    (bin start, microseconds since the epoch) and the grid's columns (NULL sums kept).
+    ``has_empty``: whether any prompt or completion count of the dataset is empty (when none
+    is, ``unknown_tokens`` is 0 without a per-row test)."""
     params = {"bin": bin_s, "id": dataset_id}
     if gpu or (not weights.per_model and weights.w_prompt == 1 and weights.w_completion == 1):
         # the GPU-seconds target is the gpu_s column, the default weights' target the token
@@ -207,7 +215,8 @@ def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool
     join = ("LEFT JOIN model_weights mw ON r.model = mw.model"
             if weights.per_model and not gpu else "")
     # rows with an empty prompt or completion count: p + c is NULL when either is
-    unknown = "0" if gpu else "count(*) - count(r.prompt_tokens + r.completion_tokens)"
+    unknown = "0" if gpu or not has_empty else \
+        "count(*) - count(r.prompt_tokens + r.completion_tokens)"
     sql = f"""
     SELECT epoch_us(time_bucket(to_seconds($bin), r.ts, {_EPOCH})) AS bin_us,
            count(*) AS requests, count(*) FILTER (WHERE r.failed) AS failed,
