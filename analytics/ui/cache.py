@@ -118,6 +118,20 @@ def cached(service: Callable[..., Any], **cache_kwargs) -> Callable[..., Any]:
     return call
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _figure(name: str, _builder: Callable[..., Any], *args, **kwargs):
+    return _builder(*args, **kwargs)
+
+
+def figure(builder: Callable[..., Any], *args, **kwargs):
+    """``builder(*args, **kwargs)`` (a chart of :mod:`analytics.ui.charts`), built once per
+    distinct inputs (hashed by Streamlit: frames, lists, dicts, scalars) and shared: building a
+    Plotly figure (validation of every property) was most of a warm rerun (issue 15). The
+    figure is shared between reruns and sessions, so callers must not change it
+    (``st.plotly_chart`` copies it)."""
+    return _figure(f"{builder.__module__}.{builder.__qualname__}", builder, *args, **kwargs)
+
+
 # --------------------------------------------------------------------------- data
 datasets = cached(data.ledger)
 dataset_summary = cached(data.summary)
