@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SMALL = Path("/work/shared/data/burstgpt/BurstGPT_1_head400.csv")
+SMALL = Path(os.environ.get("HEADROOM_SHARED_DATA", REPO.parent / "shared" / "data"),
+             "burstgpt", "BurstGPT_1_head400.csv")
 GOAL_S = 0.4
 HEAVY = ("mapie", "sklearn", "scipy", "lightgbm", "plotly", "pandas", "numpy", "polars",
          "pyarrow", "duckdb")

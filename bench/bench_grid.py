@@ -3,11 +3,12 @@ table, in one run (issue 15 goal: <= 1.2x the raw query's CPU).
 
 Both trace shapes are benched from real rows: the BurstGPT slice (model, prompt and response
 tokens, failed requests) and the Azure LLM inference trace (timestamps with 7 fraction digits,
-no model) in /work/shared/data are parsed by headroom's own formats, then ``--rows`` rows are
-resampled from them (with replacement) and spread over ``--days`` days of Poisson arrivals, and
-written to a fresh store through ``store.ingest``. The headroom side is what the CLI and the
-pages call, ``services.demand.grid`` (ledger row, target resolution, the grid itself, pandas
-out); the raw side is one ``GROUP BY time_bucket`` with the same sums, zero bins not filled.
+no model) in the shared data folder ($HEADROOM_SHARED_DATA, default ../shared/data) are
+parsed by headroom's own formats, then ``--rows`` rows are resampled from them (with
+replacement), spread over ``--days`` days of Poisson arrivals and written to a fresh store
+through ``store.ingest``. The headroom side is what the CLI and the pages call,
+``services.demand.grid`` (ledger row, target resolution, the grid itself, pandas out); the raw
+side is one ``GROUP BY time_bucket`` with the same sums, numpy out, zero bins not filled.
 CPU time (``time.process_time``; DuckDB's worker threads count) is the median of ``--repeat``
 A/B alternating runs. Prints the machine load (``os.getloadavg``).
 
@@ -33,7 +34,8 @@ from analytics import store  # noqa: E402
 from analytics.ingest.formats import parse_file  # noqa: E402
 from analytics.services import demand  # noqa: E402
 
-DATA = Path("/work/shared/data")
+DATA = Path(os.environ.get("HEADROOM_SHARED_DATA",
+                           Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
 SHAPES = {
     "burstgpt": DATA / "burstgpt" / "BurstGPT_3_slice400.csv",
     "azure": DATA / "azure_llm" / "AzureLLMInferenceTrace_conv.csv",
