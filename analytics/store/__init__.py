@@ -38,6 +38,7 @@ from analytics.store.core import (  # noqa: F401
     connect,
     data_version,
     default_wait_s,
+    file_stamp,
     migrate,
     transaction,
 )

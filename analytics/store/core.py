@@ -104,6 +104,23 @@ def connect(path: str | Path, read_only: bool = False,
 _current_files: set[tuple[int, int, int]] = set()
 
 
+def file_stamp(path: str | Path) -> tuple:
+    """``(inode, bytes, mtime ns)`` of the store file and of its write-ahead log (None where
+    there is none): every committed write moves one of them (DuckDB appends a commit to the
+    ``.wal`` file, a checkpoint rewrites the store); reads move neither. A cache key that costs
+    a ``stat``, not a connection."""
+    path = Path(path)
+    out = []
+    for p in (path, path.with_name(path.name + ".wal")):
+        try:
+            st = p.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def _is_current(path: Path, wait_s: float) -> bool:
     """Whether ``path`` exists and its schema is at :data:`SCHEMA_VERSION` (read-only check;
     a file already found current by this process is not opened again)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -60,20 +59,9 @@ def connection(write: bool = False) -> Iterator:
 
 
 def store_stamp(db_path: Path | None = None) -> tuple:
-    """``(inode, bytes, mtime ns)`` of the store file and of its write-ahead log (None where
-    there is none): every committed write moves one of them (DuckDB appends a commit to the
-    ``.wal`` file, a checkpoint rewrites the store), reads move neither. A key that costs a
-    ``stat``, not a store connection."""
-    path = Path(db_path or settings().db_path)
-    out = []
-    for p in (path, path.with_name(path.name + ".wal")):
-        try:
-            st_ = os.stat(p)
-        except OSError:
-            out.append(None)
-            continue
-        out.append((st_.st_ino, st_.st_size, st_.st_mtime_ns))
-    return tuple(out)
+    """:func:`analytics.store.file_stamp` of the app's store: moves with every committed write,
+    costs a ``stat``, not a store connection."""
+    return store.file_stamp(db_path or settings().db_path)
 
 
 _versions: dict[str, tuple[tuple, int]] = {}  # store path -> (stamp read at, data version)
