@@ -101,7 +101,7 @@ if ranked.empty:
                "priced arm") + ". " + ("Rule-based fallback (cheapest feasible 16-bit arm): "
                f"**{fb.iloc[0]['hardware']} x{int(fb.iloc[0]['tp'])} {fb.iloc[0]['precision']}**"
                if not fb.empty else "No feasible priced arm for the fallback either."))
-st.plotly_chart(charts.advisor_arms_chart(scored), key="arms_chart")
+st.plotly_chart(cache.figure(charts.advisor_arms_chart, scored), key="arms_chart")
 
 tab_arms, tab_bt, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
     ["Arms", "Backtest", "Calibration", "Launch-success priors", "Model versions",
@@ -129,12 +129,12 @@ with tab_bt:
     if not bt["cells"]:
         st.info("No workload cell has two or more measured, priced arms: nothing to backtest.")
     else:
-        st.plotly_chart(charts.backtest_chart(bt), key="backtest_chart")
+        st.plotly_chart(cache.figure(charts.backtest_chart, bt), key="backtest_chart")
         st.dataframe(pd.DataFrame(bt["policies"]).T, key="backtest_table")
         st.caption("Each cell's predictions come from a GroupKFold model that never saw the "
                    "cell; the true utility uses the measured throughput and power.")
 with tab_cal:
-    st.plotly_chart(charts.calibration_chart(adv.cost.metrics), key="calibration_chart")
+    st.plotly_chart(cache.figure(charts.calibration_chart, adv.cost.metrics), key="calibration_chart")
     st.dataframe(pd.DataFrame({t: {"rows": m["rows"], "cells": m["cells"],
                                    "MAPE %": m.get("mape_pct"), "R2 (log)": m.get("r2_log"),
                                    "crossing rate": m.get("crossing_rate"),
@@ -150,7 +150,7 @@ with tab_pri:
                 "launch-success default. Ingest a Slurm export (MIT SuperCloud or "
                 "`sacct --parsable2`) on the Data page.")
     else:
-        st.plotly_chart(charts.launch_priors_chart(pri), key="priors_chart")
+        st.plotly_chart(cache.figure(charts.launch_priors_chart, pri), key="priors_chart")
         st.dataframe(pri, hide_index=True, key="priors_table")
         st.caption("Success = COMPLETED; failure = FAILED, NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY; "
                    "cancelled and timed-out jobs are not launch outcomes. Observational and "

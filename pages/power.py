@@ -91,14 +91,14 @@ cols[5].metric("inference shortfall", f"{m['inference_shortfall']:.1%}",
 
 title = (f"share {share:g}, U={utilization:g}, {gpus} GPUs, {scheduler}, checkpoint "
          f"{ckpt_label}, {'capped' if capped else 'uncapped'}")
-st.plotly_chart(charts.power_timeseries_chart(run["frame"], title, synthetic), key="power_ts")
+st.plotly_chart(cache.figure(charts.power_timeseries_chart, run["frame"], title, synthetic), key="power_ts")
 
 st.subheader("Variability and ramps vs inference share")
 utils = tuple(sorted({0.5, 0.8, float(utilization)}))
 with st.spinner(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
                 "(2 seeds each; cached) ..."):
     table, shape = cache.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed))
-st.plotly_chart(charts.power_sweep_chart(table, float(share), float(utilization), synthetic),
+st.plotly_chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),
                 key="power_sweep")
 lines = []
 for u, s in shape.items():
@@ -113,7 +113,7 @@ with st.expander("Sweep table"):
     st.dataframe(table, hide_index=True, key="power_sweep_table")
 
 st.subheader("Daily profile")
-st.plotly_chart(charts.power_daily_chart(run["daily"], synthetic), key="power_daily")
+st.plotly_chart(cache.figure(charts.power_daily_chart, run["daily"], synthetic), key="power_daily")
 
 with st.expander("Inputs and assumptions"):
     info = run["inputs"]

@@ -11,56 +11,111 @@ only parse arguments and call :mod:`analytics.services`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from pathlib import Path
 
-from analytics import store
-from analytics.cli import advisor, data, decisions, demand, output, power, serving
-from analytics.cli import telemetry as telemetry_cli
 from analytics.cli.common import BadInput
-from analytics.config import Settings
-from analytics.envelope.grid import GridError
-from analytics.ingest.formats import FormatError
-from analytics.ingest.sources import PullError
-from analytics.telemetry import TelemetryUnavailable
 
-FAMILIES = (data, demand, decisions, telemetry_cli, advisor, serving, power)
+#: The command families in help order, each a module of :mod:`analytics.cli` with ``COMMANDS``
+#: (subcommand -> one-line help) and ``add_parsers(sub)``. They are imported light: each imports
+#: its analyses (pandas, scikit-learn, MAPIE, LightGBM ...) inside the handlers, so that
+#: ``headroom --help``, ``datasets`` or ``ingest`` do not pay for the envelope's libraries.
+FAMILY_NAMES = ("data", "demand", "decisions", "telemetry", "advisor", "serving", "power")
 
 
-def parser() -> argparse.ArgumentParser:
-    """The whole ``headroom`` argument parser (every family's subcommands)."""
+def families() -> list:
+    """The family modules, in help order."""
+    return [importlib.import_module(f"analytics.cli.{n}") for n in FAMILY_NAMES]
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``headroom`` argument parser.
+
+    ``command`` None: every family's subcommands with all their flags. Otherwise only the
+    family that owns ``command`` is built in full; every other subcommand is listed by name and
+    help (enough for ``headroom --help``), which spares the imports their flags need (the
+    power simulation's scenario fields, the serving parameters).
+    """
     ap = argparse.ArgumentParser(prog="headroom", description=__doc__.splitlines()[0])
     ap.add_argument("--db", type=Path, default=None,
                     help="DuckDB store (default $HEADROOM_DB or data/headroom.duckdb)")
     sub = ap.add_subparsers(dest="command", required=True)
-    for family in FAMILIES:
-        family.add_parsers(sub)
+    for family in families():
+        if command is None or command in family.COMMANDS:
+            family.add_parsers(sub)
+        else:
+            for name, help_ in family.COMMANDS.items():
+                sub.add_parser(name, help=help_, add_help=False)
     return ap
+
+
+def _command_of(argv: list[str]) -> str:
+    """The subcommand named in ``argv`` ("" when none: ``--help``, a usage error)."""
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--db":
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``headroom`` console script. Returns the exit code."""
     logging.getLogger().setLevel(logging.WARNING)  # MAPIE logs INFO on the root logger
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser(_command_of(argv)).parse_args(argv)
+    if not hasattr(args, "run"):  # the command was not the one guessed: build everything
+        args = parser().parse_args(argv)
+    from analytics.cli import output
+    from analytics.config import Settings
+
     env = Settings.from_env()
     settings = Settings(db_path=args.db or env.db_path, data_dir=env.data_dir)
     try:
         result = args.run(args, settings)
-    except FormatError as exc:
-        return _fail(2, str(exc), exc.as_dict())
-    except (BadInput, store.NameTaken, store.UnknownDataset, GridError, ValueError,
-            KeyError) as exc:
-        msg = str(exc) if not isinstance(exc, KeyError) or isinstance(exc, store.UnknownDataset) \
-            else exc.args[0]
-        return _fail(2, msg)
-    except (PullError, store.StoreError, TelemetryUnavailable) as exc:
-        return _fail(1, str(exc))
+    except (ValueError, KeyError, RuntimeError, BadInput) as exc:
+        code = _exit_code(exc)
+        if code is None:
+            raise
+        if isinstance(exc, _loaded("analytics.ingest.rawfile", "FormatError")):
+            return _fail(code, str(exc), exc.as_dict())
+        plain_key = isinstance(exc, KeyError) and not isinstance(
+            exc, _loaded("analytics.store.core", "UnknownDataset"))
+        return _fail(code, exc.args[0] if plain_key else str(exc))
     print(output.dumps(result))
     return 0
 
 
+def _loaded(module: str, name: str) -> type:
+    """Exception class ``name`` of ``module`` if that module was imported, else a class nothing
+    is an instance of: an error of a module the command never imported cannot have been raised,
+    so the handlers need not import the envelope, telemetry or download code to catch theirs."""
+    mod = sys.modules.get(module)
+    return getattr(mod, name) if mod is not None else _NeverRaised
+
+
+class _NeverRaised(Exception):
+    pass
+
+
+def _exit_code(exc: BaseException) -> int | None:
+    """2 for bad input (a file, line and column where the error has them; an unknown dataset; a
+    taken name; a grid the data cannot give; any ValueError / KeyError), 1 for an internal error
+    that has a message for the user (download, store, telemetry), None for a bug (re-raised)."""
+    if isinstance(exc, (BadInput, ValueError, KeyError)):
+        return 2
+    internal = (_loaded("analytics.ingest.sources", "PullError"),
+                _loaded("analytics.store.core", "StoreError"),
+                _loaded("analytics.telemetry", "TelemetryUnavailable"))
+    return 1 if isinstance(exc, internal) else None
+
+
 def _fail(code: int, message: str, detail: dict | None = None) -> int:
+    from analytics.cli import output
+
     print(f"headroom: error: {message}", file=sys.stderr)
     print(output.dumps({"error": message, **({"detail": detail} if detail else {})}))
     return code

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.advisor import decide
 from analytics.cli.common import BadInput, log, positive
-from analytics.services import advisor, open_store
+
+COMMANDS = {
+    "advise": "launch advisor: rank GPU kind x TP x precision arms for a model (OmniPilot)",
+    "advisor-backtest": "leakage-free backtest of the launch advisor vs five baselines, and "
+                        "interval coverage",
+}
 
 
 def add_parsers(sub) -> None:
     """Add the advisor subcommands to the ``headroom`` parser."""
-    p = sub.add_parser("advise", help="launch advisor: rank GPU kind x TP x precision arms for a "
-                                      "model (OmniPilot)")
+    p = sub.add_parser("advise", help=COMMANDS["advise"])
     p.add_argument("--model", required=True, help="model name")
     p.add_argument("--params-b", type=positive, required=True, help="parameters, billions")
     p.add_argument("--active-params-b", type=positive, default=None,
@@ -34,8 +37,7 @@ def add_parsers(sub) -> None:
                                                      "(plus abstaining / infeasible counts)")
     p.set_defaults(run=advise)
 
-    p = sub.add_parser("advisor-backtest", help="leakage-free backtest of the launch advisor "
-                                                "vs five baselines, and interval coverage")
+    p = sub.add_parser("advisor-backtest", help=COMMANDS["advisor-backtest"])
     p.add_argument("--value-per-token", type=positive, default=2e-7)
     p.add_argument("--no-record", action="store_true",
                    help="do not record the fitted model in model_versions")
@@ -56,6 +58,9 @@ def _prices(items: list[str]) -> dict[str, float]:
 
 def advise(args, settings) -> dict:
     """Ranked arms for one launch question."""
+    from analytics.advisor import decide
+    from analytics.services import advisor, open_store
+
     u = advisor.utility(args.value_per_token, _prices(args.price))
     req = decide.Request(model=args.model, params_b=args.params_b,
                          active_params_b=args.active_params_b, concurrency=args.concurrency,
@@ -76,6 +81,8 @@ def _fitted(con, settings):
 
 def backtest(args, settings) -> dict:
     """Top-1 / regret of the advisor and five baselines; coverage; the promotion gate."""
+    from analytics.services import advisor, open_store
+
     with open_store(settings.db_path, write=not args.no_record) as con:
         adv, cache = _fitted(con, settings)
         return {**advisor.backtest_document(con, adv, args.value_per_token,

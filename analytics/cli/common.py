@@ -5,14 +5,46 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from analytics.config import DemandTarget, check_zone
-from analytics.services import demand
 
 
 class BadInput(Exception):
     """Turns into exit code 2 with the message on stderr and an error document on stdout."""
+
+
+class LazyChoices(Sequence):
+    """``choices`` of an argparse option read from a heavy module only when needed (the value
+    is checked, or the subcommand's help is printed), not when the parser is built. Give the
+    option a ``metavar`` (argparse lists the choices in the usage line otherwise, and builds
+    it when the option is added); ``%(choices)s`` in its help lists them lazily.
+
+    >>> c = LazyChoices(lambda: ("a", "b"))
+    >>> "a" in c, list(c)
+    (True, ['a', 'b'])
+    """
+
+    def __init__(self, load: Callable[[], Iterable[str]]):
+        self._load, self._items = load, None
+
+    def _get(self) -> tuple[str, ...]:
+        if self._items is None:
+            self._items = tuple(self._load())
+        return self._items
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __contains__(self, value) -> bool:
+        return value in self._get()
+
+    def __iter__(self):
+        return iter(self._get())
 
 
 def log(text: str) -> None:
@@ -114,8 +146,10 @@ def add_grid_args(p: argparse.ArgumentParser) -> None:
                         "execution time (Alibaba GenAI LoRA); default: what the dataset has")
 
 
-def grid_request(args) -> demand.GridRequest:
+def grid_request(args):
     """The :class:`~analytics.services.demand.GridRequest` of the grid options."""
+    from analytics.services import demand
+
     try:
         return demand.GridRequest.of(args.dataset, args.bin, w_prompt=args.w_prompt,
                                      w_completion=args.w_completion,

@@ -6,7 +6,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from analytics.cli.common import BadInput, log, t0, zone
+from analytics.cli.common import BadInput, LazyChoices, log, t0, zone
 from analytics.config import (
     CARBON_BASES,
     DEFAULT_T0,
@@ -14,16 +14,32 @@ from analytics.config import (
     check_dataset_name,
     field_list,
 )
-from analytics.ingest.formats import format_names
-from analytics.services import data, open_store
+
+COMMANDS = {
+    "ingest": "parse files and add them as datasets (one transaction)",
+    "datasets": "list datasets",
+    "summary": "what one dataset holds (jobs: GPU-hours, GPUs per job, MIG jobs; telemetry: GPUs "
+               "per host; requests: tokens)",
+    "delete": "remove a dataset",
+    "pull": "download an official public dataset",
+}
+
+
+def _format_names() -> list[str]:
+    from analytics.ingest.formats import format_names
+
+    return format_names()
 
 
 def add_parsers(sub) -> None:
     """Add the data subcommands to the ``headroom`` parser."""
-    p = sub.add_parser("ingest", help="parse files and add them as datasets (one transaction)")
+    from analytics.ingest.sources import REGISTRY
+
+    p = sub.add_parser("ingest", help=COMMANDS["ingest"])
     p.add_argument("paths", nargs="+", type=Path)
-    p.add_argument("--format", choices=format_names(), default=None,
-                   help="force a format instead of detecting it")
+    p.add_argument("--format", choices=LazyChoices(_format_names), default=None,
+                   metavar="FORMAT", help="force a format instead of detecting it: "
+                                          "%(choices)s")
     p.add_argument("--name", default=None, type=dataset_name,
                    help="dataset name (one file only; default: the file stem); letters, digits, "
                         "'.', '_', '-' and '&'")
@@ -53,19 +69,17 @@ def add_parsers(sub) -> None:
                    help="weight precision of those runs: bf16, fp16, fp8 ... (default bf16)")
     p.set_defaults(run=ingest)
 
-    sub.add_parser("datasets", help="list datasets").set_defaults(run=datasets)
-    p = sub.add_parser("summary", help="what one dataset holds (jobs: GPU-hours, GPUs per job, "
-                                       "MIG jobs; telemetry: GPUs per host; requests: tokens)")
+    sub.add_parser("datasets", help=COMMANDS["datasets"]).set_defaults(run=datasets)
+    p = sub.add_parser("summary", help=COMMANDS["summary"])
     p.add_argument("dataset")
     p.set_defaults(run=summary)
 
-    p = sub.add_parser("delete", help="remove a dataset")
+    p = sub.add_parser("delete", help=COMMANDS["delete"])
     p.add_argument("dataset")
     p.set_defaults(run=delete)
 
-    p = sub.add_parser("pull", help="download an official public dataset")
-    p.add_argument("name", nargs="?", help="one of: " + ", ".join(r["name"] for r in
-                                                                 data.registry()))
+    p = sub.add_parser("pull", help=COMMANDS["pull"])
+    p.add_argument("name", nargs="?", help="one of: " + ", ".join(REGISTRY))
     p.add_argument("--dest", type=Path, default=None, help="folder (default: the data dir)")
     p.add_argument("--url", default=None, help="download from this https address instead "
                                                "(a mirror; the hash is still checked)")
@@ -96,6 +110,8 @@ def dataset_name(text: str) -> str:
 
 def ingest(args, settings) -> list[dict]:
     """Parse every file, then write them in one transaction."""
+    from analytics.services import data, open_store
+
     if args.name and len(args.paths) > 1:
         raise BadInput("--name names one dataset; give one file with it")
     for path in args.paths:
@@ -112,24 +128,32 @@ def ingest(args, settings) -> list[dict]:
 
 def datasets(args, settings) -> list[dict]:
     """The dataset ledger."""
+    from analytics.services import data, open_store
+
     with open_store(settings.db_path) as con:
         return data.ledger_document(con)
 
 
 def summary(args, settings) -> dict:
     """One dataset's summary in its kind's terms."""
+    from analytics.services import data, open_store
+
     with open_store(settings.db_path) as con:
         return data.summary(con, args.dataset)
 
 
 def delete(args, settings) -> dict:
     """Remove one dataset."""
+    from analytics.services import data, open_store
+
     with open_store(settings.db_path, write=True) as con:
         return data.delete(con, args.dataset)
 
 
 def pull(args, settings):
     """Download a registry file (or list the registry)."""
+    from analytics.services import data
+
     if args.list or not args.name:
         return [{k: r[k] for k in ("name", "url", "licence", "citation", "sha256")}
                 for r in data.registry()]

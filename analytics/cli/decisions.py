@@ -4,14 +4,35 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.cli.common import BadInput, add_grid_args, grid_request, open_unit, positive, unit_interval
+from analytics.cli.common import (
+    BadInput,
+    LazyChoices,
+    add_grid_args,
+    grid_request,
+    open_unit,
+    positive,
+    unit_interval,
+)
 from analytics.config import GPU_CATALOG
-from analytics.decisions import mix
-from analytics.decisions.sites import FILL_METHODS, MissingHours
-from analytics.envelope.pipeline import EnvelopeParams
-from analytics.services import decisions, open_store
+
+COMMANDS = {
+    "capacity": "calibrated overbooking, GPU-hours and GPU mix",
+    "dispatch": "carbon-aware dispatch of the envelope across sites",
+}
 
 METHODS = ("direct_quantile", "split", "cqr", "rolling", "aci", "regime")
+
+
+def _objectives() -> tuple[str, ...]:
+    from analytics.decisions import mix  # SciPy's optimiser: only when asked
+
+    return mix.OBJECTIVES[:2]
+
+
+def _fill_methods() -> tuple[str, ...]:
+    from analytics.decisions.sites import FILL_METHODS
+
+    return FILL_METHODS
 
 
 def _utilization_args(p) -> None:
@@ -23,14 +44,15 @@ def _utilization_args(p) -> None:
 
 def add_parsers(sub) -> None:
     """Add the decision subcommands to the ``headroom`` parser."""
-    p = sub.add_parser("capacity", help="calibrated overbooking, GPU-hours and GPU mix")
+    p = sub.add_parser("capacity", help=COMMANDS["capacity"])
     add_grid_args(p)
     p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
     p.add_argument("--target-violation", dest="violation_target", type=open_unit, default=0.05,
                    help="tolerated share of bins whose demand exceeds capacity")
     p.add_argument("--delta", type=open_unit, default=0.1,
                    help="Learn-then-Test failure probability of the certificate")
-    p.add_argument("--objective", choices=list(mix.OBJECTIVES[:2]), default="cost",
+    p.add_argument("--objective", choices=LazyChoices(_objectives), default="cost",
+                   metavar="OBJECTIVE",
                    help="GPU mix objective: cost or power (carbon: use the Capacity page or "
                         "dispatch)")
     p.add_argument("--scale", type=positive, default=1.0,
@@ -40,7 +62,7 @@ def add_parsers(sub) -> None:
                    help="GPU availability, e.g. H100-80GB=64,A100-40GB=128")
     p.set_defaults(run=capacity_cmd)
 
-    p = sub.add_parser("dispatch", help="carbon-aware dispatch of the envelope across sites")
+    p = sub.add_parser("dispatch", help=COMMANDS["dispatch"])
     add_grid_args(p)
     p.add_argument("--sites", required=True, help="comma-separated carbon sites, e.g. "
                                                   "CISO,ERCO,BPAT,PJM,NYIS")
@@ -57,7 +79,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--method", default="rolling", choices=list(METHODS),
                    help="envelope whose upper bound is served")
     p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
-    p.add_argument("--fill-missing", choices=list(FILL_METHODS), default="none",
+    p.add_argument("--fill-missing", choices=LazyChoices(_fill_methods), default="none",
+                   metavar="METHOD",
                    help="trace hours without a carbon / weather / price value at a site: refuse "
                         "naming them (none, default; checked before any fitting), carry the "
                         "last value forward (ffill) or interpolate linearly (interpolate)")
@@ -82,6 +105,9 @@ def _available(text: str) -> tuple[tuple[str, int], ...]:
 
 def capacity_cmd(args, settings) -> dict:
     """Overbooking factor, violations, shortfall, GPU-hours and GPU mix."""
+    from analytics.envelope.pipeline import EnvelopeParams
+    from analytics.services import decisions, open_store
+
     req = decisions.CapacityRequest(
         violation_target=args.violation_target, delta=args.delta, objective=args.objective,
         available=_available(args.available), utilization=args.utilization, scale=args.scale)
@@ -92,6 +118,10 @@ def capacity_cmd(args, settings) -> dict:
 
 def dispatch_cmd(args, settings) -> dict:
     """Carbon-aware dispatch vs all-at-home and capacity-proportional baselines."""
+    from analytics.decisions.sites import MissingHours
+    from analytics.envelope.pipeline import EnvelopeParams
+    from analytics.services import decisions, open_store
+
     kinds = {k.name for k in GPU_CATALOG}
     if args.gpu not in kinds:
         raise BadInput(f"--gpu {args.gpu!r}: known kinds {sorted(kinds)}")

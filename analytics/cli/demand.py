@@ -2,21 +2,40 @@
 
 from __future__ import annotations
 
-from analytics.cli.common import add_grid_args, grid_request, hours, log, nonneg, open_unit, triple
+from analytics.cli.common import (
+    LazyChoices,
+    add_grid_args,
+    grid_request,
+    hours,
+    log,
+    nonneg,
+    open_unit,
+    triple,
+)
 from analytics.config import parse_bin
-from analytics.envelope import forecast
-from analytics.envelope.pipeline import EnvelopeParams
-from analytics.services import demand, open_store
+
+COMMANDS = {
+    "grid": "complete demand grid summary of a dataset",
+    "envelope": "point forecasts, conformal intervals and their coverage",
+    "coldstart": "fit on one trace, calibrate on the first k hours of another, report coverage "
+                 "on the rest",
+}
+
+
+def _learned() -> tuple[str, ...]:
+    from analytics.envelope import forecast  # scikit-learn, LightGBM: only when asked
+
+    return forecast.LEARNED
 
 
 def add_parsers(sub) -> None:
     """Add the demand subcommands to the ``headroom`` parser."""
-    p = sub.add_parser("grid", help="complete demand grid summary of a dataset")
+    p = sub.add_parser("grid", help=COMMANDS["grid"])
     add_grid_args(p)
     p.add_argument("--rows", action="store_true", help="include every bin in the output")
     p.set_defaults(run=grid)
 
-    p = sub.add_parser("envelope", help="point forecasts, conformal intervals and their coverage")
+    p = sub.add_parser("envelope", help=COMMANDS["envelope"])
     add_grid_args(p)
     p.add_argument("--alpha", type=open_unit, default=0.1,
                    help="miscoverage (0.1 = 90%% intervals)")
@@ -27,15 +46,15 @@ def add_parsers(sub) -> None:
                         "enough, else --split-frac)")
     g.add_argument("--split-frac", type=triple(float), default=None,
                    help="fit,calibration,test fractions (default .69,.15,.16)")
-    p.add_argument("--base-model", default="hgb", choices=list(forecast.LEARNED),
-                   help="point model the residual-based intervals wrap")
+    p.add_argument("--base-model", default="hgb", choices=LazyChoices(_learned),
+                   metavar="MODEL", help="point model the residual-based intervals wrap: "
+                                         "%(choices)s")
     p.add_argument("--aci-gamma", type=nonneg, default=0.005,
                    help="ACI step size (Gibbs & Candes 2021 use 0.005)")
     p.add_argument("--seed", type=int, default=0, help="seed of the learned models and bootstrap")
     p.set_defaults(run=envelope)
 
-    p = sub.add_parser("coldstart", help="fit on one trace, calibrate on the first k hours of "
-                                         "another, report coverage on the rest")
+    p = sub.add_parser("coldstart", help=COMMANDS["coldstart"])
     p.add_argument("source")
     p.add_argument("target_trace", metavar="target")
     p.add_argument("--bin", default="5min", help="bin width: 1min, 5min, 15min, 1h, 300s")
@@ -47,6 +66,8 @@ def add_parsers(sub) -> None:
 
 def grid(args, settings) -> dict:
     """Summary of the complete grid (and every bin with ``--rows``)."""
+    from analytics.services import demand, open_store
+
     req = grid_request(args)
     with open_store(settings.db_path) as con:
         return demand.grid_document(con, req, rows=args.rows)
@@ -54,6 +75,9 @@ def grid(args, settings) -> dict:
 
 def envelope(args, settings) -> dict:
     """Forecasts, the six interval methods and their coverage."""
+    from analytics.envelope.pipeline import EnvelopeParams
+    from analytics.services import demand, open_store
+
     req = grid_request(args)
     params = EnvelopeParams(alpha=args.alpha, horizon=args.horizon, split_days=args.split_days,
                             split_frac=args.split_frac, base_model=args.base_model,
@@ -65,6 +89,8 @@ def envelope(args, settings) -> dict:
 
 def coldstart(args, settings) -> dict:
     """Cross-trace cold-start coverage after k hours of target calibration."""
+    from analytics.services import demand, open_store
+
     bin_s = parse_bin(args.bin)  # ValueError -> exit 2
     with open_store(settings.db_path) as con:
         table = demand.cold_start(con, args.source, args.target_trace, bin_s, args.k_hours,

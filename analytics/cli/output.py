@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
-
-import numpy as np
 
 NOT_FINITE = "not a finite number"
 
 
 def _strict(value: Any, path: str, reasons: dict[str, str]) -> Any:
-    if isinstance(value, np.generic):
+    # numpy scalars; a command that never imported numpy (``datasets``) cannot hold one
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         reasons.setdefault(path, f"{NOT_FINITE} ({value})")

@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tqdm import tqdm
-
 from analytics import params
-from analytics import power as powersim
 from analytics.cli.common import log
 from analytics.cli.common import unit_interval as _util  # utilization in (0, 1]
-from analytics.services import open_store, power
+
+COMMANDS = {
+    "powersim": "hybrid batch + inference power profiles: coefficient of variation and ramps vs "
+                "inference share",
+}
 
 
 def _share(text: str) -> float:
@@ -51,8 +52,9 @@ def _positive_int(text: str) -> int:
 
 def add_parsers(sub) -> None:
     """Add the ``powersim`` subcommand to the ``headroom`` parser."""
-    p = sub.add_parser("powersim", help="hybrid batch + inference power profiles: coefficient of "
-                                        "variation and ramps vs inference share")
+    from analytics import power as powersim
+
+    p = sub.add_parser("powersim", help=COMMANDS["powersim"])
     params.add_arguments(p, powersim.Scenario, skip=("checkpoint_min",))
     p.add_argument("--checkpoint-min", type=float, default=60.0,
                    help=params.help_of(powersim.Scenario, "checkpoint_min") + "; 0 = none")
@@ -86,6 +88,11 @@ def run(args, settings) -> dict:
     ValueError
         Bad parameters or no job trace (exit 2 with the message).
     """
+    from tqdm import tqdm
+
+    from analytics import power as powersim
+    from analytics.services import open_store, power
+
     scenario = params.from_namespace(
         powersim.Scenario, args,
         checkpoint_min=args.checkpoint_min if args.checkpoint_min > 0 else None)

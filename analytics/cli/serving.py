@@ -6,14 +6,19 @@ from pathlib import Path
 
 from analytics import params
 from analytics.cli.common import BadInput, log
-from analytics.services import open_store, serving
-from analytics.serving import ServingParams
+
+COMMANDS = {
+    "serve-energy": "energy-aware shared-GPU serving what-ifs (Festina): max-clock, static DVFS, "
+                    "Festina and its ablation",
+}
 
 
 def add_parsers(sub) -> None:
     """Add ``serve-energy`` to the ``headroom`` parser."""
-    p = sub.add_parser("serve-energy", help="energy-aware shared-GPU serving what-ifs (Festina): "
-                                            "max-clock, static DVFS, Festina and its ablation")
+    from analytics.services import serving
+    from analytics.serving import ServingParams
+
+    p = sub.add_parser("serve-energy", help=COMMANDS["serve-energy"])
     p.add_argument("trace", help="request dataset in the store (e.g. AzureLLMInferenceTrace_conv)")
     p.add_argument("--policy", default="all",
                    help="all, or one of " + ", ".join(serving.ALL_POLICIES))
@@ -31,6 +36,9 @@ def add_parsers(sub) -> None:
 
 def serve_energy(args, settings) -> dict:
     """Every (or one) serving policy on a stored trace."""
+    from analytics.services import open_store, serving
+    from analytics.serving import ServingParams
+
     policies = serving.ALL_POLICIES if args.policy == "all" else (args.policy,)
     if args.policy != "all" and args.policy not in serving.ALL_POLICIES:
         raise BadInput(f"--policy {args.policy!r}: choose all or one of "

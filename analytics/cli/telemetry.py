@@ -7,12 +7,13 @@ import argparse
 from datetime import UTC, datetime
 
 from analytics.cli.common import log
-from analytics.services import open_store, telemetry
+
+COMMANDS = {"telemetry": "GPU telemetry: sample NVML now, summarise a dataset"}
 
 
 def add_parsers(sub) -> None:
     """Add ``telemetry`` to the ``headroom`` parser."""
-    p = sub.add_parser("telemetry", help="GPU telemetry: sample NVML now, summarise a dataset")
+    p = sub.add_parser("telemetry", help=COMMANDS["telemetry"])
     tsub = p.add_subparsers(dest="telemetry_command", required=True)
     t = tsub.add_parser("sample", help="poll every GPU through NVML and store the rows")
     t.add_argument("--seconds", type=float, default=10.0)
@@ -42,12 +43,16 @@ def _utc(text: str) -> datetime:
 def summary(args, settings) -> dict:
     """Per (host, GPU) power and energy (counter deltas, reset-aware, and power x time) over
     the window, and whole-job vs window means of each metric."""
+    from analytics.services import open_store, telemetry
+
     with open_store(settings.db_path) as con:
         return telemetry.summary_document(con, args.dataset, args.start, args.end)
 
 
 def sample(args, settings) -> dict:
     """Sample NVML for ``--seconds`` (stored unless ``--no-store``)."""
+    from analytics.services import open_store, telemetry
+
     if args.no_store:
         return telemetry.sample_into_store(None, args.seconds, args.interval_ms, args.name, log)
     with open_store(settings.db_path, write=True) as con:

@@ -26,8 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from analytics.ingest.digest import file_sha256, update_from_file
 
 
@@ -271,6 +269,8 @@ def pull(
             length = resp.headers.get("Content-Length")
             total = done + int(length) if length is not None else src.size_bytes
             mode = "ab" if done else "wb"
+            from tqdm import tqdm  # only when a bar is drawn
+
             bar = tqdm(total=total, initial=done, unit="B", unit_scale=True, desc=name,
                        file=sys.stderr, disable=not progress)
             with open(part, mode) as out, bar:

@@ -9,19 +9,22 @@ import time
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from analytics import store
 from analytics.config import ParseOptions, safe_dataset_name
-from analytics.ingest import files as ingest
 from analytics.ingest import sources
 from analytics.ingest.digest import copy_hashed
-from analytics.ingest.formats import FormatError, SkippedByDesign
-from analytics.ingest.formats._common import file_stem
+from analytics.lazy import lazy_module
 from analytics.services import held
 
 #: Dataset kinds that hold LLM demand (the sidebar's dataset picker).
+if TYPE_CHECKING:
+    import pandas as pd
+
+# the parsers (polars, numpy) load when a file is parsed, not for `headroom datasets`
+ingest = lazy_module("analytics.ingest.files")
+
 DEMAND_KINDS = ("requests", "demand_series")
 
 
@@ -43,13 +46,12 @@ def ledger_document(con) -> list[dict]:
     """The ``headroom datasets`` document (times ISO 8601 UTC, null when unknown; ``source_tz``
     the IANA zone local times were converted from, null when none was given)."""
     def iso(ts) -> str | None:
-        return None if ts is None or str(ts) in ("NaT", "None") else ts.isoformat()
+        return None if ts is None else ts.isoformat()
 
-    return [{"name": r.name, "kind": r.kind, "format": r.format, "rows": int(r.rows),
-             "ts_min": iso(r.ts_min), "ts_max": iso(r.ts_max),
-             "source_tz": r.source_tz if isinstance(r.source_tz, str) else None,
-             "synthetic": bool(r.synthetic)}
-            for r in ledger(con).itertuples()]
+    return [{"name": r["name"], "kind": r["kind"], "format": r["format"], "rows": int(r["rows"]),
+             "ts_min": iso(r["ts_min"]), "ts_max": iso(r["ts_max"]),
+             "source_tz": r["source_tz"], "synthetic": bool(r["synthetic"])}
+            for r in store.ledger_records(con)]
 
 
 def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str | None = None,
@@ -102,6 +104,9 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
     of ``<stem>-<host or site>``, ``<stem>-2``, ``<stem>-3`` ...; the report's first warning
     says which name the file got and why.
     """
+    from analytics.ingest.formats import FormatError, SkippedByDesign
+    from analytics.ingest.formats._common import file_stem
+
     stems = [safe_dataset_name(file_stem(up.name)) for up in uploads]
     results = []
     for up, stem in zip(uploads, stems, strict=True):

@@ -75,15 +75,21 @@ def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None
     store.UnknownDataset
         No dataset of that name.
     """
-    weights = weights or Weights()
-    info = store.dataset(con, name)
+    return _demand_grid(con, store.dataset(con, name), bin, weights or Weights())
+
+
+def _demand_grid(con, info: dict, bin: str | int, weights: Weights,
+                 has: dict[str, bool] | None = None) -> pd.DataFrame:
+    """:func:`demand_grid` of the ledger row ``info``; ``has``: its :func:`store.request_fields`
+    when the caller already read them."""
+    name = info["name"]
     bin_s = parse_bin(bin)
     resolution = float(info["resolution_s"] or 0)
     _check_grid_size(info, bin_s)
     if info["kind"] == "requests":
         if bin_s < resolution:
             raise grids.GridError(f"{name}: bin {bin_s} s is finer than the data's {resolution} s")
-        has = store.request_fields(con, int(info["dataset_id"]))
+        has = has or store.request_fields(con, int(info["dataset_id"]))
         if weights.target == "gpu_seconds" and not has["gpu_s"]:
             raise grids.GridError(f"{name} reports no GPU execution time; use the token target")
         if weights.target == "weighted_tokens" and not has["tokens"]:
@@ -124,9 +130,18 @@ def supported_targets(con, dataset: str) -> list[DemandTarget]:
     Pre-binned series carry tokens only. Raises ``store.UnknownDataset``.
     """
     info = store.dataset(con, dataset)
+    return _targets(info, _fields(con, info))
+
+
+def _fields(con, info: dict) -> dict[str, bool] | None:
+    """:func:`store.request_fields` of a request dataset's ledger row, None for other kinds."""
+    return store.request_fields(con, int(info["dataset_id"])) if info["kind"] == "requests" \
+        else None
+
+
+def _targets(info: dict, has: dict[str, bool] | None) -> list[DemandTarget]:
     if info["kind"] != "requests":
         return [DemandTarget.WEIGHTED_TOKENS]
-    has = store.request_fields(con, int(info["dataset_id"]))
     return [t for t, ok in ((DemandTarget.WEIGHTED_TOKENS, has["tokens"]),
                             (DemandTarget.GPU_SECONDS, has["gpu_s"])) if ok]
 
@@ -140,7 +155,10 @@ def resolve_target(con, dataset: str, asked: DemandTarget | str | None = None) -
     """
     if asked is not None:
         return DemandTarget(asked)
-    found = supported_targets(con, dataset)
+    return _default(supported_targets(con, dataset))
+
+
+def _default(found: list[DemandTarget]) -> DemandTarget:
     return found[0] if found else DemandTarget.WEIGHTED_TOKENS
 
 
@@ -150,10 +168,12 @@ def grid(con, req: GridRequest) -> pd.DataFrame:
     Returns a frame of shape (n_bins, k) with ``ts`` (UTC bin start) and ``target`` (demand per
     bin in the resolved target's unit). Raises ``grid.GridError``, ``store.UnknownDataset``.
     """
-    target = resolve_target(con, req.dataset, req.target)
+    info = store.dataset(con, req.dataset)  # one ledger read and one field probe per grid
+    has = _fields(con, info)
+    target = DemandTarget(req.target) if req.target is not None else _default(_targets(info, has))
     weights = Weights(req.w_prompt, req.w_completion, include_failed=req.include_failed,
                       target=target)
-    return demand_grid(con, req.dataset, req.bin_s, weights)
+    return _demand_grid(con, info, req.bin_s, weights, has)
 
 
 def grid_document(con, req: GridRequest, rows: bool = False) -> dict:

@@ -38,6 +38,7 @@ from analytics.store.core import (  # noqa: F401
     connect,
     data_version,
     default_wait_s,
+    file_stamp,
     migrate,
     transaction,
 )
@@ -50,6 +51,7 @@ from analytics.store.reads import (  # noqa: F401
     gpu_jobs,
     gpu_jobs_left_out,
     jobs,
+    ledger_records,
     list_datasets,
     model_versions,
     reference_cdfs,

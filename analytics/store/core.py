@@ -98,15 +98,46 @@ def connect(path: str | Path, read_only: bool = False,
     return con
 
 
+#: Store files this process has seen at :data:`SCHEMA_VERSION`, as (device, inode, ctime): a
+#: schema only moves forward, so a file found current stays current until it is replaced or
+#: written (a new ctime: checked again).
+_current_files: set[tuple[int, int, int]] = set()
+
+
+def file_stamp(path: str | Path) -> tuple:
+    """``(inode, bytes, mtime ns)`` of the store file and of its write-ahead log (None where
+    there is none): every committed write moves one of them (DuckDB appends a commit to the
+    ``.wal`` file, a checkpoint rewrites the store); reads move neither. A cache key that costs
+    a ``stat``, not a connection."""
+    path = Path(path)
+    out = []
+    for p in (path, path.with_name(path.name + ".wal")):
+        try:
+            st = p.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def _is_current(path: Path, wait_s: float) -> bool:
-    """Whether ``path`` exists and its schema is at :data:`SCHEMA_VERSION` (read-only check)."""
-    if not path.exists():
+    """Whether ``path`` exists and its schema is at :data:`SCHEMA_VERSION` (read-only check;
+    a file already found current by this process is not opened again)."""
+    try:
+        st = path.stat()
+    except OSError:
         return False
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns)
+    if key in _current_files:
+        return True
     with _open(path, True, wait_s) as con:
         try:
-            got = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            got = con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]
         except duckdb.CatalogException:
             return False
+    if got == SCHEMA_VERSION:
+        _current_files.add(key)
     return got == SCHEMA_VERSION
 
 

@@ -3,14 +3,20 @@ benchmarks, reference CDFs and advisor model versions (each materialised before 
 
 from __future__ import annotations
 
-import pandas as pd
+from datetime import datetime, timedelta
 
 from analytics.config import Weights
+from analytics.lazy import lazy_module
 from analytics.schema import (
     CANONICAL,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
 )
 from analytics.store.core import DATA_TABLES, UnknownDataset, _run
+
+# pandas / numpy only when a frame is asked for: `headroom datasets` reads the ledger without
+# them (:func:`ledger_records`)
+np = lazy_module("numpy")
+pd = lazy_module("pandas")
 
 
 def list_datasets(con) -> pd.DataFrame:
@@ -25,13 +31,31 @@ def list_datasets(con) -> pd.DataFrame:
         ).df()
 
 
+def ledger_records(con) -> list[dict]:
+    """The ledger as plain records (no pandas), oldest first: the columns of
+    :func:`list_datasets`; times are ``datetime`` (naive UTC) or None."""
+    with con.cursor() as cur:
+        res = _run(cur, "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, "
+                        "resolution_s, source_tz, ingested_at, synthetic, warnings FROM datasets "
+                        "ORDER BY dataset_id")
+        names = [d[0] for d in res.description]
+        return [dict(zip(names, row, strict=True)) for row in res.fetchall()]
+
+
 def dataset(con, name: str) -> dict:
     """One ledger row as a dict. Raises UnknownDataset."""
     with con.cursor() as cur:
-        df = _run(cur, "SELECT * FROM datasets WHERE name = ?", [name]).df()
-    if df.empty:
+        res = _run(cur, "SELECT * FROM datasets WHERE name = ?", [name])
+        names = [d[0] for d in res.description]
+        rows = res.fetchall()
+    if not rows:
         raise UnknownDataset(name)
-    return df.iloc[0].to_dict()
+    # timestamps as pandas Timestamps (NaT when empty), as callers compute with them
+    return {k: (pd.Timestamp(v) if v is not None else pd.NaT) if k in _LEDGER_TS else v
+            for k, v in zip(names, rows[0], strict=True)}
+
+
+_LEDGER_TS = ("ts_min", "ts_max", "ingested_at")
 
 
 def table_counts(con) -> dict[str, int]:
@@ -118,6 +142,13 @@ def dataset_summary(con, name: str) -> dict:
     return {"dataset": name, "kind": kind, **row}
 
 
+#: Columns of :func:`requests_grid` and their dtypes (also those of an empty grid).
+_GRID_COLS = {"requests": "int64", "failed": "int64", "prompt_tokens": "float64",
+              "completion_tokens": "float64", "tokens": "float64", "gpu_s": "float64",
+              "target": "float64", "unknown_tokens": "int64"}
+_EPOCH = "TIMESTAMP '1970-01-01'"
+
+
 def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.DataFrame:
     """Complete, zero-filled grid of one request dataset.
 
@@ -132,69 +163,124 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
     GPU-seconds target). Their known tokens are counted and the unknown ones are not (never a
     guess): in bins with ``unknown_tokens > 0`` the weighted-token target is a lower bound.
     Bins are aligned to the Unix epoch.
+
+    One pass over the dataset's rows (a ``GROUP BY time_bucket``); the first and last bin come
+    from the ledger's ``ts_min`` / ``ts_max`` (every row, failed ones too), and the bins without
+    requests are filled with zeros here, not by a join in SQL.
     """
-    per_model = pd.DataFrame(list(weights.per_model), columns=["model", "w_p", "w_c"]).astype(
-        {"model": "string", "w_p": "float64", "w_c": "float64"}
-    )
-    sql = """
-    WITH src AS (
-      SELECT time_bucket(to_seconds($bin), r.ts, TIMESTAMP '1970-01-01') AS bin,
-             r.prompt_tokens, r.completion_tokens, r.failed, r.gpu_s,
-             CASE WHEN $gpu THEN r.gpu_s
-                  WHEN r.prompt_tokens IS NULL AND r.completion_tokens IS NULL THEN NULL
-                  ELSE coalesce(mw.w_p, $wp) * coalesce(r.prompt_tokens, 0)
-                       + coalesce(mw.w_c, $wc) * coalesce(r.completion_tokens, 0) END AS target,
-             (NOT $gpu AND (r.prompt_tokens IS NULL OR r.completion_tokens IS NULL))::INTEGER
-               AS unknown
-      FROM requests r LEFT JOIN model_weights mw ON r.model = mw.model
-      WHERE r.dataset_id = $id AND ($with_failed OR NOT r.failed)
-    ), agg AS (
-      SELECT bin, count(*) AS requests, sum(failed::INTEGER) AS failed,
-             sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-             sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
-             sum(gpu_s) AS gpu_s, sum(target) AS target, sum(unknown) AS unknown
-      FROM src GROUP BY bin
-    ), bounds AS (
-      SELECT time_bucket(to_seconds($bin), min(ts), TIMESTAMP '1970-01-01') AS lo,
-             time_bucket(to_seconds($bin), max(ts), TIMESTAMP '1970-01-01') AS hi
-      FROM requests WHERE dataset_id = $id
-    ), grid AS (
-      SELECT unnest(generate_series(lo, hi, to_seconds($bin))) AS ts FROM bounds
-    )
-    SELECT g.ts,
-           coalesce(a.requests, 0)::BIGINT AS requests,
-           coalesce(a.failed, 0)::BIGINT AS failed,
-           coalesce(a.prompt_tokens, 0)::DOUBLE AS prompt_tokens,
-           coalesce(a.completion_tokens, 0)::DOUBLE AS completion_tokens,
-           coalesce(a.tokens, 0)::DOUBLE AS tokens,
-           coalesce(a.gpu_s, 0)::DOUBLE AS gpu_s,
-           coalesce(a.target, 0)::DOUBLE AS target,
-           coalesce(a.unknown, 0)::BIGINT AS unknown_tokens
-    FROM grid g LEFT JOIN agg a ON g.ts = a.bin
-    ORDER BY g.ts
-    """
-    params = {"bin": bin_s, "wp": weights.w_prompt, "wc": weights.w_completion,
-              "id": dataset_id, "with_failed": weights.include_failed,
-              "gpu": weights.target == "gpu_seconds"}
+    gpu = weights.target == "gpu_seconds"
     with con.cursor() as cur:
-        cur.register("model_weights", per_model)
+        # the bounds, and whether any token count is empty (segment statistics answer it)
+        lo_hi = _run(cur, """
+            SELECT ts_min, ts_max,
+                   EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND prompt_tokens IS NULL)
+                   OR EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id
+                              AND completion_tokens IS NULL)
+            FROM datasets WHERE dataset_id = $id""", {"id": dataset_id}).fetchall()
+        if not lo_hi or lo_hi[0][0] is None:
+            return _empty_grid()
+        ts_min, ts_max, has_empty = lo_hi[0]
+        sql, params = _requests_grid_sql(dataset_id, bin_s, weights, gpu, has_empty)
+        per_model = _model_weights(weights) if weights.per_model and not gpu else None
+        if per_model is not None:
+            cur.register("model_weights", per_model)
         try:
-            return _run(cur, sql, params).df()
+            agg = _run(cur, sql, params).fetchnumpy()
         finally:
-            cur.unregister("model_weights")
+            if per_model is not None:
+                cur.unregister("model_weights")
+    if "target" not in agg:
+        agg["target"] = agg["gpu_s" if gpu else "tokens"]
+    return _zero_filled(agg, bin_s, ts_min, ts_max)
+
+
+def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool,
+                       has_empty: bool = True) -> tuple[str, dict]:
+    """The one-pass aggregate of :func:`requests_grid`: one row per non-empty bin, ``bin_us``
+    (bin start, microseconds since the epoch) and the grid's columns (NULL sums kept).
+    ``has_empty``: whether any prompt or completion count of the dataset is empty (when none
+    is, ``unknown_tokens`` is 0 without a per-row test)."""
+    params = {"bin": bin_s, "id": dataset_id}
+    if gpu or (not weights.per_model and weights.w_prompt == 1 and weights.w_completion == 1):
+        # the GPU-seconds target is the gpu_s column, the default weights' target the token
+        # total (integer sums, exact): :func:`_zero_filled` copies that column
+        target = ""
+    else:
+        wp, wc = ("coalesce(mw.w_p, $wp)", "coalesce(mw.w_c, $wc)") if weights.per_model \
+            else ("$wp", "$wc")
+        params |= {"wp": weights.w_prompt, "wc": weights.w_completion}
+        target = (f", sum(CASE WHEN r.prompt_tokens IS NULL AND r.completion_tokens IS NULL "
+                  f"THEN NULL ELSE {wp} * coalesce(r.prompt_tokens, 0) "
+                  f"+ {wc} * coalesce(r.completion_tokens, 0) END)::DOUBLE AS target")
+    join = ("LEFT JOIN model_weights mw ON r.model = mw.model"
+            if weights.per_model and not gpu else "")
+    # rows with an empty prompt or completion count: p + c is NULL when either is
+    unknown = "0" if gpu or not has_empty else \
+        "count(*) - count(r.prompt_tokens + r.completion_tokens)"
+    sql = f"""
+    SELECT epoch_us(time_bucket(to_seconds($bin), r.ts, {_EPOCH})) AS bin_us,
+           count(*) AS requests, count(*) FILTER (WHERE r.failed) AS failed,
+           sum(r.prompt_tokens)::DOUBLE AS prompt_tokens,
+           sum(r.completion_tokens)::DOUBLE AS completion_tokens,
+           (coalesce(sum(r.prompt_tokens), 0) + coalesce(sum(r.completion_tokens), 0))::DOUBLE
+             AS tokens,
+           sum(r.gpu_s)::DOUBLE AS gpu_s, {unknown} AS unknown_tokens {target}
+    FROM requests r {join}
+    WHERE r.dataset_id = $id {"" if weights.include_failed else "AND NOT r.failed"}
+    GROUP BY bin_us
+    """
+    return sql, params
+
+
+def _model_weights(weights: Weights) -> pd.DataFrame:
+    return pd.DataFrame(list(weights.per_model), columns=["model", "w_p", "w_c"]).astype(
+        {"model": "string", "w_p": "float64", "w_c": "float64"})
+
+
+def _empty_grid() -> pd.DataFrame:
+    return pd.DataFrame({"ts": np.array([], dtype="datetime64[us]"),
+                         **{c: np.array([], dtype=t) for c, t in _GRID_COLS.items()}})
+
+
+def _zero_filled(agg: dict, bin_s: int, ts_min, ts_max) -> pd.DataFrame:
+    """The grid frame from the non-empty bins of ``agg`` (numpy columns, ``bin_us`` first):
+    every bin from ``ts_min``'s to ``ts_max``'s (epoch-aligned), zeros where ``agg`` has none."""
+    step = bin_s * 1_000_000
+    lo, hi = (_epoch_us(t) // step * step for t in (ts_min, ts_max))
+    bins = np.asarray(agg["bin_us"], dtype=np.int64)
+    if bins.size and (bins.min() < lo or bins.max() > hi):  # a ledger out of step: widen
+        lo, hi = min(lo, int(bins.min())), max(hi, int(bins.max()))
+    n = (hi - lo) // step + 1
+    pos = (bins - lo) // step
+    out = {"ts": (lo + step * np.arange(n, dtype=np.int64)).astype("datetime64[us]")}
+    for col, dtype in _GRID_COLS.items():
+        col_out = np.zeros(n, dtype=dtype)
+        values = agg[col]
+        if np.ma.isMaskedArray(values):
+            values = values.filled(0)
+        col_out[pos] = values
+        out[col] = col_out
+    return pd.DataFrame(out)
+
+
+def _epoch_us(ts: datetime) -> int:
+    """Microseconds since the Unix epoch of a naive (UTC) timestamp."""
+    return (ts - datetime(1970, 1, 1)) // timedelta(microseconds=1)
 
 
 def request_fields(con, dataset_id: int) -> dict[str, bool]:
-    """Which optional request fields a dataset actually has (any non-empty value)."""
+    """Which optional request fields a dataset actually has (any non-empty value).
+
+    Each is an ``EXISTS`` probe that stops at the first non-empty value (and skips whole
+    segments whose statistics say they hold no value), not a scan of the dataset.
+    """
+    names = ("tokens", "completion_tokens", "gpu_s", "model", "latency_s")
+    cols = ("prompt_tokens", "completion_tokens", "gpu_s", "model", "latency_s")
+    probes = ", ".join(f"EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND {c} IS NOT "
+                       f"NULL) AS {c}" for c in cols)
     with con.cursor() as cur:
-        row = _run(
-            cur,
-            "SELECT count(prompt_tokens) > 0, count(completion_tokens) > 0, count(gpu_s) > 0, "
-            "count(model) > 0, count(latency_s) > 0 FROM requests WHERE dataset_id = ?",
-            [dataset_id],
-        ).fetchone()
-    return dict(zip(("tokens", "completion_tokens", "gpu_s", "model", "latency_s"), row,
-                    strict=True))
+        row = _run(cur, f"SELECT {probes}", {"id": dataset_id}).fetchone()
+    return dict(zip(names, (bool(v) for v in row), strict=True))
 
 
 def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:
@@ -209,9 +295,8 @@ def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:
       SELECT time_bucket(to_seconds($bin), ts, TIMESTAMP '1970-01-01') AS bin,
              sum(requests) AS requests, count(requests) AS with_counts, sum(tokens) AS tokens
       FROM demand_series WHERE dataset_id = $id GROUP BY bin
-    ), has AS (
-      SELECT count(requests) > 0 AS has_counts FROM demand_series WHERE dataset_id = $id
-    ), bounds AS (SELECT min(bin) AS lo, max(bin) AS hi FROM agg),
+    ), has AS (SELECT sum(with_counts) > 0 AS has_counts FROM agg),  -- no second scan
+    bounds AS (SELECT min(bin) AS lo, max(bin) AS hi FROM agg),
     grid AS (SELECT unnest(generate_series(lo, hi, to_seconds($bin))) AS ts FROM bounds)
     SELECT g.ts,
            CASE WHEN (SELECT has_counts FROM has) THEN coalesce(a.requests, 0) END::BIGINT

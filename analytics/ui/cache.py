@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -57,10 +58,34 @@ def connection(write: bool = False) -> Iterator:
         con.close()
 
 
+def store_stamp(db_path: Path | None = None) -> tuple:
+    """:func:`analytics.store.file_stamp` of the app's store: moves with every committed write,
+    costs a ``stat``, not a store connection."""
+    return store.file_stamp(db_path or settings().db_path)
+
+
+_versions: dict[str, tuple[tuple, int]] = {}  # store path -> (stamp read at, data version)
+_versions_lock = threading.Lock()
+
+
 def data_version() -> int:
-    """Max id of the dataset ledger: the key every cached read depends on."""
+    """The ledger's ``data_version``: the key every cached read depends on.
+
+    Read from the store once per change of :func:`store_stamp` (issue 15: a page rerun used to
+    open the store for every cached call, 60-150 ms each, most of a warm rerun); the stamp is
+    taken before the read, so a write racing it is seen on the next call.
+    """
+    path = settings().db_path
+    stamp = store_stamp(path)
+    with _versions_lock:
+        hit = _versions.get(str(path))
+    if hit is not None and hit[0] == stamp and stamp[0] is not None:
+        return hit[1]
     with connection() as con:
-        return store.data_version(con)
+        version = store.data_version(con)
+    with _versions_lock:
+        _versions[str(path)] = (stamp, version)
+    return version
 
 
 class _Refused:
@@ -97,6 +122,20 @@ def cached(service: Callable[..., Any], **cache_kwargs) -> Callable[..., Any]:
             raise out.exc
         return out
     return call
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _figure(name: str, _builder: Callable[..., Any], *args, **kwargs):
+    return _builder(*args, **kwargs)
+
+
+def figure(builder: Callable[..., Any], *args, **kwargs):
+    """``builder(*args, **kwargs)`` (a chart of :mod:`analytics.ui.charts`), built once per
+    distinct inputs (hashed by Streamlit: frames, lists, dicts, scalars) and shared: building a
+    Plotly figure (validation of every property) was most of a warm rerun (issue 15). The
+    figure is shared between reruns and sessions, so callers must not change it
+    (``st.plotly_chart`` copies it)."""
+    return _figure(f"{builder.__module__}.{builder.__qualname__}", builder, *args, **kwargs)
 
 
 # --------------------------------------------------------------------------- data
@@ -358,10 +397,17 @@ def hardware_specs() -> pd.DataFrame:
     return advisor.hardware_specs()
 
 
-def model_versions() -> pd.DataFrame:
-    """Advisor model versions (provenance), newest first; not cached (a record adds one)."""
+@st.cache_data(show_spinner=False, max_entries=4)
+def _model_versions(db_path: str, stamp: tuple) -> pd.DataFrame:
     with connection() as con:
         return advisor.model_versions(con)
+
+
+def model_versions() -> pd.DataFrame:
+    """Advisor model versions (provenance), newest first; cached on :func:`store_stamp`, so a
+    recorded version (a write) shows at once."""
+    path = settings().db_path
+    return _model_versions(str(path), store_stamp(path))
 
 
 def record_model_version() -> dict:

@@ -98,3 +98,16 @@ def test_gpu_seconds_target_for_lora_trace(con):
     with pytest.raises(grid.GridError, match="no GPU execution time"):
         demand_grid(con, "AzureLLMInferenceTrace_code", "5min",
                          Weights(target="gpu_seconds"))
+
+
+def test_default_weight_fast_path_equals_per_row_weights(con):
+    """The default weights skip the per-row target expression and the per-model join (issue
+    15): the grid must be the one the general path (a per-model weight of 1, 1) computes."""
+    _load(con, "burstgpt/BurstGPT_3_slice400.csv")
+    name = "BurstGPT_3_slice400"
+    for include_failed in (True, False):
+        fast = demand_grid(con, name, "5min", Weights(include_failed=include_failed))
+        general = demand_grid(con, name, "5min", Weights(
+            per_model=(("no-such-model", 1.0, 1.0),), include_failed=include_failed))
+        pd.testing.assert_frame_equal(fast, general, check_exact=True)
+        assert fast["ts"].is_monotonic_increasing and fast["ts"].diff().iloc[1:].nunique() == 1

@@ -1,0 +1,52 @@
+"""The light commands stay light (issue 15): importing the CLI and building its parser must not
+import the envelope's and the advisor's libraries, and ``headroom datasets`` must not import
+pandas. Each check runs in a fresh interpreter and reads ``sys.modules`` there, so it fails as
+soon as someone adds one of these imports back at module level."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from harness import REPO
+
+HEAVY = ("mapie", "sklearn", "lightgbm", "scipy", "plotly")
+
+
+def _imported(code: str) -> list[str]:
+    probe = (f"{code}\nimport json, sys\n"
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def test_cli_import_and_parsers_do_not_import_heavy_libraries():
+    # the whole parser (every family in full), and the light path main() takes
+    got = _imported("import analytics.cli as cli\ncli.parser()\ncli.parser('datasets')\n"
+                    "cli.parser('')")
+    assert not set(HEAVY) & set(got), sorted(set(HEAVY) & set(got))
+    # the --help path (only the top-level listing) needs neither the store nor pandas
+    light = _imported("import analytics.cli as cli\ncli.parser('')")
+    assert not {"pandas", "numpy", "polars", "duckdb", *HEAVY} & set(light)
+
+
+def test_datasets_command_reads_the_ledger_without_pandas(tmp_path):
+    db = tmp_path / "s.duckdb"
+    got = _imported("import analytics.cli as cli, contextlib, io\n"
+                    f"with contextlib.redirect_stdout(io.StringIO()):\n"
+                    f"    assert cli.main(['--db', {str(db)!r}, 'datasets']) == 0")
+    assert not {"pandas", *HEAVY} & set(got), sorted({"pandas", *HEAVY} & set(got))
+
+
+def test_lazy_choices_still_refuse_and_list_values(capsys):
+    from analytics import cli
+
+    ap = cli.parser("envelope")
+    assert ap.parse_args(["envelope", "x", "--base-model", "ridge"]).base_model == "ridge"
+    try:
+        ap.parse_args(["envelope", "x", "--base-model", "nope"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
