@@ -73,6 +73,8 @@ def advise(args, settings) -> dict:
 
 def _fitted(con, settings):
     """(advisor, "hit" | "miss"): the fit stored beside the store for this data, or a new one."""
+    from analytics.services import advisor
+
     log("loading or fitting the cost model on the stored benchmarks")
     adv, cache = advisor.fit_cached(con, settings.cache_dir)
     log("cost model: " + ("cached fit for this data" if cache == "hit" else "fitted and stored"))
