@@ -47,7 +47,8 @@ def test_own_online_loop_equals_mapie_time_series_regressor(week, gamma):
     lo, hi, _ = online.online_conformal(y[test], yhat[test], y[cal] - yhat[cal], 0.1, gamma)
     ref = TimeSeriesRegressor(week["model"], method="aci", cv="prefit").fit(X[cal], y[cal])
     mlo, mhi = [], []
-    with warnings.catch_warnings():
+    # one thread: 450 single-row HGB predicts, where a second OpenMP thread only spin-waits
+    with warnings.catch_warnings(), forecast.single_threaded():
         warnings.simplefilter("ignore")
         for i in test:
             _, pis = ref.predict(X[i:i + 1], confidence_level=0.9, allow_infinite_bounds=True)
