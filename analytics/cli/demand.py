@@ -83,8 +83,11 @@ def envelope(args, settings) -> dict:
                             split_frac=args.split_frac, base_model=args.base_model,
                             aci_gamma=args.aci_gamma, seed=args.seed)
     with open_store(settings.db_path) as con:
-        log(f"fitting {args.dataset} at {req.bin_s} s bins")
-        return demand.envelope_document(con, req, params)
+        log(f"envelope of {args.dataset} at {req.bin_s} s bins")
+        doc = demand.envelope_document(con, req, params)
+    if doc["cache"] == "hit":
+        log("read from the envelope cache beside the store (same grid, parameters and code)")
+    return doc
 
 
 def coldstart(args, settings) -> dict:

@@ -24,6 +24,7 @@ dow_sin/cos        day of week of ``t`` on the unit circle (relative for BurstGP
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor
 from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 
 POINT_MODELS = ("persistence", "seasonal_daily", "seasonal_weekly", "ridge", "hgb",
                 "extra_trees", "lightgbm")
@@ -119,20 +121,42 @@ def seasonal_naive(y: np.ndarray, period: int) -> np.ndarray:
 
 
 def make_model(name: str, seed: int):
-    """A fresh, unfitted learned point model (scikit-learn API)."""
+    """A fresh, unfitted learned point model (scikit-learn API).
+
+    Single-threaded (``n_jobs=1``): the envelope's fits are small (about 1 k rows for a week of
+    5-minute bins, 10 k for 61 days), where a second OpenMP thread mostly spin-waits (issue 15
+    profile: ~75 % of the envelope's CPU). Fit inside :func:`single_threaded` to hold
+    scikit-learn's histogram gradient boosting (which has no ``n_jobs``) to one thread too.
+    """
     if name == "ridge":
         return make_pipeline(StandardScaler(), Ridge(alpha=1.0))
     if name == "hgb":
         return HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=seed)
     if name == "extra_trees":
-        return ExtraTreesRegressor(n_estimators=200, min_samples_leaf=2, n_jobs=2,
+        return ExtraTreesRegressor(n_estimators=200, min_samples_leaf=2, n_jobs=1,
                                    random_state=seed)
     if name == "lightgbm":
-        return LGBMRegressor(n_estimators=300, learning_rate=0.05, num_leaves=31, n_jobs=2,
+        return LGBMRegressor(n_estimators=300, learning_rate=0.05, num_leaves=31, n_jobs=1,
                              random_state=seed, verbose=-1)
     raise ValueError(f"unknown model {name!r}; learned models are {LEARNED}")
 
 
+def single_threaded():
+    """Context manager: OpenMP and BLAS pools held to one thread (threadpoolctl) while the
+    envelope fits and predicts. Process-wide while it is held."""
+    return threadpool_limits(limits=1)
+
+
+def one_thread(fn):
+    """Decorator: run ``fn`` inside :func:`single_threaded`."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with single_threaded():
+            return fn(*args, **kwargs)
+    return run
+
+
+@one_thread
 def point_forecasts(y: np.ndarray, feats: Features, fit_rows: np.ndarray, seed: int = 0,
                     models: tuple[str, ...] = POINT_MODELS) -> tuple[dict[str, np.ndarray], dict]:
     """Fit the learned models on ``fit_rows`` and predict every bin.

@@ -78,6 +78,10 @@ class IntervalData:
     X_test, y_test, yhat_test : test window; online methods read ``y_test[t]`` only after
         predicting bin ``t``
     ts_test : test bin start times, shape (n_test,)
+    fitted : per-run memo of models fitted on the fit window, shared by the methods of one run
+        so that each distinct model is fitted once (e.g. the LightGBM quantile models at
+        ``alpha/2`` and ``1 - alpha/2`` used by both ``direct_quantile`` and ``cqr``); keyed by
+        a tuple naming the model and its level. Not compared, not shown.
     """
 
     alpha: float
@@ -93,6 +97,7 @@ class IntervalData:
     y_test: np.ndarray
     yhat_test: np.ndarray
     ts_test: pd.Series
+    fitted: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 class IntervalMethod(ABC):

@@ -227,6 +227,12 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
     ValueError : too few bins for a split, or a calibration window without usable rows
     """
     params = params or EnvelopeParams()
+    with forecast.single_threaded():  # small fits: one thread each (issue 15 profile)
+        return _run_envelope(grid, bin_s, params)
+
+
+def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> EnvelopeResult:
+    """:func:`run_envelope` under the caller's thread limits."""
     y = grid["target"].to_numpy(dtype=float)
     ts = pd.to_datetime(grid["ts"]).reset_index(drop=True)
     n = len(y)
@@ -333,6 +339,7 @@ def to_json(result: EnvelopeResult) -> dict:
     }
 
 
+@forecast.one_thread  # small fits: one thread each (issue 15 profile)
 def cold_start(source: pd.DataFrame, target: pd.DataFrame, bin_s: int,
                k_hours: tuple[int, ...] = (6, 12, 24, 48), params: EnvelopeParams | None = None
                ) -> pd.DataFrame:

@@ -143,7 +143,7 @@ def dispatch_plan(con, grid_req: demand.GridRequest, req: DispatchRequest,
     left = sites.site_gaps(sources, series, hours, req.offset_days, req.fill_missing)
     if left:
         raise sites.MissingHours(left, unfillable=True)
-    env = pipeline.run_envelope(grid, grid_req.bin_s, params)
+    env, _ = demand.envelope_of_grid(con, grid, grid_req.bin_s, params)
     hours, _ = dispatch.envelope_hourly_demand(env, req.method, req.scale)  # the same hours
     built = sites.build_sites(sources, series, hours, req.offset_days,
                               max_share={s: req.max_share for s in req.sites},

@@ -16,6 +16,7 @@ from analytics import store
 from analytics.config import BIN_CHOICES_S, MAX_GRID_BINS, DemandTarget, Weights, parse_bin
 from analytics.envelope import grid as grids
 from analytics.envelope import pipeline
+from analytics.services import envelope_cache
 
 #: One default for every front end (the CLI and the pages used to differ in the bootstrap count).
 DEFAULT_ENVELOPE = pipeline.EnvelopeParams()
@@ -194,16 +195,40 @@ def grid_document(con, req: GridRequest, rows: bool = False) -> dict:
 def envelope(con, req: GridRequest, params: pipeline.EnvelopeParams = DEFAULT_ENVELOPE
              ) -> pipeline.EnvelopeResult:
     """Point forecasts, the six interval methods and their coverage on a dataset's grid
-    (:func:`analytics.envelope.pipeline.run_envelope`). Raises ValueError (series too short
-    for the split), ``GridError``, ``store.UnknownDataset``."""
-    return pipeline.run_envelope(grid(con, req), req.bin_s, params)
+    (:func:`analytics.envelope.pipeline.run_envelope`), read from the disk cache beside the
+    store when the same grid was fitted with the same parameters and code
+    (:mod:`analytics.services.envelope_cache`). Raises ValueError (series too short for the
+    split), ``GridError``, ``store.UnknownDataset``."""
+    return envelope_of_grid(con, grid(con, req), req.bin_s, params)[0]
+
+
+def envelope_of_grid(con, g: pd.DataFrame, bin_s: int,
+                     params: pipeline.EnvelopeParams = DEFAULT_ENVELOPE
+                     ) -> tuple[pipeline.EnvelopeResult, str]:
+    """:func:`analytics.envelope.pipeline.run_envelope` on a grid already built from the store
+    ``con``, through the disk cache beside that store.
+
+    Returns ``(result, cache)`` with ``cache`` = ``"hit"`` (read, nothing fitted), ``"miss"``
+    (fitted and written) or ``"off"`` (in-memory store, ``HEADROOM_ENVELOPE_CACHE=off``, or a
+    cache folder that cannot be written). The numbers are the same either way.
+    """
+    folder = envelope_cache.folder_for(store.db_path(con))
+    name = envelope_cache.key(g, bin_s, params) if folder is not None else ""
+    cached = envelope_cache.load(folder, name, params)
+    if cached is not None:
+        return cached, "hit"
+    result = pipeline.run_envelope(g, bin_s, params)
+    return result, "miss" if envelope_cache.save(folder, name, result) else "off"
 
 
 def envelope_document(con, req: GridRequest,
                       params: pipeline.EnvelopeParams = DEFAULT_ENVELOPE) -> dict:
-    """The ``headroom envelope`` document (strict JSON values; see the CLI contract)."""
-    out = pipeline.to_json(envelope(con, req, params))
-    return {"dataset": req.dataset, "bin_s": req.bin_s, **out}
+    """The ``headroom envelope`` document (strict JSON values; see the CLI contract), with
+    ``cache``: ``"hit"`` when the result was read from the disk cache beside the store,
+    ``"miss"`` when it was fitted and cached, ``"off"`` when there is no cache."""
+    result, cache = envelope_of_grid(con, grid(con, req), req.bin_s, params)
+    return {"dataset": req.dataset, "bin_s": req.bin_s, **pipeline.to_json(result),
+            "cache": cache}
 
 
 def cold_start(con, source: str, target_trace: str, bin_s: int, k_hours: tuple[int, ...],

@@ -37,6 +37,7 @@ from analytics.store.core import (  # noqa: F401
     _run,
     connect,
     data_version,
+    db_path,
     default_wait_s,
     file_stamp,
     migrate,

@@ -231,6 +231,15 @@ def _bump_data_version(cur) -> None:
     _run(cur, "UPDATE meta SET value = value + 1 WHERE key = 'data_version'")
 
 
+def db_path(con) -> Path | None:
+    """The file of the store ``con`` is connected to, or None for an in-memory store (where
+    caches beside the store, e.g. :mod:`analytics.services.envelope_cache`, are kept)."""
+    with con.cursor() as cur:
+        row = _run(cur, "SELECT path FROM duckdb_databases() "
+                        "WHERE database_name = current_database()").fetchone()
+    return Path(row[0]) if row and row[0] else None
+
+
 def data_version(con) -> int:
     """A number that changes whenever any dataset is added or removed (cache key)."""
     with con.cursor() as cur:

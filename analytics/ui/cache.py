@@ -250,7 +250,9 @@ def demand_envelope(name: str, bin_s: int, params: EnvelopeParams, w_prompt: flo
                     w_completion: float = 1.0, include_failed: bool = True,
                     target: str | None = None) -> EnvelopeResult:
     """Forecasts, intervals and coverage of a dataset's grid (cached on data version and every
-    parameter). Raises ValueError (e.g. too short for a split) and GridError."""
+    parameter; a miss here reads the disk cache beside the store, shared with the CLI, before
+    it fits: :mod:`analytics.services.envelope_cache`). Raises ValueError (e.g. too short for a
+    split) and GridError."""
     return _envelope(_request(name, bin_s, w_prompt, w_completion, include_failed, target),
                      params)
 

@@ -47,7 +47,8 @@ def test_own_online_loop_equals_mapie_time_series_regressor(week, gamma):
     lo, hi, _ = online.online_conformal(y[test], yhat[test], y[cal] - yhat[cal], 0.1, gamma)
     ref = TimeSeriesRegressor(week["model"], method="aci", cv="prefit").fit(X[cal], y[cal])
     mlo, mhi = [], []
-    with warnings.catch_warnings():
+    # one thread: 450 single-row HGB predicts, where a second OpenMP thread only spin-waits
+    with warnings.catch_warnings(), forecast.single_threaded():
         warnings.simplefilter("ignore")
         for i in test:
             _, pis = ref.predict(X[i:i + 1], confidence_level=0.9, allow_infinite_bounds=True)
@@ -182,3 +183,35 @@ def test_a_seventh_method_is_one_class():
         assert (band.lower.tolist(), band.upper.tolist()) == ([4.0], [6.0])
     finally:
         del registry.METHODS["naive_pm1"]
+
+
+def test_direct_quantile_and_cqr_share_two_quantile_fits_and_match_mapie(monkeypatch):
+    """One run fits each LightGBM quantile model once (alpha/2 and 1 - alpha/2, shared by
+    direct quantile and CQR), and CQR on those prefit models gives MAPIE's own CQR bounds."""
+    from lightgbm import LGBMRegressor
+    from mapie.regression import ConformalizedQuantileRegressor
+
+    from analytics.envelope import conformal_methods
+
+    def small(seed):
+        return LGBMRegressor(objective="quantile", alpha=0.5, n_estimators=20, num_leaves=7,
+                             n_jobs=1, random_state=seed, verbose=-1)
+
+    fits = []
+    monkeypatch.setattr(conformal_methods, "_quantile_lgbm",
+                        lambda seed: fits.append(seed) or small(seed))
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 3))
+    y = 10 + X @ np.array([2.0, -1.0, 0.5]) + rng.normal(size=400)
+    one = np.zeros(100)
+    data = IntervalData(0.1, 0, None, X[:200], y[:200], X[200:300], y[200:300], one, one,
+                        X[300:], y[300:], one, one)
+    direct = registry.METHODS["direct_quantile"]().predict_interval(data)
+    band = registry.METHODS["cqr"]().predict_interval(data)
+    assert len(fits) == 2 and len(data.fitted) == 2
+    ref = ConformalizedQuantileRegressor(small(0), confidence_level=0.9)
+    _, pis = ref.fit(X[:200], y[:200]).conformalize(X[200:300], y[200:300]).predict_interval(
+        X[300:])
+    np.testing.assert_allclose(band.lower, pis[:, 0, 0], rtol=1e-9)
+    np.testing.assert_allclose(band.upper, pis[:, 1, 0], rtol=1e-9)
+    assert (direct.lower <= direct.upper).mean() > 0.9

@@ -112,6 +112,14 @@ def test_cli_envelope_matches_library(result, tmp_path):
     for part in ("intervals", "point"):
         for name, metrics in ref[part].items():
             assert doc[part][name] == pytest.approx(metrics), (part, name)
+    # a second call reads the disk cache beside the store: same document, nothing refitted
+    again = subprocess.run([*run, "envelope", DATASET, "--alpha", "0.1"], capture_output=True,
+                           text=True, cwd=REPO)
+    assert again.returncode == 0, again.stderr
+    hit = strict_loads(again.stdout)
+    assert (doc.pop("cache"), hit.pop("cache")) == ("miss", "hit")
+    assert hit == doc
+    assert (tmp_path / "env.duckdb.cache" / "envelope").is_dir()
 
 
 def test_cold_start_aci_recovers_coverage_static_calibration_does_not():

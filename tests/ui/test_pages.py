@@ -129,6 +129,7 @@ def test_demand_page_envelope_matches_cli_numbers(app_env, capsys):
     # in-process: the app's cached connection holds the DuckDB file's write lock
     assert cli.main(["--db", str(app_env["db"]), "envelope", "burstgpt1_week1_per_minute_tps"]) == 0
     doc = strict_loads(capsys.readouterr().out)
+    assert doc["cache"] == "hit"  # the page's fit, read back from the disk cache beside the store
     assert shown["ACI coverage"] == f"{doc['intervals']['aci']['coverage']:.1%}"
     assert shown["mean width"] == f"{doc['intervals']['aci']['mean_width']:,.0f}"
     table = at.dataframe[0].value
