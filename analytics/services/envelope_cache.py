@@ -15,7 +15,7 @@ Key: sha256 of
 - the code version: the source bytes of :mod:`analytics.envelope` and of this module, plus the
   versions of numpy, pandas, scikit-learn, LightGBM and MAPIE.
 
-Layout: ``<store file>.cache/envelope/<key>/`` holding one Parquet file per table of
+Layout: ``<store stem>-cache/envelope/<key>/`` holding one Parquet file per table of
 :class:`~analytics.envelope.pipeline.EnvelopeResult` and ``meta.json`` for its dicts. No
 pickle. Each entry is written to a temporary folder and renamed into place (``os.replace``), so
 a reader never sees half an entry; a corrupt or unreadable entry is a miss. At most
@@ -53,14 +53,15 @@ log = logging.getLogger("headroom")
 
 
 def folder_for(db_path: str | Path | None) -> Path | None:
-    """``<store>.cache/envelope`` beside a store file; None for an in-memory store or when
+    """``<store stem>-cache/envelope`` beside a store file (``Settings.cache_dir``, shared with
+    the advisor's fits); None for an in-memory store or when
     ``HEADROOM_ENVELOPE_CACHE`` is ``off`` / ``0``."""
     if db_path is None or str(db_path) == ":memory:":
         return None
     if os.environ.get("HEADROOM_ENVELOPE_CACHE", "").lower() in ("off", "0", "no", "false"):
         return None
     db = Path(db_path)
-    return db.with_name(db.name + ".cache") / "envelope"
+    return db.parent / f"{db.stem}-cache" / "envelope"
 
 
 @functools.cache

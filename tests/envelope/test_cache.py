@@ -86,7 +86,7 @@ def test_unreadable_entry_misses_and_no_cache_without_a_file(week_store, fits, m
     params = pipeline.EnvelopeParams(n_boot=200)
     assert demand.envelope_of_grid(week_store, g, 300, params)[1] == "miss"
     folder = envelope_cache.folder_for(store.db_path(week_store))
-    assert folder == tmp_path / "test.duckdb.cache" / "envelope"
+    assert folder == tmp_path / "test-cache" / "envelope"  # Settings.cache_dir, with the advisor's
     (entry,) = [p for p in folder.iterdir() if not p.name.startswith(".")]
     (entry / "test.parquet").unlink()
     assert demand.envelope_of_grid(week_store, g, 300, params)[1] == "miss"  # rewritten
