@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Placement")
 st.caption("A calibrated, abstaining launch advisor: a LightGBM quantile cost model fitted on the "
@@ -84,6 +85,14 @@ request = cache.advisor_request(
 scored = cache.advise(request, price_map, float(value), float(kwh), float(runtime),
                       float(restart), float(slope))
 
+out = Export("Placement", cache.dataset_names(("bench_runs", "jobs")))
+out.param(model=name, params_b=float(params_b), active_params_b=float(active_b),
+          concurrency=float(concurrency), in_len=float(in_len), out_len=float(out_len),
+          task=task, ttft_slo_ms=float(ttft) or None, itl_slo_ms=float(itl) or None,
+          value_usd_per_token=float(value), electricity_usd_per_kwh=float(kwh),
+          runtime_h=float(runtime), failed_launch_cost_h=float(restart),
+          kv_penalty_slope=float(slope), prices_usd_per_gpu_h=price_map)
+out.keep(scored, "arms", "Every arm scored (ranked, abstained and infeasible)")
 ranked = scored[scored["rank"].notna()]
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("ranked arms", len(ranked))
@@ -101,7 +110,7 @@ if ranked.empty:
                "priced arm") + ". " + ("Rule-based fallback (cheapest feasible 16-bit arm): "
                f"**{fb.iloc[0]['hardware']} x{int(fb.iloc[0]['tp'])} {fb.iloc[0]['precision']}**"
                if not fb.empty else "No feasible priced arm for the fallback either."))
-st.plotly_chart(cache.figure(charts.advisor_arms_chart, scored), key="arms_chart")
+out.chart(cache.figure(charts.advisor_arms_chart, scored), key="arms_chart")
 
 tab_arms, tab_bt, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
     ["Arms", "Backtest", "Calibration", "Launch-success priors", "Model versions",
@@ -117,7 +126,7 @@ with tab_arms:
             "throughput_tok_s_q50", "throughput_tok_s_q90", "itl_ms_q50", "power_w_q50",
             "occupancy", "p_launch", "p_slo", "value_usd", "compute_usd", "queue_usd",
             "failure_usd"]
-    st.dataframe(show[[c for c in cols if c in show]], hide_index=True, key="arms_table")
+    out.table(show[[c for c in cols if c in show]], hide_index=True, key="arms_table")
     st.caption("Utility (USD over the runtime) = value per token x throughput x KV factor x "
                "(1 - P(SLO violated)) - compute (GPU-hours x price + power x electricity) - "
                "queue wait (median wait for that GPU count in the job history) - expected "
@@ -129,13 +138,13 @@ with tab_bt:
     if not bt["cells"]:
         st.info("No workload cell has two or more measured, priced arms: nothing to backtest.")
     else:
-        st.plotly_chart(cache.figure(charts.backtest_chart, bt), key="backtest_chart")
-        st.dataframe(pd.DataFrame(bt["policies"]).T, key="backtest_table")
+        out.chart(cache.figure(charts.backtest_chart, bt), key="backtest_chart")
+        out.table(pd.DataFrame(bt["policies"]).T, key="backtest_table")
         st.caption("Each cell's predictions come from a GroupKFold model that never saw the "
                    "cell; the true utility uses the measured throughput and power.")
 with tab_cal:
-    st.plotly_chart(cache.figure(charts.calibration_chart, adv.cost.metrics), key="calibration_chart")
-    st.dataframe(pd.DataFrame({t: {"rows": m["rows"], "cells": m["cells"],
+    out.chart(cache.figure(charts.calibration_chart, adv.cost.metrics), key="calibration_chart")
+    out.table(pd.DataFrame({t: {"rows": m["rows"], "cells": m["cells"],
                                    "MAPE %": m.get("mape_pct"), "R2 (log)": m.get("r2_log"),
                                    "crossing rate": m.get("crossing_rate"),
                                    "width ratio": m.get("width_ratio")}
@@ -150,12 +159,12 @@ with tab_pri:
                 "launch-success default. Ingest a Slurm export (MIT SuperCloud or "
                 "`sacct --parsable2`) on the Data page.")
     else:
-        st.plotly_chart(cache.figure(charts.launch_priors_chart, pri), key="priors_chart")
-        st.dataframe(pri, hide_index=True, key="priors_table")
+        out.chart(cache.figure(charts.launch_priors_chart, pri), key="priors_chart")
+        out.table(pri, hide_index=True, key="priors_table")
         st.caption("Success = COMPLETED; failure = FAILED, NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY; "
                    "cancelled and timed-out jobs are not launch outcomes. Observational and "
                    "confounded: used only in the failure term.")
-        st.dataframe(adv.ctx.waits, hide_index=True, key="waits_table")
+        out.table(adv.ctx.waits, hide_index=True, key="waits_table")
 with tab_ver:
     if st.button("Record this fit (promotion gate)", key="record_version"):
         res = cache.record_model_version()
@@ -166,8 +175,9 @@ with tab_ver:
     if versions.empty:
         st.caption("No model version recorded yet.")
     else:
-        st.dataframe(versions, hide_index=True, key="versions_table")
+        out.table(versions, hide_index=True, key="versions_table")
     st.caption("A candidate is promoted only if its decision-target (throughput) MAPE does not "
                "regress by more than 0.5 pp and it was trained on at least as many rows.")
 with tab_specs:
-    st.dataframe(cache.hardware_specs(), hide_index=True, key="specs_table")
+    out.table(cache.hardware_specs(), hide_index=True, key="specs_table")
+out.render()

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 from analytics.config import DemandTarget
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Power")
 st.caption("Hybrid batch + inference co-simulation (after Mural, Yu & Xie, \"Workload composition "
@@ -67,12 +68,16 @@ except ValueError as exc:
     st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
 synthetic = run["synthetic"]
+out = Export("Power", [jobs_name, inference_name])
+out.param(jobs=jobs_name, inference=inference_name, inference_share=float(share),
+          utilization=float(utilization), n_gpus=int(gpus), days=float(days),
+          scheduler=scheduler, checkpoint=ckpt_label, capped=bool(capped), seed=int(seed))
 left_out = run["inputs"]["left_out_jobs"]
 if left_out:
     st.warning(f"{run['inputs']['left_out_jobs_total']} GPU job(s) of "
                f"{widgets.plain(jobs_name)} left out of the simulation "
                f"({run['inputs']['jobs_used']} used); each one and why:")
-    st.dataframe(pd.DataFrame(left_out), hide_index=True, key="power_left_out")
+    out.table(pd.DataFrame(left_out), hide_index=True, key="power_left_out")
 if synthetic:
     st.warning("SYNTHETIC inference demand: a generated daily envelope, not measured traffic. "
                "Ingest a request trace (e.g. BurstGPT per-minute tokens) for real inference.")
@@ -91,14 +96,14 @@ cols[5].metric("inference shortfall", f"{m['inference_shortfall']:.1%}",
 
 title = (f"share {share:g}, U={utilization:g}, {gpus} GPUs, {scheduler}, checkpoint "
          f"{ckpt_label}, {'capped' if capped else 'uncapped'}")
-st.plotly_chart(cache.figure(charts.power_timeseries_chart, run["frame"], title, synthetic), key="power_ts")
+out.chart(cache.figure(charts.power_timeseries_chart, run["frame"], title, synthetic), key="power_ts")
 
 st.subheader("Variability and ramps vs inference share")
 utils = tuple(sorted({0.5, 0.8, float(utilization)}))
 with st.spinner(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
                 "(2 seeds each; cached) ..."):
     table, shape = cache.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed))
-st.plotly_chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),
+out.chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),
                 key="power_sweep")
 lines = []
 for u, s in shape.items():
@@ -110,25 +115,26 @@ st.caption("On these inputs: " + " ".join(lines) + " Each point averages 2 seeds
            "same random numbers at every share; curves still carry noise from the daily "
            "arrival counts.")
 with st.expander("Sweep table"):
-    st.dataframe(table, hide_index=True, key="power_sweep_table")
+    out.table(table, hide_index=True, key="power_sweep_table")
 
 st.subheader("Daily profile")
-st.plotly_chart(cache.figure(charts.power_daily_chart, run["daily"], synthetic), key="power_daily")
+out.chart(cache.figure(charts.power_daily_chart, run["daily"], synthetic), key="power_daily")
 
 with st.expander("Inputs and assumptions"):
     info = run["inputs"]
     st.markdown(f"**Batch jobs**: {widgets.plain(info['jobs'])} (fitted days {info['fit_window'][0]} to "
                 f"{info['fit_window'][1]}, clock UTC{info['clock_offset_h']:+g} h); "
                 f"**inference**: {widgets.plain(info['inference'])}.")
-    st.dataframe(pd.DataFrame(info["groups"]), hide_index=True, key="power_groups")
+    out.table(pd.DataFrame(info["groups"]), hide_index=True, key="power_groups")
     st.caption("Resource groups: Ward clustering on (log GPUs, log GPU-hours); arrivals per "
                "group: negative-binomial daily counts and a logistic-normal hourly profile "
                "calibrated to the pooled hourly histogram and the sd of the daily centre of "
                "mass.")
-    st.dataframe(pd.DataFrame(info["templates"]), hide_index=True, key="power_templates")
+    out.table(pd.DataFrame(info["templates"]), hide_index=True, key="power_templates")
     st.caption(f"LLM templates: {info['templates_source']}. Demand is split equally; each "
                "template runs whole instances; power = tokens/s x J/token.")
     st.caption(f"Batch power per GPU: {info['batch_power']}, x {info['hw_factor']:.2f} "
                f"({info['hw_factor_source']}).")
     for note in info["notes"]:
         st.caption(note)
+out.render()

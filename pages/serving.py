@@ -2,6 +2,7 @@
 
 import streamlit as st
 from analytics.ui import cache, charts, widgets
+from analytics.ui.export import Export
 
 st.title("Serving")
 st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina, arXiv "
@@ -94,6 +95,9 @@ except ValueError as exc:
     st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
 
+out = Export("Serving", [trace])
+out.param(**{k: v for k, v in params.__dict__.items() if not k.startswith("_")})
+out.keep(run["table"], "policies", "Energy and SLO attainment per policy")
 t = run["table"].set_index("policy")
 fest, base = t.loc["festina"], t.loc["max_clock"]
 ttft_pp = 100 * (fest["ttft_attainment"] - base["ttft_attainment"])
@@ -117,14 +121,14 @@ m3.metric("Festina TTFT attainment", f"{fest['ttft_attainment']:.2%}",
 m4.metric("Festina TBT attainment", f"{fest['tbt_attainment']:.2%}",
           f"{100 * (fest['tbt_attainment'] - base['tbt_attainment']):+.2f} pp")
 
-st.plotly_chart(cache.figure(charts.serving_energy_chart,
+out.chart(cache.figure(charts.serving_energy_chart,
     run["table"], ["max_clock", "static_dvfs", "festina"], "Energy normalised to Festina, and "
     "SLO attainment", synthetic), key="serving_energy")
-st.plotly_chart(cache.figure(charts.serving_energy_chart,
+out.chart(cache.figure(charts.serving_energy_chart,
     run["table"], ["stage1", "stage2", "stage3", "stage4", "festina"],
     "Ablation: 1 SLO-aware dispatch -> 2 frequency-aware dispatch -> 3 fine-grained runtime "
     "-> 4 SLO-aware placement -> 5 consolidation (Festina)", synthetic), key="serving_ablation")
-st.dataframe(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_max_clock",
+out.table(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_max_clock",
                            "ttft_attainment", "tbt_attainment", "mean_gpus_on",
                            "mean_clock_mhz", "prefill_kwh", "decode_kwh", "static_busy_kwh",
                            "idle_kwh", "served", "requests"]],
@@ -146,11 +150,11 @@ st.dataframe(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_
                  "static_busy_kwh": st.column_config.NumberColumn("static, busy (kWh)",
                                                                   format="%.4f"),
                  "idle_kwh": st.column_config.NumberColumn("idle (kWh)", format="%.4f")})
-st.plotly_chart(cache.figure(charts.serving_timeseries_chart, run["timeseries"],
+out.chart(cache.figure(charts.serving_timeseries_chart, run["timeseries"],
                                                 ["max_clock", "static_dvfs", "festina"],
                                                 synthetic), key="serving_ts")
 metric = st.radio("latency CDF", ["TTFT", "TBT"], horizontal=True, key="serving_cdf")
-st.plotly_chart(cache.figure(charts.serving_cdf_chart, run["cdf"] if metric == "TTFT" else run["cdf_tbt"],
+out.chart(cache.figure(charts.serving_cdf_chart, run["cdf"] if metric == "TTFT" else run["cdf_tbt"],
                                          float(ttft if metric == "TTFT" else tbt), metric,
                                          synthetic), key="serving_cdf_chart")
 
@@ -165,12 +169,12 @@ if st.button("Run the sensitivity sweep (12 x 2 simulations)", key="serving_sens
 if st.session_state.get("serving_sens_for") == sens_key:
     with st.spinner("Sweeping gamma x static power ..."):
         sens = cache.serving_sensitivity(trace, params, measured)
-    st.plotly_chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
-    st.dataframe(sens, hide_index=True, key="serving_sens_table")
+    out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
+    out.table(sens, hide_index=True, key="serving_sens_table")
 
 st.subheader("Profile viewer")
 batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch")
-st.plotly_chart(cache.figure(charts.serving_profile_chart, cache.serving_curves(gpu, gamma, int(batch),
+out.chart(cache.figure(charts.serving_profile_chart, cache.serving_curves(gpu, gamma, int(batch),
                                                                   measured,
                                                                   float(static_scale))),
                 key="serving_profiles")
@@ -200,3 +204,4 @@ with st.expander("Where the numbers come from"):
         st.markdown(f"- {widgets.plain(model)}: {rows}")
 for n in run["notes"]:
     st.caption(n)
+out.render()

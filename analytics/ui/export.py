@@ -56,10 +56,13 @@ class Export:
         text = title or (fig.layout.title.text if fig.layout.title else None) or key
         self.figures.append((key, str(text), fig))
 
-    def table(self, frame, key: str, title: str, container=None, **kwargs) -> None:
-        """Draw ``frame`` (``st.dataframe``; any of its keyword arguments) and keep it."""
+    def table(self, frame, key: str, title: str | None = None, container=None,
+              **kwargs) -> None:
+        """Draw ``frame`` (``st.dataframe``; any of its keyword arguments) and keep it under
+        ``title`` (default: the key in words)."""
         (container or st).dataframe(frame, key=key, **kwargs)
-        self.keep(frame, key, title, index=not kwargs.get("hide_index", False))
+        self.keep(frame, key, title or key.replace("_", " "),
+                  index=not kwargs.get("hide_index", False))
 
     def keep(self, frame, key: str, title: str, index: bool = False) -> None:
         """Keep a table for download without drawing it (the page drew it its own way)."""

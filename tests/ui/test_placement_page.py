@@ -19,6 +19,8 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     at = new_app().run()
     at.switch_page("pages/placement.py").run()
     assert not at.exception
+    downloads = {b.key for b in at.get("download_button")}  # issue 19 item 12
+    assert {"placement_report", "dl_arms_chart_csv", "dl_arms_chart_parquet"} <= downloads
     shown = metrics(at)
     assert int(shown["ranked arms"]) > 0
     assert shown["best arm"] != "none"

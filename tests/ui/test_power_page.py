@@ -20,6 +20,8 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     at = new_app().run()
     at.switch_page("pages/power.py").run()
     assert not at.exception
+    downloads = {b.key for b in at.get("download_button")}  # issue 19 item 12
+    assert {"power_report", "dl_power_sweep_table_csv", "dl_power_sweep_table_parquet"} <= downloads
     assert at.title[0].value == "Power"
     assert at.selectbox(key="power_inference").value == "burstgpt1_week1_per_minute_tps"
     before = metrics(at)
