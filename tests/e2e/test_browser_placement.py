@@ -15,7 +15,7 @@ def test_submit_request_and_see_ranked_arms(app_url):
     with browser_page(1600) as (_, page):
         page.goto(app_url)
         page.get_by_role("link", name="Placement", exact=True).click()
-        page.get_by_text("Arms: output throughput q50").wait_for()
+        page.get_by_text("Arms: output throughput q50").first.wait_for()  # the chart title
         wait_settled(page)
         before = read_metric(page, "ranked arms")
         assert int(before) > 0

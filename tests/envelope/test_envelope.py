@@ -119,7 +119,7 @@ def test_cli_envelope_matches_library(result, tmp_path):
     hit = strict_loads(again.stdout)
     assert (doc.pop("cache"), hit.pop("cache")) == ("miss", "hit")
     assert hit == doc
-    assert (tmp_path / "env.duckdb.cache" / "envelope").is_dir()
+    assert (tmp_path / "env-cache" / "envelope").is_dir()
 
 
 def test_cold_start_aci_recovers_coverage_static_calibration_does_not():
