@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench screenshots lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+# refresh the README's screenshots from the browser tests (they write tests/artifacts/)
+screenshots: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/e2e/test_browser.py tests/e2e/test_browser_newcomer.py
+	cp tests/artifacts/demand_alpha_0.2.png docs/screenshot-demand.png
+	cp tests/artifacts/capacity_target_30.png docs/screenshot-capacity.png
+	cp tests/artifacts/first_run.png docs/screenshot-first-run.png
+	cp tests/artifacts/capacity_report.png docs/screenshot-report.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache tests/artifacts

@@ -99,7 +99,7 @@ if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="
 st.subheader("Datasets")
 if not ledger.empty:
     st.dataframe(
-        ledger.drop(columns=["dataset_id"]),
+        ledger.drop(columns=["dataset_id", "sha256"]),  # the hash is in every report
         hide_index=True,
         width="stretch",
         column_config={

@@ -1,7 +1,7 @@
 """Demand: the complete demand grid of the chosen dataset."""
 
 import streamlit as st
-from analytics.config import BIN_CHOICES_S, DemandTarget, bin_choices
+from analytics.config import BIN_CHOICES_S, DemandTarget, bin_choices, envelope_bin_choices
 from analytics.ui import cache, charts, widgets
 from analytics.ui.export import Export
 
@@ -29,8 +29,13 @@ else:
 target_label = DemandTarget(target).label
 span_s = (info["ts_max"] - info["ts_min"]).total_seconds()
 choices = bin_choices(res, span_s, not is_requests)
+calibrates = envelope_bin_choices(choices, span_s)  # bins with enough calibration bins
 c1, c2, c3, c4 = st.columns(4)
-bin_label = widgets.shared_bin(choices, "bin", c1)
+bin_label = widgets.shared_bin(choices, "bin", c1, preferred=calibrates)
+if bin_label not in calibrates:
+    st.caption(f"At {bin_label} this {span_s / 3600:,.1f}-hour dataset has too few bins for "
+               "an envelope" + (f"; {', '.join(calibrates)} can calibrate one." if calibrates
+                                else "."))
 if is_requests and target == "weighted_tokens":
     w_p = c2.number_input("w_prompt", 0.0, 100.0, 1.0, 0.1, key="w_prompt",
                           help="weight of a prompt (prefill) token in the target")

@@ -36,7 +36,10 @@ if not sites:
     st.stop()
 c1, c2, c3, c4 = st.columns(4)
 home = c1.selectbox("home site (baseline)", sites, key="home")
-max_share = c2.slider("max share of an hour per site", 0.1, 1.0, 0.4, 0.05, key="max_share")
+# default: 40 % per site, or the least share that lets the chosen sites carry all demand
+fit_share = -(-100 // (5 * len(sites))) * 5 / 100  # 1 / n sites, rounded up to 5 %
+max_share = c2.slider("max share of an hour per site", 0.1, 1.0, max(0.4, fit_share), 0.05,
+                      key="max_share")
 scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1000,
                          key="dispatch_scale")
 kinds = [k for k in GPU_CATALOG if k.ref_tok_s]

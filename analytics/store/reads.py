@@ -20,13 +20,15 @@ pd = lazy_module("pandas")
 
 
 def list_datasets(con) -> pd.DataFrame:
-    """The ledger, oldest first: dataset_id, name, kind, format, source, rows, ts_min, ts_max,
+    """The ledger, oldest first: dataset_id, name, kind, format, source, sha256 (of the bytes
+    ingested: the data version a result belongs to), rows, ts_min, ts_max,
     resolution_s, source_tz (IANA zone local times were converted from; None: UTC as written),
     ingested_at, synthetic, warnings."""
     with con.cursor() as cur:
         return _run(
             cur,
-            "SELECT dataset_id, name, kind, format, source, rows, ts_min, ts_max, resolution_s, "
+            "SELECT dataset_id, name, kind, format, source, sha256, rows, ts_min, ts_max, "
+            "resolution_s, "
             "source_tz, ingested_at, synthetic, warnings FROM datasets ORDER BY dataset_id",
         ).df()
 

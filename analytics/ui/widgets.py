@@ -35,15 +35,20 @@ def chosen_dataset() -> tuple[str, dict]:
     return name, info
 
 
-def shared_bin(choices: list[str], key: str, container=None) -> str:
+def shared_bin(choices: list[str], key: str, container=None,
+               preferred: list[str] | None = None) -> str:
     """Bin selector whose choice is shared by every page (``st.session_state["envelope_bin"]``,
     like the envelope settings), so moving from Demand to Coverage keeps the bin.
 
     ``choices`` are the bins this page can use for the dataset; a shared choice it cannot use
-    falls back to 5 minutes (or the first choice). ``key`` keeps each page's widget distinct.
+    falls back to 5 minutes if ``preferred`` (the bins an envelope can calibrate on; default:
+    all choices) has it, else to the first preferred bin, else to the first choice. ``key``
+    keeps each page's widget distinct.
     """
     chosen = st.session_state.get("envelope_bin")
-    default = chosen if chosen in choices else ("5min" if "5min" in choices else choices[0])
+    good = [c for c in (choices if preferred is None else preferred) if c in choices]
+    default = chosen if chosen in choices else (
+        "5min" if "5min" in good else (good or choices)[0])
     value = (container or st).selectbox("Bin", choices, index=choices.index(default), key=key)
     st.session_state["envelope_bin"] = value
     return value
@@ -172,8 +177,9 @@ def ingest_report(report: list[dict]) -> None:
                        f"({r['format']}, {r['rows']:,} rows, table {r.get('table')})")
             if r.get("ts_min"):
                 st.caption(f"time span {r['ts_min']} to {r['ts_max']} (UTC)")
-    if rows:
-        with st.expander(f"{len(rows)} warning(s), with line and column", expanded=True):
+    if rows:  # a first run's dozens of notes stay folded; a few are shown
+        with st.expander(f"{len(rows)} warning(s), with line and column",
+                         expanded=len(rows) <= 10):
             st.dataframe(rows, hide_index=True, width="stretch", key="ingest_warnings",
                          column_config={"rows": st.column_config.NumberColumn(format="%d")})
 

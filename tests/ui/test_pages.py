@@ -53,10 +53,10 @@ def test_upload_azure_conv_adds_dataset_and_demand_page_charts_it(app_env):
 
     at.switch_page("pages/demand.py").run()
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 1
-    shown = metrics(at)
-    assert shown["bins"] == "12"
-    assert shown["requests"] == "19,366"
+    assert len(at.get("plotly_chart")) == 2  # demand and envelope
+    shown = metrics(at)  # issue 19 item 3: the default bin is one an envelope calibrates on
+    assert at.selectbox(key="bin").value == "10s" and shown["bins"] == "351"
+    assert shown["requests"] == "19,366" and "coverage" in " ".join(shown)
     at.selectbox(key="bin").set_value("1min").run()
     assert metrics(at)["bins"] == "60"  # 18:15 .. 19:14 inclusive
 
