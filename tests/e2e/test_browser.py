@@ -37,7 +37,7 @@ def test_upload_real_trace_see_table_and_chart(app_url):
         page.get_by_role("link", name="Demand", exact=True).click()
         chart = page.locator('[data-testid="stPlotlyChart"] .main-svg').first
         chart.wait_for()
-        page.get_by_text("AzureLLMInferenceTrace_conv - demand per 5min").wait_for()
+        page.get_by_text("AzureLLMInferenceTrace_conv - demand per 10s").wait_for()
         wait_settled(page)
         page.screenshot(path=str(ARTIFACTS / "demand_page.png"), full_page=True)
     assert (ARTIFACTS / "demand_page.png").stat().st_size > 10_000

@@ -38,7 +38,7 @@ def test_app_and_cli_share_one_store(app_url, tmp_path):
         page.get_by_role("link", name="Demand", exact=True).click()
         worker = threading.Thread(target=cli_while_the_page_works)
         worker.start()  # the CLI runs while the Demand page reads and charts the store
-        page.get_by_text("AzureLLMInferenceTrace_conv - demand per 5min").wait_for()
+        page.get_by_text("AzureLLMInferenceTrace_conv - demand per 10s").wait_for()
         worker.join(timeout=300)
         for name, proc in results.items():
             assert proc.returncode == 0, (name, proc.stderr)
