@@ -111,7 +111,8 @@ class PowerPoolEngine:
     read in submit order from ``arrival_jobs`` beside the heap, each taking the ``seq`` it would
     have had as a heap entry, so the counts and tie order are those of one heap); the queue
     (a sorted list of policy ranks, ``order.rank[job]``; ``queue_version`` bumped on every
-    change); ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
+    change; by rank ``queued``, ``need_by_rank`` and ``segment_by_rank`` for the backfill
+    scan); ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
     when backfilling, in the slot arrays ``slot_rank`` (the job's queue rank), ``slot_end_s``,
     ``slot_rest_s`` (the job's work left after the segment), ``slot_milli`` and
     ``slot_until_min`` (a free slot has milli 0 and ends at inf), so that a reservation is
@@ -147,6 +148,10 @@ class PowerPoolEngine:
         self.segment_count = [0] * n_jobs
         self.queue: list[int] = []
         self.queue_version = 0
+        # by rank, for the backfill scan: queued or not, GPU request, next segment length
+        self.queued = np.zeros(n_jobs, bool)
+        self.need_by_rank = jobs.gpu_milli[self.job_of_rank]
+        self.segment_by_rank = np.minimum(self.remaining_np, self.segment_s)[self.job_of_rank]
         self.running: dict[int, RunningSegment] = {}
         self.track_slots = params.backfill  # only a backfill reservation reads the slots
         self._init_slots(16)
@@ -317,7 +322,9 @@ class PowerPoolEngine:
         if minute < seg.booked_until_min:
             self.booked_milli[minute:seg.booked_until_min] -= milli
         if self.remaining_s[job] > 0:
-            bisect.insort(self.queue, self.rank_list[job])
+            rank = self.rank_list[job]
+            bisect.insort(self.queue, rank)
+            self.queued[rank] = True
             self.queue_version += 1
         else:
             self.end_s[job] = now_s
@@ -326,7 +333,9 @@ class PowerPoolEngine:
 
     def enqueue(self, job: int) -> None:
         """Insert ``job`` in policy order."""
-        bisect.insort(self.queue, self.rank_list[job])
+        rank = self.rank_list[job]
+        bisect.insort(self.queue, rank)
+        self.queued[rank] = True
         self.queue_version += 1
 
     def head(self) -> int:
@@ -335,13 +344,16 @@ class PowerPoolEngine:
 
     def pop_head(self) -> int:
         """Remove the queue head; returns its job."""
-        job = self.job_of_rank_list[self.queue.pop(0)]
+        rank = self.queue.pop(0)
+        self.queued[rank] = False
         self.queue_version += 1
+        job = self.job_of_rank_list[rank]
         return job
 
     def remove_entry(self, entry: int) -> None:
         """Remove one queue entry (the rank of a backfilled job)."""
-        self.queue.remove(entry)
+        del self.queue[bisect.bisect_left(self.queue, entry)]
+        self.queued[entry] = False
         self.queue_version += 1
 
     def next_segment_s(self, job: int) -> float:
@@ -378,6 +390,7 @@ class PowerPoolEngine:
             self.slot_rest_s[slot] = remaining
             self.slot_milli[slot] = milli
             self.slot_until_min[slot] = booked_until
+            self.segment_by_rank[self.rank_list[job]] = min(remaining, self.segment_s)
         self.running[job] = RunningSegment(end_s, milli, booked_until, slot)
         heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
         self.seq += 1

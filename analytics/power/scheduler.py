@@ -187,10 +187,9 @@ class EasyBackfilling(HeadFirst):
     and its segment ends by the reservation, so it cannot delay the head. The reservation is only
     worked out when some job behind the head fits now.
 
-    Speed without changing a decision: the queue behind the head is read in chunks of growing
-    size (16, 32, ...; ``backfill_depth`` entries at most) and the scan stops as soon as no job
-    could fit any more (free capacity below the smallest request of the run), instead of
-    materialising the whole depth at every pass; reservations are worked out in numpy over the
+    Speed without changing a decision: the queue behind the head is read as arrays by rank
+    (:meth:`candidates`), and not at all when no job could fit (free capacity below the smallest
+    request of the run); reservations are worked out in numpy over the
     engine's slot arrays (on a constant pool from the few earliest ends, by partial sort; on the
     per-minute plan only as far ahead as the longest segment can reach, since a later
     reservation gives the same decisions; with ``record=True`` the whole plan is searched, so
@@ -199,76 +198,70 @@ class EasyBackfilling(HeadFirst):
 
     name = "easy"
 
-    def chunks(self, engine):
-        """Yield ``(ranks, jobs, segment_s, gpu_milli)`` of successive queue entries behind the
-        head (ndarrays of shape (k,)), ``backfill_depth`` in all; the caller removes started
-        entries between chunks and the next chunk follows the entries still queued."""
+    def candidates(self, engine) -> tuple:
+        """The queue behind the head, up to ``backfill_depth`` entries in queue order, as
+        ``(ranks, segment_s, gpu_milli)`` (ndarrays of shape (k,)): read from the ``queued``
+        flags by rank when the queued ranks lie close together (FCFS), else from the queue
+        list."""
         queue, depth = engine.queue, self.backfill_depth
-        pos, scanned, size = 1, 0, 16
-        while scanned < depth and pos < len(queue):
-            ranks = np.array(queue[pos:pos + min(size, depth - scanned)], np.int64)
-            jobs = engine.job_of_rank[ranks]
-            before = len(queue)
-            yield (ranks, jobs, np.minimum(engine.remaining_np[jobs], engine.segment_s),
-                   engine.jobs.gpu_milli[jobs])
-            scanned += ranks.size
-            pos += ranks.size - (before - len(queue))
-            size *= 2
+        lo, hi = queue[0] + 1, queue[-1] + 1
+        if hi - lo <= 8 * min(len(queue), depth):
+            ranks = np.flatnonzero(engine.queued[lo:hi])[:depth] + lo
+        else:
+            ranks = np.array(queue[1:depth + 1], np.int64)
+        return ranks, engine.segment_by_rank[ranks], engine.need_by_rank[ranks]
 
     def schedule_constant(self, engine, now_s: float) -> None:
         free = self.start_heads_constant(engine, now_s)
-        if not engine.queue or free <= 0 or free < engine.min_need_milli:
+        if len(engine.queue) < 2 or free <= 0 or free < engine.min_need_milli:
             return
-        head, reservation = engine.head(), None
-        for ranks, jobs, segment_s, need in self.chunks(engine):
-            ok = need <= free
-            if not ok.any():
-                continue
-            if reservation is None:
-                reservation = self.reservation_constant(engine, head, free)
-                engine.record_reservation(head, now_s, reservation)
-            ok &= now_s + segment_s <= reservation + 1e-9
-            while ok.any():
-                i = int(np.argmax(ok))
-                job = int(jobs[i])
-                engine.remove_entry(int(ranks[i]))
-                engine.start_segment(job, now_s)
-                free -= engine.gpu_milli[job]
-                ok[i] = False
-                ok &= need <= free
-            if free < engine.min_need_milli:
-                return
+        ranks, segment_s, need = self.candidates(engine)
+        ok = need <= free
+        if not ok.any():
+            return
+        head = engine.head()
+        reservation = self.reservation_constant(engine, head, free)
+        engine.record_reservation(head, now_s, reservation)
+        ok &= now_s + segment_s <= reservation + 1e-9
+        job_of_rank = engine.job_of_rank_list
+        while ok.any():
+            i = int(np.argmax(ok))
+            rank = int(ranks[i])
+            engine.remove_entry(rank)
+            job = job_of_rank[rank]
+            engine.start_segment(job, now_s)
+            free -= engine.gpu_milli[job]
+            ok[i] = False
+            ok &= need <= free
 
     def schedule_booked(self, engine, now_s: float) -> None:
         window = self.start_heads_booked(engine, now_s)
-        if window is None or not engine.queue:
+        if window is None or len(engine.queue) < 2:
             return
         minute, avail, fit = window
         if fit[0] <= 0 or fit[0] < engine.min_need_milli:
             return
-        head, reservation = engine.head(), None
-        for ranks, jobs, segment_s, need in self.chunks(engine):
-            width = np.maximum(np.ceil((now_s + segment_s) / 60.0 - 1e-9).astype(np.int64)
-                               - minute, 1)
-            ok = need <= fit[width - 1]
-            if not ok.any():
-                continue
-            if reservation is None:
-                until_s = math.inf if engine.record else now_s + engine.longest_segment_s
-                reservation = self.reservation_booked(engine, head, minute, until_s)
-                engine.record_reservation(head, now_s, reservation)
-            ok &= now_s + segment_s <= reservation + 1e-9
-            while ok.any():
-                i = int(np.argmax(ok))
-                job = int(jobs[i])
-                engine.remove_entry(int(ranks[i]))
-                engine.start_segment(job, now_s)
-                avail[:width[i]] -= engine.gpu_milli[job]
-                fit = np.minimum.accumulate(avail)
-                ok[i] = False
-                ok &= need <= fit[width - 1]
-            if fit[0] < engine.min_need_milli:
-                return
+        ranks, segment_s, need = self.candidates(engine)
+        width = np.maximum(np.ceil((now_s + segment_s) / 60.0 - 1e-9).astype(np.int64) - minute, 1)
+        ok = need <= fit[width - 1]
+        if not ok.any():
+            return
+        head = engine.head()
+        until_s = math.inf if engine.record else now_s + engine.longest_segment_s
+        reservation = self.reservation_booked(engine, head, minute, until_s)
+        engine.record_reservation(head, now_s, reservation)
+        ok &= now_s + segment_s <= reservation + 1e-9
+        job_of_rank = engine.job_of_rank_list
+        while ok.any():
+            i = int(np.argmax(ok))
+            rank = int(ranks[i])
+            engine.remove_entry(rank)
+            job = job_of_rank[rank]
+            engine.start_segment(job, now_s)
+            avail[:width[i]] -= engine.gpu_milli[job]
+            fit = np.minimum.accumulate(avail)
+            ok[i] = False
+            ok &= need <= fit[width - 1]
 
     @staticmethod
     def running_ahead(engine, head: int):
