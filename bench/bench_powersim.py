@@ -27,7 +27,7 @@ else a labelled synthetic trace): 7 measured days + 2 warm-up days at 1-minute r
 inference share 0.5, utilisation 0.8, FCFS + backfilling, 60-minute checkpoints, the per-minute
 inference plan; events and CPU seconds at each pool size (no SimPy counterpart: linearity only).
 
-    python bench/bench_powersim.py [--sizes 64,256,1024,4096] [--jobs-per-gpu 40] [--repeat 3]
+    python bench/bench_powersim.py [--sizes 64,256,1024,4096] [--jobs-per-gpu 10] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="64,256,1024,4096",
                     help="pool sizes, GPUs (comma-separated)")
-    ap.add_argument("--jobs-per-gpu", type=int, default=40)
+    ap.add_argument("--jobs-per-gpu", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-product", action="store_true", help="batch scenarios only")
     args = ap.parse_args()

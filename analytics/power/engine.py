@@ -113,9 +113,10 @@ class PowerPoolEngine:
     (a sorted list of policy ranks, ``order.rank[job]``; ``queue_version`` bumped on every
     change; by rank ``queued``, ``need_by_rank`` and ``segment_by_rank`` for the backfill
     scan); ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
-    when backfilling, in the slot arrays ``slot_rank`` (the job's queue rank), ``slot_end_s``,
-    ``slot_rest_s`` (the job's work left after the segment), ``slot_milli`` and
-    ``slot_until_min`` (a free slot has milli 0 and ends at inf), so that a reservation is
+    when backfilling, in the slot arrays ``slot_ahead_rank`` (the job's queue rank if it has
+    work left after the segment, else ``n_jobs``: later than any head), ``slot_end_s``,
+    ``slot_hold_s`` (``end_s`` + that work left), ``slot_milli`` and ``slot_until_min`` (a
+    free slot has milli 0 and ends at inf), so that a reservation is
     worked out in numpy; ``used_milli`` and ``batch_power_w`` of the running segments; per job
     ``remaining_s`` (ndarray mirror ``remaining_np``), ``first_start_s``, ``end_s``,
     ``segment_count`` (Python lists while running: scalar access to lists is several times
@@ -127,7 +128,7 @@ class PowerPoolEngine:
     def __init__(self, jobs: JobArrays, params: SimParams, horizon_s: float,
                  inference: InferenceLoad | None = None, record: bool = False):
         self.jobs, self.params, self.horizon_s, self.record = jobs, params, horizon_s, record
-        n_jobs = len(jobs)
+        n_jobs = self.n_jobs = len(jobs)
         self.capacity_milli = params.capacity_gpus * 1000
         self.segment_s = math.inf if params.checkpoint_min is None else params.checkpoint_min * 60.0
         self.order = QUEUE_ORDERS[params.scheduler](jobs.submit_s, jobs.gpu_milli, jobs.runtime_s)
@@ -199,9 +200,9 @@ class PowerPoolEngine:
 
     def _init_slots(self, size: int) -> None:
         """Slot arrays mirroring ``running`` (grown by doubling in :meth:`_take_slot`)."""
-        self.slot_rank = np.zeros(size, np.int64)
+        self.slot_ahead_rank = np.zeros(size, np.int64)
         self.slot_end_s = np.full(size, math.inf)
-        self.slot_rest_s = np.zeros(size)
+        self.slot_hold_s = np.full(size, math.inf)
         self.slot_milli = np.zeros(size, np.int64)
         self.slot_until_min = np.zeros(size, np.int64)
         self.free_slots = list(range(size - 1, -1, -1))
@@ -210,11 +211,11 @@ class PowerPoolEngine:
     def _take_slot(self) -> int:
         """A free slot index (the arrays double when full)."""
         if not self.free_slots:
-            size = self.slot_rank.size
-            for name in ("slot_rank", "slot_end_s", "slot_rest_s", "slot_milli",
+            size = self.slot_ahead_rank.size
+            for name in ("slot_ahead_rank", "slot_end_s", "slot_hold_s", "slot_milli",
                          "slot_until_min"):
                 old = getattr(self, name)
-                grown = np.full(2 * size, math.inf if name == "slot_end_s" else 0, old.dtype)
+                grown = np.full(2 * size, math.inf if old.dtype.kind == "f" else 0, old.dtype)
                 grown[:size] = old
                 setattr(self, name, grown)
             self.free_slots = list(range(2 * size - 1, size - 1, -1))
@@ -317,6 +318,7 @@ class PowerPoolEngine:
             slot = seg.slot
             self.slot_milli[slot] = 0
             self.slot_end_s[slot] = math.inf
+            self.slot_hold_s[slot] = math.inf
             self.free_slots.append(slot)
         minute = int(now_s // 60.0)
         if minute < seg.booked_until_min:
@@ -385,9 +387,9 @@ class PowerPoolEngine:
             slot = free_slots.pop() if free_slots else self._take_slot()
             if slot >= self.slot_high:
                 self.slot_high = slot + 1
-            self.slot_rank[slot] = self.rank_list[job]
+            self.slot_ahead_rank[slot] = self.rank_list[job] if remaining > 0 else self.n_jobs
             self.slot_end_s[slot] = end_s
-            self.slot_rest_s[slot] = remaining
+            self.slot_hold_s[slot] = end_s + remaining
             self.slot_milli[slot] = milli
             self.slot_until_min[slot] = booked_until
             self.segment_by_rank[self.rank_list[job]] = min(remaining, self.segment_s)

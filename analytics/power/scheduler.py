@@ -265,14 +265,13 @@ class EasyBackfilling(HeadFirst):
 
     @staticmethod
     def running_ahead(engine, head: int):
-        """The running segments as ndarrays over the used slots: ``(end_s, rest_s, milli,
-        until_min, ahead)``, ``ahead`` = the job has work left and comes before ``head`` in
-        queue order (its next segment requeues ahead of the head); free slots have milli 0 and
-        end at inf."""
+        """The running segments as ndarrays over the used slots: ``(end_s, hold_s, milli,
+        until_min, ahead)``, ``hold_s`` = end of the whole job, ``ahead`` = the job has work
+        left and comes before ``head`` in queue order (its next segment requeues ahead of the
+        head); free slots have milli 0 and end at inf."""
         high = engine.slot_high
-        rest = engine.slot_rest_s[:high]
-        ahead = (rest > 0) & (engine.slot_rank[:high] < engine.rank_list[head])
-        return (engine.slot_end_s[:high], rest, engine.slot_milli[:high],
+        ahead = engine.slot_ahead_rank[:high] < engine.rank_list[head]
+        return (engine.slot_end_s[:high], engine.slot_hold_s[:high], engine.slot_milli[:high],
                 engine.slot_until_min[:high], ahead)
 
     @classmethod
@@ -283,8 +282,8 @@ class EasyBackfilling(HeadFirst):
         The ends are sorted only as far as needed: the ``k`` earliest (``k`` = 16, x4 until
         enough GPUs are freed), a prefix of the full sort (ties may come in another order, which
         cannot change the instant at which the freed GPUs first suffice)."""
-        end_s, rest, milli, _, ahead = cls.running_ahead(engine, head)
-        held_s = np.where(ahead, end_s + rest, end_s)
+        end_s, hold_s, milli, _, ahead = cls.running_ahead(engine, head)
+        held_s = np.where(ahead, hold_s, end_s)
         need, k = engine.gpu_milli[head], 16
         while True:
             if k >= held_s.size:
@@ -316,12 +315,12 @@ class EasyBackfilling(HeadFirst):
             return math.inf
         avail = (engine.batch_capacity_milli[minute:minute + length]
                  - engine.booked_milli[minute:minute + length])
-        end_s, rest, milli, until_min, ahead = cls.running_ahead(engine, head)
+        end_s, hold_s, milli, until_min, ahead = cls.running_ahead(engine, head)
         ahead &= milli > 0
         if ahead.any():  # hold-on of running jobs ahead of the head: their remaining work
-            end_s, rest, milli = end_s[ahead], rest[ahead], milli[ahead]
+            end_s, hold_s, milli = end_s[ahead], hold_s[ahead], milli[ahead]
             first = (end_s // 60.0).astype(np.int64)
-            last = np.maximum(first + 1, np.ceil((end_s + rest) / 60.0 - 1e-9).astype(np.int64))
+            last = np.maximum(first + 1, np.ceil(hold_s / 60.0 - 1e-9).astype(np.int64))
             first = np.maximum(first, until_min[ahead])  # its current end minute is booked
             lo = np.clip(first - minute, 0, length)
             hi = np.maximum(np.clip(last - minute, 0, length), lo)  # an empty span holds nothing
