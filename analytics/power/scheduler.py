@@ -201,12 +201,15 @@ class EasyBackfilling(HeadFirst):
     def candidates(self, engine) -> tuple:
         """The queue behind the head, up to ``backfill_depth`` entries in queue order, as
         ``(ranks, segment_s, gpu_milli)`` (ndarrays of shape (k,)): read from the ``queued``
-        flags by rank when the queued ranks lie close together (FCFS), else from the queue
-        list."""
+        flags by rank when they are found among the next ``8 k`` ranks (FCFS), else from the
+        queue list."""
         queue, depth = engine.queue, self.backfill_depth
         lo, hi = queue[0] + 1, queue[-1] + 1
-        if hi - lo <= 8 * min(len(queue), depth):
-            ranks = np.flatnonzero(engine.queued[lo:hi])[:depth] + lo
+        want = min(len(queue) - 1, depth)
+        window = min(hi, lo + 8 * want)  # the first ``want`` queued ranks, if they lie close
+        ranks = np.flatnonzero(engine.queued[lo:window])
+        if ranks.size >= want:
+            ranks = ranks[:want] + lo
         else:
             ranks = np.array(queue[1:depth + 1], np.int64)
         return ranks, engine.segment_by_rank[ranks], engine.need_by_rank[ranks]
