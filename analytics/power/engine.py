@@ -107,11 +107,20 @@ class PowerPoolEngine:
     """One run of the batch queue beside the inference allocation on one GPU pool.
 
     State is held in named attributes: the clock ``now_s``; the event heap ``events`` of
-    ``(time_s, seq, kind, payload)`` with ``seq`` from the per-run counter ``seq``; the queue
-    (sorted policy keys, ``queue_version`` bumped on every change); ``running`` (job ->
-    :class:`~analytics.power.entities.RunningSegment`); ``used_milli`` and ``batch_power_w`` of
-    the running segments; per job ``remaining_s``, ``first_start_s``, ``end_s``,
-    ``segment_count``; the per-minute plan ``demand_milli``, ``inference_power_w``,
+    ``(time_s, seq, kind, payload)`` with ``seq`` from the per-run counter ``seq`` (arrivals are
+    read in submit order from ``arrival_jobs`` beside the heap, each taking the ``seq`` it would
+    have had as a heap entry, so the counts and tie order are those of one heap); the queue
+    (a sorted list of policy ranks, ``order.rank[job]``; ``queue_version`` bumped on every
+    change; by rank ``queued``, ``need_by_rank`` and ``segment_by_rank`` for the backfill
+    scan); ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
+    when backfilling, in the slot arrays ``slot_ahead_rank`` (the job's queue rank if it has
+    work left after the segment, else ``n_jobs``: later than any head), ``slot_end_s``,
+    ``slot_hold_s`` (``end_s`` + that work left), ``slot_milli`` and ``slot_until_min`` (a
+    free slot has milli 0 and ends at inf), so that a reservation is
+    worked out in numpy; ``used_milli`` and ``batch_power_w`` of the running segments; per job
+    ``remaining_s`` (ndarray mirror ``remaining_np``), ``first_start_s``, ``end_s``,
+    ``segment_count`` (Python lists while running: scalar access to lists is several times
+    cheaper than to ndarrays); the per-minute plan ``demand_milli``, ``inference_power_w``,
     ``inference_alloc_milli``, ``batch_capacity_milli`` and ``booked_milli``. See
     :func:`simulate` for the semantics; :meth:`run` returns the :class:`SimResult`.
     """
@@ -119,23 +128,34 @@ class PowerPoolEngine:
     def __init__(self, jobs: JobArrays, params: SimParams, horizon_s: float,
                  inference: InferenceLoad | None = None, record: bool = False):
         self.jobs, self.params, self.horizon_s, self.record = jobs, params, horizon_s, record
-        n_jobs = len(jobs)
+        n_jobs = self.n_jobs = len(jobs)
         self.capacity_milli = params.capacity_gpus * 1000
         self.segment_s = math.inf if params.checkpoint_min is None else params.checkpoint_min * 60.0
         self.order = QUEUE_ORDERS[params.scheduler](jobs.submit_s, jobs.gpu_milli, jobs.runtime_s)
+        self.rank = self.order.rank  # ndarray: queue position order of each job
+        self.rank_list = self.rank.tolist()
+        self.job_of_rank = np.argsort(self.rank)
+        self.job_of_rank_list = self.job_of_rank.tolist()
         self.policy = BACKFILL_POLICIES["easy" if params.backfill else "none"](
             params.backfill_depth)
         self.n_min = int(math.ceil(horizon_s / 60.0))
         self._plan_capacity(inference)
         self.gpu_milli = jobs.gpu_milli.tolist()  # python ints: exact occupancy arithmetic
         self.power_per_gpu_w = jobs.power_per_gpu_w.tolist()
-        self.remaining_s = jobs.runtime_s.astype(float).copy()
-        self.first_start_s = np.full(n_jobs, np.nan)
-        self.end_s = np.full(n_jobs, np.nan)
-        self.segment_count = np.zeros(n_jobs, np.int64)
-        self.queue: list[tuple] = []
+        self.remaining_np = jobs.runtime_s.astype(float).copy()
+        self.remaining_s = self.remaining_np.tolist()
+        self.first_start_s = [math.nan] * n_jobs
+        self.end_s = [math.nan] * n_jobs
+        self.segment_count = [0] * n_jobs
+        self.queue: list[int] = []
         self.queue_version = 0
+        # by rank, for the backfill scan: queued or not, GPU request, next segment length
+        self.queued = np.zeros(n_jobs, bool)
+        self.need_by_rank = jobs.gpu_milli[self.job_of_rank]
+        self.segment_by_rank = np.minimum(self.remaining_np, self.segment_s)[self.job_of_rank]
         self.running: dict[int, RunningSegment] = {}
+        self.track_slots = params.backfill  # only a backfill reservation reads the slots
+        self._init_slots(16)
         self.used_milli = 0
         self.batch_power_w = 0.0
         self.minute = 0
@@ -159,6 +179,8 @@ class PowerPoolEngine:
         runtime = self.jobs.runtime_s
         longest_s = float(min(self.segment_s, runtime.max())) if len(self.jobs) else 60.0
         self.lookahead_min = int(math.ceil(longest_s / 60.0)) + 2  # minutes a segment can span
+        self.longest_segment_s = longest_s
+        self.min_need_milli = int(self.jobs.gpu_milli.min()) if len(self.jobs) else 0
         total_min = self.n_min + self.lookahead_min + 1
         self.demand_milli = np.zeros(total_min, np.int64)
         self.inference_power_w = np.zeros(total_min)
@@ -170,17 +192,45 @@ class PowerPoolEngine:
         self.batch_capacity_milli = cap - self.inference_alloc_milli
         self.booked_milli = np.zeros(total_min, np.int64)  # booked by running segments
         self.constant_capacity = inference is None  # batch capacity never changes: fast path
+        # the per-minute state a snapshot reads, as Python scalars
+        shown = max(self.n_min, 1)
+        self._alloc_list = self.inference_alloc_milli[:shown].tolist()
+        self._demand_list = self.demand_milli[:shown].tolist()
+        self._power_list = self.inference_power_w[:shown].tolist()
+
+    def _init_slots(self, size: int) -> None:
+        """Slot arrays mirroring ``running`` (grown by doubling in :meth:`_take_slot`)."""
+        self.slot_ahead_rank = np.zeros(size, np.int64)
+        self.slot_end_s = np.full(size, math.inf)
+        self.slot_hold_s = np.full(size, math.inf)
+        self.slot_milli = np.zeros(size, np.int64)
+        self.slot_until_min = np.zeros(size, np.int64)
+        self.free_slots = list(range(size - 1, -1, -1))
+        self.slot_high = 0  # slots in [slot_high, size) were never used
+
+    def _take_slot(self) -> int:
+        """A free slot index (the arrays double when full)."""
+        if not self.free_slots:
+            size = self.slot_ahead_rank.size
+            for name in ("slot_ahead_rank", "slot_end_s", "slot_hold_s", "slot_milli",
+                         "slot_until_min"):
+                old = getattr(self, name)
+                grown = np.full(2 * size, math.inf if old.dtype.kind == "f" else 0, old.dtype)
+                grown[:size] = old
+                setattr(self, name, grown)
+            self.free_slots = list(range(2 * size - 1, size - 1, -1))
+        return self.free_slots.pop()
 
     def _seed_events(self, with_capacity: bool) -> None:
-        """Arrivals before the horizon, then the first capacity change (minute 0)."""
+        """Arrivals before the horizon (in submit order, ties by job index: the order a heap of
+        ``(submit_s, seq)`` pops them), then the first capacity change (minute 0)."""
         self.events: list[tuple] = []
-        self.seq = 0
         submit = self.jobs.submit_s
-        for job in range(len(self.jobs)):
-            if submit[job] < self.horizon_s:
-                self.events.append((float(submit[job]), self.seq, ARRIVAL, job))
-                self.seq += 1
-        heapq.heapify(self.events)
+        order = np.argsort(submit, kind="stable")
+        order = order[submit[order] < self.horizon_s]
+        self.arrival_jobs = order.tolist()
+        self.arrival_s = submit[order].tolist()
+        self.seq = len(self.arrival_jobs)
         if with_capacity:
             self.push(0.0, CAPACITY, 0)
 
@@ -200,35 +250,55 @@ class PowerPoolEngine:
         RuntimeError
             If an event would move time backwards (an engine bug, never expected).
         """
-        events = self.events
-        self.snapshot(0.0)
-        while events and events[0][0] < self.horizon_s:
-            now_s = events[0][0]
+        events, arrival_s, horizon_s = self.events, self.arrival_s, self.horizon_s
+        n_arrivals, last_minute = len(arrival_s), self.n_min - 1
+        schedule, snapshot = self.policy.schedule, self.snapshot
+        self.next_arrival = 0
+        snapshot(0.0)
+        while True:
+            i = self.next_arrival
+            now_s = arrival_s[i] if i < n_arrivals else math.inf
+            if events and events[0][0] < now_s:
+                now_s = events[0][0]
+            if now_s >= horizon_s:
+                break
             if now_s < self.now_s:
                 raise RuntimeError(f"time ran backwards: event at {now_s} s after {self.now_s} s")
             self.now_s = now_s
             self.apply_instant(now_s)
             if not self.running:
                 self.batch_power_w = 0.0  # drop float residue of the running sum
-            self.minute = min(int(now_s // 60.0), self.n_min - 1)
-            self.policy.schedule(self, now_s)
-            self.snapshot(now_s)
+            minute = int(now_s // 60.0)
+            self.minute = minute if minute < last_minute else last_minute
+            if self.queue:
+                schedule(self, now_s)
+            snapshot(now_s)
         return self.result()
 
     def apply_instant(self, now_s: float) -> None:
-        """Pop and apply every event at ``now_s``."""
-        events = self.events
+        """Apply every event at ``now_s``: arrivals (in submit order) first, then the heap's.
+
+        An arrival's ``seq`` is below every pushed event's (arrivals are numbered first), so
+        this is the heap order of one ``(time_s, seq)`` heap; within an instant only the order
+        of segment ends matters (the float running sum of batch power), and it is kept.
+        """
+        events, arrival_s, arrival_jobs = self.events, self.arrival_s, self.arrival_jobs
+        i, n_arrivals, count = self.next_arrival, len(arrival_s), 0
+        while i < n_arrivals and arrival_s[i] == now_s:
+            self.enqueue(arrival_jobs[i])
+            i += 1
+            count += 1
+        self.next_arrival = i
         while events and events[0][0] == now_s:
             _, _, kind, payload = heapq.heappop(events)
-            self.n_events += 1
-            if self.record:
-                self.event_times_s.append(now_s)
-            if kind == ARRIVAL:
-                self.enqueue(payload)
-            elif kind == SEGMENT_END:
+            count += 1
+            if kind == SEGMENT_END:
                 self.end_segment(payload, now_s)
             else:
                 self.change_capacity(payload)
+        self.n_events += count
+        if self.record:
+            self.event_times_s.extend([now_s] * count)
 
     def change_capacity(self, minute: int) -> None:
         """Minute ``minute`` starts: inference takes its new allocation; the next change is
@@ -241,13 +311,23 @@ class PowerPoolEngine:
         """Release the segment's GPUs; a job with work left requeues at once with its original
         priority (paper: segment k+1 is eligible immediately after segment k)."""
         seg = self.running.pop(job)
-        self.used_milli -= seg.gpu_milli
-        self.batch_power_w -= seg.gpu_milli / 1000.0 * self.power_per_gpu_w[job]
+        milli = seg.gpu_milli
+        self.used_milli -= milli
+        self.batch_power_w -= milli / 1000.0 * self.power_per_gpu_w[job]
+        if self.track_slots:
+            slot = seg.slot
+            self.slot_milli[slot] = 0
+            self.slot_end_s[slot] = math.inf
+            self.slot_hold_s[slot] = math.inf
+            self.free_slots.append(slot)
         minute = int(now_s // 60.0)
         if minute < seg.booked_until_min:
-            self.booked_milli[minute:seg.booked_until_min] -= seg.gpu_milli
+            self.booked_milli[minute:seg.booked_until_min] -= milli
         if self.remaining_s[job] > 0:
-            self.enqueue(job)
+            rank = self.rank_list[job]
+            bisect.insort(self.queue, rank)
+            self.queued[rank] = True
+            self.queue_version += 1
         else:
             self.end_s[job] = now_s
 
@@ -255,18 +335,27 @@ class PowerPoolEngine:
 
     def enqueue(self, job: int) -> None:
         """Insert ``job`` in policy order."""
-        bisect.insort(self.queue, self.order.key(job))
+        rank = self.rank_list[job]
+        bisect.insort(self.queue, rank)
+        self.queued[rank] = True
         self.queue_version += 1
+
+    def head(self) -> int:
+        """The job at the queue head (the queue must not be empty)."""
+        return self.job_of_rank_list[self.queue[0]]
 
     def pop_head(self) -> int:
         """Remove the queue head; returns its job."""
-        job = self.queue.pop(0)[-1]
+        rank = self.queue.pop(0)
+        self.queued[rank] = False
         self.queue_version += 1
+        job = self.job_of_rank_list[rank]
         return job
 
-    def remove_entry(self, entry: tuple) -> None:
-        """Remove one queue entry (a backfilled job)."""
-        self.queue.remove(entry)
+    def remove_entry(self, entry: int) -> None:
+        """Remove one queue entry (the rank of a backfilled job)."""
+        del self.queue[bisect.bisect_left(self.queue, entry)]
+        self.queued[entry] = False
         self.queue_version += 1
 
     def next_segment_s(self, job: int) -> float:
@@ -276,25 +365,42 @@ class PowerPoolEngine:
     def start_segment(self, job: int, now_s: float) -> None:
         """Start ``job``'s next segment: it holds its GPUs (booked per minute on a varying pool)
         until it ends (paper: segments are never preempted)."""
-        duration_s = min(self.remaining_s[job], self.segment_s)
+        remaining = self.remaining_s[job]
+        duration_s = min(remaining, self.segment_s)
         milli = self.gpu_milli[job]
         booked_until = 0
         if not self.constant_capacity:
             first, booked_until = minute_span(now_s, duration_s)
             self.booked_milli[first:booked_until] += milli
-        self.remaining_s[job] -= duration_s
-        if self.remaining_s[job] < 1e-9:
-            self.remaining_s[job] = 0.0
+        remaining -= duration_s
+        if remaining < 1e-9:
+            remaining = 0.0
+        self.remaining_s[job] = remaining
+        self.remaining_np[job] = remaining
+        end_s = now_s + duration_s
         self.used_milli += milli
-        self.batch_power_w += milli / 1000.0 * self.power_per_gpu_w[job]
-        self.running[job] = RunningSegment(now_s + duration_s, milli, booked_until)
-        self.push(now_s + duration_s, SEGMENT_END, job)
+        power_w = milli / 1000.0 * self.power_per_gpu_w[job]
+        self.batch_power_w += power_w
+        slot = -1
+        if self.track_slots:
+            free_slots = self.free_slots
+            slot = free_slots.pop() if free_slots else self._take_slot()
+            if slot >= self.slot_high:
+                self.slot_high = slot + 1
+            self.slot_ahead_rank[slot] = self.rank_list[job] if remaining > 0 else self.n_jobs
+            self.slot_end_s[slot] = end_s
+            self.slot_hold_s[slot] = end_s + remaining
+            self.slot_milli[slot] = milli
+            self.slot_until_min[slot] = booked_until
+            self.segment_by_rank[self.rank_list[job]] = min(remaining, self.segment_s)
+        self.running[job] = RunningSegment(end_s, milli, booked_until, slot)
+        heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
+        self.seq += 1
         if self.first_start_s[job] != self.first_start_s[job]:  # NaN: the job's first segment
             self.first_start_s[job] = now_s
         if self.record:
             self.segment_records.append(SegmentRecord(
-                job, int(self.segment_count[job]), now_s, now_s + duration_s, milli,
-                milli / 1000.0 * self.power_per_gpu_w[job]))
+                job, self.segment_count[job], now_s, end_s, milli, power_w))
         self.segment_count[job] += 1
 
     def record_reservation(self, job: int, now_s: float, reservation_s: float) -> None:
@@ -308,11 +414,14 @@ class PowerPoolEngine:
         """Record the state from ``now_s`` on (see :data:`analytics.power.metrics.STATE_COLUMNS`):
         inference gets ``min(allocation, pool - batch in use)`` and draws its full-service power
         times the served fraction of its demand."""
-        target = int(self.inference_alloc_milli[self.minute])
-        served = max(0, min(target, self.capacity_milli - self.used_milli))
-        demand = int(self.demand_milli[self.minute])
-        power = (float(self.inference_power_w[self.minute]) * served / demand
-                 if demand > 0 else 0.0)
+        minute = self.minute
+        target = self._alloc_list[minute]
+        free = self.capacity_milli - self.used_milli
+        served = target if target < free else free
+        if served < 0:
+            served = 0
+        demand = self._demand_list[minute]
+        power = self._power_list[minute] * served / demand if demand > 0 else 0.0
         self.state_times_s.append(now_s)
         self.state_rows.append((self.used_milli, served, self.batch_power_w, power,
                                 len(self.queue), demand))
@@ -323,7 +432,8 @@ class PowerPoolEngine:
         minutes = per_minute(np.asarray(self.state_times_s), np.asarray(self.state_rows, float),
                              self.n_min, self.horizon_s)
         job_frame = pd.DataFrame({"job": np.arange(len(jobs)), "submit_s": jobs.submit_s,
-                                  "first_start_s": self.first_start_s, "end_s": self.end_s,
+                                  "first_start_s": np.asarray(self.first_start_s, float),
+                                  "end_s": np.asarray(self.end_s, float),
                                   "gpu_milli": jobs.gpu_milli, "runtime_s": jobs.runtime_s,
                                   "group": jobs.group})
         seg_frame = pd.DataFrame(self.segment_records, columns=list(SegmentRecord._fields))

@@ -28,12 +28,14 @@ class RunningSegment(NamedTuple):
     """A started segment of one job, held until ``end_s``.
 
     ``booked_until_min`` is one past the last minute booked for it on the per-minute capacity
-    plan (0 on a constant-capacity pool, where nothing is booked).
+    plan (0 on a constant-capacity pool, where nothing is booked); ``slot`` is its index in the
+    engine's slot arrays (-1 when not mirrored there).
     """
 
     end_s: float
     gpu_milli: int
     booked_until_min: int
+    slot: int = -1
 
 
 class SegmentRecord(NamedTuple):

@@ -35,6 +35,12 @@ class QueueOrder:
     ----------
     submit_s, gpu_milli, runtime_s : ndarrays of shape (n_jobs,) of the run's jobs (s,
         thousandths of a GPU, s)
+
+    Attributes
+    ----------
+    rank : ndarray of shape (n_jobs,), int: each job's position in :meth:`key` order (keys are
+        unique, their last element being the job index), so comparing ranks compares keys; the
+        engine's queue holds ranks (int comparisons instead of tuple ones)
     """
 
     name = ""
@@ -43,9 +49,16 @@ class QueueOrder:
         self.submit_s = submit_s
         self.gpu_milli = gpu_milli
         self.runtime_s = runtime_s
+        order = np.lexsort(self.sort_columns())
+        self.rank = np.empty(order.size, np.int64)
+        self.rank[order] = np.arange(order.size)
 
     def key(self, job: int) -> tuple:
         """Sort key of ``job`` in the queue; its last element is the job index."""
+        raise NotImplementedError
+
+    def sort_columns(self) -> tuple:
+        """The key's columns for :func:`numpy.lexsort` (last = primary)."""
         raise NotImplementedError
 
 
@@ -57,6 +70,9 @@ class FirstComeFirstServed(QueueOrder):
     def key(self, job: int) -> tuple:
         return (float(self.submit_s[job]), job, job)
 
+    def sort_columns(self) -> tuple:
+        return (np.arange(self.submit_s.size), np.asarray(self.submit_s, float))
+
 
 class SmallestWorkFirst(QueueOrder):
     """SWF: by GPU request, then realised runtime, then job index."""
@@ -65,6 +81,10 @@ class SmallestWorkFirst(QueueOrder):
 
     def key(self, job: int) -> tuple:
         return (float(self.gpu_milli[job]), float(self.runtime_s[job]), job)
+
+    def sort_columns(self) -> tuple:
+        return (np.arange(self.submit_s.size), np.asarray(self.runtime_s, float),
+                np.asarray(self.gpu_milli, float))
 
 
 #: queue orders by name
@@ -107,12 +127,16 @@ class HeadFirst:
     @staticmethod
     def start_heads_constant(engine, now_s: float) -> int:
         """Start queue heads while they fit on a constant pool; returns the milli-GPUs free."""
-        queue, gpu_milli = engine.queue, engine.gpu_milli
+        queue, gpu_milli, job_of_rank = engine.queue, engine.gpu_milli, engine.job_of_rank_list
         free = engine.capacity_milli - engine.used_milli
-        while queue and gpu_milli[queue[0][-1]] <= free:
-            job = engine.pop_head()
+        while queue:
+            job = job_of_rank[queue[0]]
+            need = gpu_milli[job]
+            if need > free:
+                break
+            engine.pop_head()
             engine.start_segment(job, now_s)
-            free -= gpu_milli[job]
+            free -= need
         return free
 
     @staticmethod
@@ -132,19 +156,22 @@ class HeadFirst:
                  - engine.booked_milli[minute:minute + look])
         # per-minute booking forgives float overruns of a minute boundary (minute_span's
         # tolerance), so the running segments themselves bound what is free right now
-        avail[0] = min(avail[0], engine.batch_capacity_milli[minute] - engine.used_milli)
+        free_now = int(engine.batch_capacity_milli[minute]) - engine.used_milli
+        if free_now < avail[0]:
+            avail[0] = free_now
         if avail[0] <= 0:
             return None
         fit = np.minimum.accumulate(avail)
-        queue, gpu_milli = engine.queue, engine.jobs.gpu_milli
+        queue, gpu_milli, job_of_rank = engine.queue, engine.gpu_milli, engine.job_of_rank_list
         while queue:
-            job = queue[0][-1]
+            job = job_of_rank[queue[0]]
             width = minute_span(now_s, engine.next_segment_s(job))[1] - minute
-            if gpu_milli[job] > fit[width - 1]:
+            need = gpu_milli[job]
+            if need > fit[width - 1]:
                 break
             engine.pop_head()
             engine.start_segment(job, now_s)
-            avail[:width] -= gpu_milli[job]
+            avail[:width] -= need
             fit = np.minimum.accumulate(avail)
         return minute, avail, fit
 
@@ -159,43 +186,52 @@ class EasyBackfilling(HeadFirst):
     its next segment requeues ahead of the head). A later job may backfill only if it fits now
     and its segment ends by the reservation, so it cannot delay the head. The reservation is only
     worked out when some job behind the head fits now.
+
+    Speed without changing a decision: the queue behind the head is read as arrays by rank
+    (:meth:`candidates`), and not at all when no job could fit (free capacity below the smallest
+    request of the run); reservations are worked out in numpy over the
+    engine's slot arrays (on a constant pool from the few earliest ends, by partial sort; on the
+    per-minute plan only as far ahead as the longest segment can reach, since a later
+    reservation gives the same decisions; with ``record=True`` the whole plan is searched, so
+    the recorded reservations are exact).
     """
 
     name = "easy"
 
-    def __init__(self, backfill_depth: int = 1000):
-        super().__init__(backfill_depth)
-        self._cache_version = -1
-        self._cache: tuple = ()
-
     def candidates(self, engine) -> tuple:
-        """The queue behind the head, up to ``backfill_depth`` entries, as ``(entries, jobs,
-        segment_s, gpu_milli)`` (list of queue entries, then ndarrays of shape (k,)); cached
-        until the queue changes."""
-        if self._cache_version != engine.queue_version:
-            entries = engine.queue[1:self.backfill_depth + 1]
-            jobs = np.fromiter((e[-1] for e in entries), np.int64, len(entries))
-            self._cache = (entries, jobs, np.minimum(engine.remaining_s[jobs], engine.segment_s),
-                           engine.jobs.gpu_milli[jobs])
-            self._cache_version = engine.queue_version
-        return self._cache
+        """The queue behind the head, up to ``backfill_depth`` entries in queue order, as
+        ``(ranks, segment_s, gpu_milli)`` (ndarrays of shape (k,)): read from the ``queued``
+        flags by rank when they are found among the next ``8 k`` ranks (FCFS), else from the
+        queue list."""
+        queue, depth = engine.queue, self.backfill_depth
+        lo, hi = queue[0] + 1, queue[-1] + 1
+        want = min(len(queue) - 1, depth)
+        window = min(hi, lo + 8 * want)  # the first ``want`` queued ranks, if they lie close
+        ranks = np.flatnonzero(engine.queued[lo:window])
+        if ranks.size >= want:
+            ranks = ranks[:want] + lo
+        else:
+            ranks = np.array(queue[1:depth + 1], np.int64)
+        return ranks, engine.segment_by_rank[ranks], engine.need_by_rank[ranks]
 
     def schedule_constant(self, engine, now_s: float) -> None:
         free = self.start_heads_constant(engine, now_s)
-        if not engine.queue or free <= 0:
+        if len(engine.queue) < 2 or free <= 0 or free < engine.min_need_milli:
             return
-        entries, jobs, segment_s, need = self.candidates(engine)
+        ranks, segment_s, need = self.candidates(engine)
         ok = need <= free
         if not ok.any():
             return
-        head = engine.queue[0][-1]
+        head = engine.head()
         reservation = self.reservation_constant(engine, head, free)
         engine.record_reservation(head, now_s, reservation)
         ok &= now_s + segment_s <= reservation + 1e-9
+        job_of_rank = engine.job_of_rank_list
         while ok.any():
             i = int(np.argmax(ok))
-            job = int(jobs[i])
-            engine.remove_entry(entries[i])
+            rank = int(ranks[i])
+            engine.remove_entry(rank)
+            job = job_of_rank[rank]
             engine.start_segment(job, now_s)
             free -= engine.gpu_milli[job]
             ok[i] = False
@@ -203,65 +239,97 @@ class EasyBackfilling(HeadFirst):
 
     def schedule_booked(self, engine, now_s: float) -> None:
         window = self.start_heads_booked(engine, now_s)
-        if window is None or not engine.queue:
+        if window is None or len(engine.queue) < 2:
             return
         minute, avail, fit = window
-        if fit[0] <= 0:
+        if fit[0] <= 0 or fit[0] < engine.min_need_milli:
             return
-        entries, jobs, segment_s, need = self.candidates(engine)
-        if jobs.size == 0:
-            return
+        ranks, segment_s, need = self.candidates(engine)
         width = np.maximum(np.ceil((now_s + segment_s) / 60.0 - 1e-9).astype(np.int64) - minute, 1)
         ok = need <= fit[width - 1]
         if not ok.any():
             return
-        head = engine.queue[0][-1]
-        reservation = self.reservation_booked(engine, head, minute)
+        head = engine.head()
+        until_s = math.inf if engine.record else now_s + engine.longest_segment_s
+        reservation = self.reservation_booked(engine, head, minute, until_s)
         engine.record_reservation(head, now_s, reservation)
         ok &= now_s + segment_s <= reservation + 1e-9
+        job_of_rank = engine.job_of_rank_list
         while ok.any():
             i = int(np.argmax(ok))
-            job = int(jobs[i])
-            engine.remove_entry(entries[i])
+            rank = int(ranks[i])
+            engine.remove_entry(rank)
+            job = job_of_rank[rank]
             engine.start_segment(job, now_s)
-            avail[:width[i]] -= engine.jobs.gpu_milli[job]
+            avail[:width[i]] -= engine.gpu_milli[job]
             fit = np.minimum.accumulate(avail)
             ok[i] = False
             ok &= need <= fit[width - 1]
 
     @staticmethod
-    def reservation_constant(engine, head: int, free: int) -> float:
-        """Earliest instant (s) at which enough running segments have ended for the head."""
-        head_key = engine.order.key(head)
-        remaining = engine.remaining_s
-        reservation, avail = math.inf, free
-        for end_s, milli in sorted(
-                (seg.end_s if remaining[job] == 0 or engine.order.key(job) > head_key
-                 else seg.end_s + remaining[job], seg.gpu_milli)
-                for job, seg in engine.running.items()):
-            avail += milli
-            if avail >= engine.gpu_milli[head]:
-                reservation = end_s
-                break
-        return reservation
+    def running_ahead(engine, head: int):
+        """The running segments as ndarrays over the used slots: ``(end_s, hold_s, milli,
+        until_min, ahead)``, ``hold_s`` = end of the whole job, ``ahead`` = the job has work
+        left and comes before ``head`` in queue order (its next segment requeues ahead of the
+        head); free slots have milli 0 and end at inf."""
+        high = engine.slot_high
+        ahead = engine.slot_ahead_rank[:high] < engine.rank_list[head]
+        return (engine.slot_end_s[:high], engine.slot_hold_s[:high], engine.slot_milli[:high],
+                engine.slot_until_min[:high], ahead)
 
-    @staticmethod
-    def reservation_booked(engine, head: int, minute: int) -> float:
+    @classmethod
+    def reservation_constant(cls, engine, head: int, free: int) -> float:
+        """Earliest instant (s) at which enough running segments have ended for the head (a
+        running job ahead of the head holds its GPUs until its whole job ends).
+
+        The ends are sorted only as far as needed: the ``k`` earliest (``k`` = 16, x4 until
+        enough GPUs are freed), a prefix of the full sort (ties may come in another order, which
+        cannot change the instant at which the freed GPUs first suffice)."""
+        end_s, hold_s, milli, _, ahead = cls.running_ahead(engine, head)
+        held_s = np.where(ahead, hold_s, end_s)
+        need, k = engine.gpu_milli[head], 16
+        while True:
+            if k >= held_s.size:
+                earliest = np.argsort(held_s, kind="stable")
+            else:
+                part = np.argpartition(held_s, k)[:k]
+                earliest = part[np.argsort(held_s[part], kind="stable")]
+            enough = np.flatnonzero(free + np.cumsum(milli[earliest]) >= need)
+            if enough.size:
+                return float(held_s[earliest[enough[0]]])
+            if k >= held_s.size:
+                return math.inf
+            k *= 4
+
+    @classmethod
+    def reservation_booked(cls, engine, head: int, minute: int, until_s: float = math.inf
+                           ) -> float:
         """First minute boundary (s) after ``minute`` from which the head's next segment fits
-        throughout the per-minute plan (inf: none within the plan)."""
-        need = int(engine.jobs.gpu_milli[head])
+        throughout the per-minute plan (inf: none within the plan, or none by ``until_s``: the
+        search stops at the first boundary at or after ``until_s``, since a later reservation
+        gives the same backfilling decisions for segments that end by ``until_s``)."""
+        need = engine.gpu_milli[head]
         width = int(math.ceil(engine.next_segment_s(head) / 60.0 - 1e-9))
-        avail = engine.batch_capacity_milli[minute:] - engine.booked_milli[minute:]
-        head_key = engine.order.key(head)
-        remaining = engine.remaining_s
-        for job, seg in engine.running.items():
-            if remaining[job] > 0 and engine.order.key(job) < head_key:  # requeues ahead: holds on
-                first, last = minute_span(seg.end_s, remaining[job])
-                first = max(first, seg.booked_until_min)  # its current end minute is booked already
-                avail[max(first - minute, 0):max(last - minute, 0)] -= seg.gpu_milli
-        bad = np.concatenate([[0], np.cumsum(avail < need)])
-        if len(bad) <= width + 1:
+        length = engine.booked_milli.size - minute  # plan minutes from ``minute`` on
+        if until_s < math.inf:  # windows starting at minute + 1 .. last_start; +1 for rounding
+            last_start = max(int(math.ceil(until_s / 60.0)) - minute, 0) + 1
+            length = min(length, last_start + width + 1)
+        if length <= width:
             return math.inf
+        avail = (engine.batch_capacity_milli[minute:minute + length]
+                 - engine.booked_milli[minute:minute + length])
+        end_s, hold_s, milli, until_min, ahead = cls.running_ahead(engine, head)
+        ahead &= milli > 0
+        if ahead.any():  # hold-on of running jobs ahead of the head: their remaining work
+            end_s, hold_s, milli = end_s[ahead], hold_s[ahead], milli[ahead]
+            first = (end_s // 60.0).astype(np.int64)
+            last = np.maximum(first + 1, np.ceil(hold_s / 60.0 - 1e-9).astype(np.int64))
+            first = np.maximum(first, until_min[ahead])  # its current end minute is booked
+            lo = np.clip(first - minute, 0, length)
+            hi = np.maximum(np.clip(last - minute, 0, length), lo)  # an empty span holds nothing
+            held = np.bincount(lo, milli, length + 1) - np.bincount(hi, milli, length + 1)
+            avail -= np.cumsum(held[:length]).astype(np.int64)
+        bad = np.concatenate([[0], np.cumsum(avail < need)])
         clear = np.flatnonzero(bad[1 + width:] - bad[1:-width] == 0)  # windows from minute + 1 on
         return (minute + 1 + int(clear[0])) * 60.0 if clear.size else math.inf
 

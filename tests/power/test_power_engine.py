@@ -254,3 +254,15 @@ def test_head_first_policy_starts_fcfs_jobs_in_submit_order():
     assert (np.diff(starts) >= 0).all()
     assert res.reservations.empty
     assert powersim.SCHEDULERS == tuple(powersim.QUEUE_ORDERS) == ("fcfs", "swf")
+
+
+@pytest.mark.parametrize("params", [{}, {"scheduler": "swf", "checkpoint_min": 15.0},
+                                    {"checkpoint_min": None}])
+def test_bounded_reservation_search_decides_as_the_full_one(params):
+    """Without ``record`` a reservation on the per-minute plan is searched only as far as the
+    longest segment reaches, and on a constant pool from a partial sort of the running ends;
+    the schedule must be the one of the recorded run (whole plan, exact reservations)."""
+    (_, recorded), (_, bounded) = _mixed_run(True, **params), _mixed_run(False, **params)
+    pd.testing.assert_frame_equal(recorded.minutes, bounded.minutes)
+    pd.testing.assert_frame_equal(recorded.jobs, bounded.jobs)
+    assert recorded.n_events == bounded.n_events
