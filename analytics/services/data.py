@@ -76,7 +76,7 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
     results = []
     if items:
         with held(con) as cur:
-            results = store.ingest(cur, items)
+            results = ingest.store_items(cur, items)
     results = ingest.in_file_order(files, results + skipped)
     for r in results:
         r["file"] = str(r["file"])
@@ -116,7 +116,7 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
                 [item] = ingest.parse_all([ingest.FileIn(Path(tmp.name), up.name, sha256=digest)],
                                           opts=opts, max_bytes=max_bytes)
                 with held(con) as cur:  # the store is held only while the rows are written
-                    results.extend(store.ingest(cur, [_upload_item(item, stem,
+                    results.extend(ingest.store_items(cur, [_upload_item(item, stem,
                                                                    stems.count(stem))]))
             except SkippedByDesign as exc:
                 results.append(ingest.skipped_result(exc))
