@@ -35,7 +35,7 @@ import polars as pl
 from analytics.ingest.csvcheck import STRUCTURE_WALK_MAX_BYTES
 from analytics.ingest.rawfile import ROW, FormatError, is_gzip
 from analytics.ingest.rowcheck import check_rules
-from analytics.schema import CANONICAL, Parsed, StreamRefused, conform, ts_out_of_range
+from analytics.schema import CANONICAL, Parsed, StreamRefused, ts_out_of_range
 
 #: Smallest file (bytes) read on the streamed path: the checked reader walks every row of
 #: smaller files (:data:`analytics.ingest.csvcheck.STRUCTURE_WALK_MAX_BYTES`).
@@ -44,7 +44,9 @@ FAST_MIN_BYTES = STRUCTURE_WALK_MAX_BYTES
 #: Rows per batch: about 30 MB of polars + Arrow memory for a BurstGPT batch.
 BATCH_ROWS = 1 << 18
 
-#: Memory DuckDB's CSV reader may hold (its buffers; the batches are on top).
+#: Memory DuckDB's CSV reader may hold (its buffers; the batches are on top). It reads with one
+#: thread: the store's INSERT uses the others, and a parallel reader ran ahead of the insert by
+#: a few hundred MB at 20 M rows.
 READER_MEMORY = "128MB"
 
 
@@ -55,17 +57,19 @@ class Plan:
     Attributes
     ----------
     columns : every header field in file order -> DuckDB type to read it as
-    select : SQL select list over those columns: the typed columns the checks need plus a
-        boolean ``__bad`` (true where the checked reader would refuse the row)
-    rows : ``rows(batch, state) -> canonical rows`` (``batch`` carries ``__row``); raises
-        FormatError or StreamRefused; ``state`` is a dict the plan keeps across batches
+    select : SQL select list over those columns (``cells``): the table's canonical columns
+        (named and typed as :data:`~analytics.schema.CANONICAL` states), the columns the checks
+        need, and a boolean ``__bad`` (true where the checked reader would refuse the row)
+    rows : ``rows(batch, state)`` checks a batch (a polars frame of the selected columns with
+        ``__row``); raises FormatError or StreamRefused; ``state`` is a dict the plan keeps
+        across batches
     warnings : ``warnings(state) -> tuple`` once every batch passed
     resolution_s : the format's time resolution (``Parsed.resolution_s``)
     """
 
     columns: dict[str, str]
     select: str
-    rows: Callable[[pl.DataFrame, dict], pl.DataFrame]
+    rows: Callable[[pl.DataFrame, dict], None]
     warnings: Callable[[dict], tuple]
     resolution_s: float
     state: dict = field(default_factory=dict)
@@ -113,29 +117,36 @@ class Streamed:
         self.rows, self.ts_min, self.ts_max = 0, None, None
 
     def reader(self):
-        """A ``pyarrow.RecordBatchReader`` of the file's rows in the table's canonical columns."""
+        """A ``pyarrow.RecordBatchReader`` of the file's rows in the table's canonical columns
+        (DuckDB's own Arrow batches, projected: no copy on the way to the INSERT)."""
+        import duckdb
         import pyarrow as pa
 
-        schema = _arrow(conform(pl.DataFrame(schema=CANONICAL[self.table]), self.table)).schema
-        return pa.RecordBatchReader.from_batches(schema, self._batches())
+        con = duckdb.connect(config={"memory_limit": READER_MEMORY, "threads": 1})
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")
+            source = con.sql(self._sql(), params=[str(self.path)]).to_arrow_reader(BATCH_ROWS)
+        except duckdb.Error as exc:
+            con.close()
+            self.refused = StreamRefused(self, f"DuckDB: {exc}")
+            raise self.refused from exc
+        names = list(CANONICAL[self.table])
+        schema = pa.schema([source.schema.field(c) for c in names])
+        return pa.RecordBatchReader.from_batches(schema, self._batches(con, source, names))
 
     def warnings(self) -> tuple:
         """The file's warnings (once :meth:`reader` was read to its end)."""
         return self.plan.warnings(self.plan.state)
 
-    def _batches(self):
-        import duckdb
-
-        con = duckdb.connect(config={"memory_limit": READER_MEMORY})
+    def _batches(self, con, source, names: list[str]):
         try:
-            con.execute("SET TimeZone = 'UTC'")
-            con.execute("SET enable_progress_bar = false")
-            for batch in con.sql(self._sql(), params=[str(self.path)]).to_arrow_reader(BATCH_ROWS):
+            for batch in source:
                 frame = pl.from_arrow(batch).with_row_index(ROW, self.rows)
-                out = conform(self._checked_rows(frame), self.table)
+                self._check(frame, names)
                 self.rows += frame.height
-                self._span(out)
-                yield from _arrow(out).to_batches()
+                self._span(frame)
+                yield batch.select(names)
             if self.rows == 0:
                 raise StreamRefused(self, "no data rows")
         except StreamRefused as exc:
@@ -153,29 +164,25 @@ class Streamed:
                 f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
                 f"null_padding = false, columns = {{{cols}}}) AS cells")
 
-    def _checked_rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+    def _check(self, frame: pl.DataFrame, names: list[str]) -> None:
+        """Raise StreamRefused unless the checked reader would accept every row of ``frame``:
+        no ``__bad`` cell, the format's row checks, the validity rules and the time range."""
         if frame["__bad"].fill_null(True).any():
             raise StreamRefused(self, "a cell the checked reader refuses")
         try:
-            out = self.plan.rows(frame.drop("__bad"), self.plan.state)
+            self.plan.rows(frame, self.plan.state)
+            out = frame.select(names)
             _, notes = check_rules(out, self.table, self.display)  # as parse_file applies them
         except FormatError as exc:
             raise StreamRefused(self, str(exc)) from exc
         if notes or ts_out_of_range(out):
             raise StreamRefused(self, "a value the validity rules refuse or note")
-        return out
 
     def _span(self, out: pl.DataFrame) -> None:
         if "ts" in out.columns and out.height:
             low, high = out["ts"].min(), out["ts"].max()
             self.ts_min = low if self.ts_min is None else min(self.ts_min, low)
             self.ts_max = high if self.ts_max is None else max(self.ts_max, high)
-
-def _arrow(frame: pl.DataFrame):
-    """``frame`` as Arrow with plain (not view) strings: DuckDB copies those as it scans, where
-    it would keep every batch's string-view buffers alive until the INSERT ends."""
-    return frame.to_arrow(compat_level=pl.CompatLevel.oldest())
-
 
 def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
                     checked: Callable[[], Parsed]) -> Parsed | None:

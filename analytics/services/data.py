@@ -56,7 +56,9 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
                  opts: ParseOptions | None = None) -> list[dict]:
     """Parse every file fully, then write all of them in one transaction. ``con`` is a
     connection or an opener (:func:`analytics.services.held`): with an opener the store is
-    opened only after every file parsed (and not at all when every file was skipped).
+    opened only after every file parsed (and not at all when every file was skipped). A large
+    BurstGPT / Azure trace is read in batches while it is written (the store is then held for
+    its whole read; :mod:`analytics.ingest.fastcsv`), so memory does not grow with the file.
 
     Returns ``[{"file", "dataset", "format", "rows", "status"}]`` in file order, status
     ``ingested``, ``duplicate`` or ``skipped`` (a valid file that holds nothing for any table by
@@ -94,7 +96,8 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
     any table by design, with ``reason``) / ``rejected`` and, for rejections, ``error`` (file,
     line, column, reason). ``con`` is a connection or an opener
     (:func:`analytics.services.held`): with an opener the store is open for writing only while a
-    parsed file's rows are written.
+    parsed file's rows are written (for a large BurstGPT / Azure trace, streamed from the
+    temporary file in batches, that is while it is read: memory stays flat in the upload's size).
 
     Names are never a dead end (a browser upload carries only the base name, no folder):
     uploads that share a base name are named ``<stem>-<host or site>`` when the rows carry

@@ -23,6 +23,14 @@ def fast(monkeypatch):
     monkeypatch.setattr(fastcsv, "BATCH_ROWS", 7)
 
 
+@pytest.fixture
+def no_fallback(monkeypatch):
+    """Fail when the streamed file goes back to the checked reader."""
+    def refuse(item):
+        raise AssertionError("the fast path refused the file")
+    monkeypatch.setattr(ingest, "_checked_item", refuse)
+
+
 def _stored(con, name: str) -> pl.DataFrame:
     rows = con.sql(
         "SELECT r.* EXCLUDE (dataset_id) FROM requests r JOIN datasets d USING (dataset_id) "
@@ -42,7 +50,8 @@ def _text(path, edit) -> str:
 @pytest.mark.parametrize("rel", ["burstgpt/BurstGPT_1_head400.csv",
                                  "burstgpt/BurstGPT_3_slice400.csv",
                                  "azure_llm/AzureLLMInferenceTrace_code.csv"])
-def test_streamed_rows_and_warnings_equal_the_checked_reader(fast, con, tmp_path, rel):
+def test_streamed_rows_and_warnings_equal_the_checked_reader(fast, no_fallback, con, tmp_path,
+                                                              rel):
     path = shared(rel)
     if "Azure" in rel:  # a few hundred rows suffice; an empty GeneratedTokens gives a note
         lines = path.read_text().splitlines()[:300]
@@ -138,3 +147,19 @@ def test_a_file_the_fast_reader_leaves_but_the_checked_accepts_is_stored(fast, c
 
 def test_small_files_keep_the_checked_reader(con):
     assert parse_file(shared(_BURST)).stream is None  # under FAST_MIN_BYTES
+
+
+@pytest.mark.parametrize("offset", ["+00:00", "+02:00", "-0530"])
+def test_azure_2024_offsets_are_converted_as_the_checked_reader_does(fast, no_fallback, con,
+                                                                    tmp_path, offset):
+    """The 2024 release writes ``+00:00`` (six fraction digits or none): with an offset on the
+    first value the fast path reads every value with one, converted to UTC."""
+    lines = shared(_AZURE).read_text().splitlines()[:60]
+    body = [f"{ln.split(',', 1)[0][:26]}{offset},{ln.split(',', 1)[1]}" for ln in lines[1:]]
+    body[3] = body[3].replace(body[3][19:26], "", 1)  # a value with no fraction
+    path = tmp_path / "AzureLLMInferenceTrace_code_1week.csv"
+    path.write_text("\n".join([lines[0], *body]) + "\n")
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert [w["text"] for w in result["warnings"]] == list(warnings)

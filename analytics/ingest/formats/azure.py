@@ -78,25 +78,29 @@ class AzureLLM:
         zone = "%z" if re.search(_ISO_OFFSET, value.strip()) else ""
         layouts = ", ".join(f"'%Y-%m-%d %H:%M:%S{frac}{zone}'" for frac in (".%n", ""))
         ts = f'try_strptime("TIMESTAMP", [{layouts}])' + ("::TIMESTAMP" if zone else "")
-        select = (f'{ts} AS ts, "ContextTokens"::BIGINT AS "ContextTokens", '
-                  '"GeneratedTokens"::BIGINT AS "GeneratedTokens", '
+        select = (f'{ts} AS ts, NULL::VARCHAR AS model, '
+                  '"ContextTokens"::BIGINT AS prompt_tokens, '
+                  '"GeneratedTokens"::BIGINT AS completion_tokens, false AS failed, '
+                  'NULL::VARCHAR AS session_id, NULL::DOUBLE AS latency_s, '
+                  'NULL::DOUBLE AS gpu_s, '
                   f'(ts IS NULL OR "ContextTokens" IS NULL OR NOT isfinite("ContextTokens") '
                   'OR "ContextTokens" <> trunc("ContextTokens") OR coalesce(NOT isfinite('
-                  'cells."GeneratedTokens") OR cells."GeneratedTokens" <> trunc('
-                  'cells."GeneratedTokens"), false)) AS __bad')
+                  '"GeneratedTokens") OR "GeneratedTokens" <> trunc("GeneratedTokens"), false))'
+                  ' AS __bad')
         types = {"ContextTokens": "DOUBLE", "GeneratedTokens": "DOUBLE"}
         empty = NoteTally(_EMPTY, "GeneratedTokens")
+        names = {"prompt_tokens": "ContextTokens", "completion_tokens": "GeneratedTokens"}
 
         def rows(batch, state):
-            check_nonnegative(batch, ["ContextTokens", "GeneratedTokens"], display)
+            check_nonnegative(batch, ["prompt_tokens", "completion_tokens"], display,
+                              names=names)
             order = batch.select(ROW, "ts")
             if "last" in state:
                 order = pl.concat([state["last"], order])
             state["back"] = state.get("back", 0) + check_monotone(
                 order, display, opts.max_backstep_s, "TIMESTAMP")
             state["last"] = order.tail(1)
-            empty.add(batch, batch["GeneratedTokens"].is_null())
-            return _rows(batch)
+            empty.add(batch, batch["completion_tokens"].is_null())
 
         def warnings(state):
             return _warnings(empty.note(), state.get("back", 0))

@@ -92,20 +92,28 @@ class Requests:
             f"{quoted(c)} <> trunc({quoted(c)})" for c in counts]
         if "Elapsed time" in fields:
             bad.append('coalesce(NOT isfinite("Elapsed time"), false)')
-        select = ", ".join(
-            [quoted(c) + (f"::BIGINT AS {quoted(c)}" if c in counts else "")
-             for c in header if c in fields] + ["(" + " OR ".join(bad) + ") AS __bad"])
+        micros = 'CAST(round_even("Timestamp" * 1000000, 0) AS BIGINT)'  # as _relative_ts
+        session = '"Session ID"' if "Session ID" in fields else "NULL::VARCHAR"
+        latency = '"Elapsed time"' if "Elapsed time" in fields else "NULL::DOUBLE"
+        select = ", ".join([
+            f"make_timestamp({micros} + {_t0_us(opts)}) AS ts", '"Model" AS model',
+            '"Request tokens"::BIGINT AS prompt_tokens',
+            '"Response tokens"::BIGINT AS completion_tokens', '"Response tokens" = 0 AS failed',
+            f"{session} AS session_id", f"{latency} AS latency_s", "NULL::DOUBLE AS gpu_s",
+            *[quoted(c) for c in ["Timestamp", *counts]], "(" + " OR ".join(bad) + ") AS __bad"])
         tallies = [(col, NoteTally(message, col)) for col, message in _empty_notes(fields)]
 
         def rows(batch, state):
-            out, back, n_failed = _rows(batch, display, opts, fields, state.get("last"))
-            state["last"] = batch.select(ROW, "Timestamp").tail(1).with_columns(
-                _relative_ts(pl.col("Timestamp"), opts).alias("ts"))
-            state["back"] = state.get("back", 0) + back
-            state["failed"] = state.get("failed", 0) + n_failed
+            _check_counts(batch, display)
+            order = batch.select(ROW, "ts")
+            if "last" in state:
+                order = pl.concat([state["last"], order])
+            state["back"] = state.get("back", 0) + check_monotone(
+                order, display, opts.max_backstep_s, "Timestamp")
+            state["last"] = order.tail(1)
+            state["failed"] = state.get("failed", 0) + int(batch["failed"].sum())
             for col, tally in tallies:
-                tally.add(batch, batch[col].is_null())
-            return out
+                tally.add(batch, batch[_CANONICAL_OF[col]].is_null())
 
         def warnings(state):
             return _warnings(state.get("back", 0), state.get("failed", 0), fields,
@@ -114,6 +122,7 @@ class Requests:
         return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1.0)
 
 
+_CANONICAL_OF = {"Session ID": "session_id", "Elapsed time": "latency_s"}
 _SPEC = {"Timestamp": pl.Float64, "Model": pl.String, "Request tokens": pl.Int64,
          "Response tokens": pl.Int64, "Total tokens": pl.Int64}
 _OPTIONAL = {"Session ID": pl.String, "Elapsed time": pl.Float64}
@@ -131,16 +140,7 @@ def _rows(frame: pl.DataFrame, display: str, opts, fields: set[str],
         A negative value, a Timestamp beyond ten years, Total tokens not Request + Response,
         a step back beyond ``opts.max_backstep_s``.
     """
-    check_nonnegative(frame, ["Timestamp", "Request tokens", "Response tokens",
-                              "Total tokens"], display)
-    _check_range(frame, "Timestamp", 10 * 365 * 86400, display, f"s {_TEN_YEARS}")
-    mismatch = frame["Total tokens"] != frame["Request tokens"] + frame["Response tokens"]
-    if mismatch.any():
-        idx = int(mismatch.arg_true()[0])
-        raise FormatError(
-            display, 2 + int(frame[ROW][idx]), "Total tokens",
-            "Total tokens is not Request tokens + Response tokens",
-        )
+    _check_counts(frame, display)
     frame = frame.with_columns(_relative_ts(pl.col("Timestamp"), opts).alias("ts"))
     order = frame.select(ROW, "ts")
     if last is not None:
@@ -158,6 +158,21 @@ def _rows(frame: pl.DataFrame, display: str, opts, fields: set[str],
         .cast(pl.Float64).alias("latency_s"),
     )
     return out, back, int(out["failed"].sum())
+
+
+def _check_counts(frame: pl.DataFrame, display: str) -> None:
+    """Raise FormatError at a negative value, a Timestamp beyond ten years, or Total tokens
+    that is not Request + Response tokens."""
+    check_nonnegative(frame, ["Timestamp", "Request tokens", "Response tokens",
+                              "Total tokens"], display)
+    _check_range(frame, "Timestamp", 10 * 365 * 86400, display, f"s {_TEN_YEARS}")
+    mismatch = frame["Total tokens"] != frame["Request tokens"] + frame["Response tokens"]
+    if mismatch.any():
+        idx = int(mismatch.arg_true()[0])
+        raise FormatError(
+            display, 2 + int(frame[ROW][idx]), "Total tokens",
+            "Total tokens is not Request tokens + Response tokens",
+        )
 
 
 def _empty_notes(fields: set[str]) -> list[tuple[str, str]]:
