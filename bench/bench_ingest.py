@@ -110,9 +110,12 @@ def child(args: list[str]) -> tuple[int, str, float]:
 
 
 def shape_file(folder: Path, shape: str, rows: int) -> Path:
+    """The resampled file, written by a child process: a parent that had built 20 M rows
+    itself would lend its memory to the peak RSS of every child forked after."""
     path = folder / f"{shape}_{rows}.csv"
     if not path.exists():
-        (make_burstgpt if shape == "burstgpt" else make_azure)(path, rows)
+        subprocess.run([sys.executable, __file__, "--make", shape, str(rows), str(path)],
+                       check=True)
     return path
 
 
@@ -146,8 +149,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--big-rows", type=int, default=20_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rss-only", action="store_true", help="skip the throughput runs")
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "CSV", "DB"))
+    ap.add_argument("--make", nargs=3, metavar=("SHAPE", "ROWS", "CSV"))
     args = ap.parse_args()
+    if args.make:
+        shape, rows, csv = args.make
+        (make_burstgpt if shape == "burstgpt" else make_azure)(Path(csv), int(rows))
+        return
     if args.child:
         side, csv, db = args.child
         print(json.dumps(run_side(side, Path(csv), Path(db))))
@@ -157,7 +166,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="headroom-bench-ingest-") as name:
         tmp = Path(name)
-        for shape in ("burstgpt", "azure"):
+        for shape in () if args.rss_only else ("burstgpt", "azure"):
             csv = shape_file(tmp, shape, args.rows)
             ratio = throughput(csv, args.repeat, tmp)
             print(f"  {shape}: throughput {ratio:.2f}x DuckDB read_csv (goal >= 0.8)")
