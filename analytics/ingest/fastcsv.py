@@ -57,9 +57,10 @@ class Plan:
     Attributes
     ----------
     columns : every header field in file order -> DuckDB type to read it as
-    select : SQL select list over those columns (``cells``): the table's canonical columns
-        (named and typed as :data:`~analytics.schema.CANONICAL` states), the columns the checks
-        need, and a boolean ``__bad`` (true where the checked reader would refuse the row)
+    select : SQL select list over those columns (``cells``): the table's canonical columns the
+        file fills (named and typed as :data:`~analytics.schema.CANONICAL` states; the others
+        are left to the table's default, NULL), any column the checks need, and a boolean
+        ``__bad`` (true where the checked reader would refuse the row)
     rows : ``rows(batch, state)`` checks a batch (a polars frame of the selected columns with
         ``__row``); raises FormatError or StreamRefused; ``state`` is a dict the plan keeps
         across batches
@@ -115,6 +116,7 @@ class Streamed:
         self.checked = checked  # the checked reader's Parsed (after a StreamRefused)
         self.refused: StreamRefused | None = None
         self.rows, self.ts_min, self.ts_max = 0, None, None
+        self.columns: list[str] = []  # the canonical columns the stream carries (reader())
 
     def reader(self):
         """A ``pyarrow.RecordBatchReader`` of the file's rows in the table's canonical columns
@@ -131,7 +133,8 @@ class Streamed:
             con.close()
             self.refused = StreamRefused(self, f"DuckDB: {exc}")
             raise self.refused from exc
-        names = list(CANONICAL[self.table])
+        names = [c for c in CANONICAL[self.table] if c in source.schema.names]
+        self.columns = names
         schema = _arrow(pl.from_arrow(source.schema.empty_table()).select(names)).schema
         return pa.RecordBatchReader.from_batches(schema, self._batches(con, source, names))
 

@@ -188,8 +188,9 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
         The statement failed for another reason.
     """
     stream = p.stream
-    cols = ", ".join(CANONICAL[p.table])
-    cur.register("incoming_stream", stream.reader())
+    reader = stream.reader()
+    cols = ", ".join(stream.columns)  # the table's other columns: their default, NULL
+    cur.register("incoming_stream", reader)
     try:
         _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
                   f"SELECT ? AS dataset_id, {cols} FROM incoming_stream", [dataset_id])

@@ -78,22 +78,17 @@ class AzureLLM:
         zone = "%z" if re.search(_ISO_OFFSET, value.strip()) else ""
         layouts = ", ".join(f"'%Y-%m-%d %H:%M:%S{frac}{zone}'" for frac in (".%n", ""))
         ts = f'try_strptime("TIMESTAMP", [{layouts}])' + ("::TIMESTAMP" if zone else "")
-        select = (f'{ts} AS ts, NULL::VARCHAR AS model, '
+        select = (f'{ts} AS ts, '  # model, session, latency: the table's default (NULL)
                   '"ContextTokens"::BIGINT AS prompt_tokens, '
                   '"GeneratedTokens"::BIGINT AS completion_tokens, false AS failed, '
-                  'NULL::VARCHAR AS session_id, NULL::DOUBLE AS latency_s, '
-                  'NULL::DOUBLE AS gpu_s, '
                   f'(ts IS NULL OR "ContextTokens" IS NULL OR NOT isfinite("ContextTokens") '
-                  'OR "ContextTokens" <> trunc("ContextTokens") OR coalesce(NOT isfinite('
-                  '"GeneratedTokens") OR "GeneratedTokens" <> trunc("GeneratedTokens"), false))'
-                  ' AS __bad')
+                  'OR "ContextTokens" <> trunc("ContextTokens") OR "ContextTokens" < 0 '
+                  'OR coalesce(NOT isfinite("GeneratedTokens") OR "GeneratedTokens" < 0 '
+                  'OR "GeneratedTokens" <> trunc("GeneratedTokens"), false)) AS __bad')
         types = {"ContextTokens": "DOUBLE", "GeneratedTokens": "DOUBLE"}
         empty = NoteTally(_EMPTY, "GeneratedTokens")
-        names = {"prompt_tokens": "ContextTokens", "completion_tokens": "GeneratedTokens"}
 
-        def rows(batch, state):
-            check_nonnegative(batch, ["prompt_tokens", "completion_tokens"], display,
-                              names=names)
+        def rows(batch, state):  # negative counts are in __bad (check_nonnegative)
             order = batch.select(ROW, "ts")
             if "last" in state:
                 order = pl.concat([state["last"], order])

@@ -89,22 +89,22 @@ class Requests:
         counts = ["Request tokens", "Response tokens", "Total tokens"]
         bad = [f"{quoted(c)} IS NULL" for c in _SPEC] + [
             f"NOT isfinite({quoted(c)})" for c in ("Timestamp", *counts)] + [
-            f"{quoted(c)} <> trunc({quoted(c)})" for c in counts]
+            f"{quoted(c)} <> trunc({quoted(c)})" for c in counts] + [
+            f"{quoted(c)} < 0" for c in ("Timestamp", *counts)] + [  # as _check_counts
+            f'"Timestamp" > {10 * 365 * 86400}',
+            '"Total tokens" <> "Request tokens" + "Response tokens"']
         if "Elapsed time" in fields:
             bad.append('coalesce(NOT isfinite("Elapsed time"), false)')
         micros = 'CAST(round_even("Timestamp" * 1000000, 0) AS BIGINT)'  # as _relative_ts
-        session = '"Session ID"' if "Session ID" in fields else "NULL::VARCHAR"
-        latency = '"Elapsed time"' if "Elapsed time" in fields else "NULL::DOUBLE"
-        select = ", ".join([
+        optional = [f"{quoted(c)} AS {_CANONICAL_OF[c]}" for c in _OPTIONAL if c in fields]
+        select = ", ".join([  # columns the file lacks are left to the table's default (NULL)
             f"make_timestamp({micros} + {_t0_us(opts)}) AS ts", '"Model" AS model',
             '"Request tokens"::BIGINT AS prompt_tokens',
             '"Response tokens"::BIGINT AS completion_tokens', '"Response tokens" = 0 AS failed',
-            f"{session} AS session_id", f"{latency} AS latency_s", "NULL::DOUBLE AS gpu_s",
-            *[quoted(c) for c in ["Timestamp", *counts]], "(" + " OR ".join(bad) + ") AS __bad"])
+            *optional, "(" + " OR ".join(bad) + ") AS __bad"])
         tallies = [(col, NoteTally(message, col)) for col, message in _empty_notes(fields)]
 
-        def rows(batch, state):
-            _check_counts(batch, display)
+        def rows(batch, state):  # the cell checks of _check_counts are in __bad
             order = batch.select(ROW, "ts")
             if "last" in state:
                 order = pl.concat([state["last"], order])
