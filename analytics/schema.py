@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
@@ -218,6 +219,12 @@ class Parsed:
         file-wide remark, :class:`Note` for one that names column and lines
     source_tz : IANA zone the file's local times (written without an offset) were read in and
         converted from (``ParseOptions.tz``), None when none was applied; kept in the ledger
+    stream : None, or the rows still to be read (a large file on the streamed path,
+        :class:`analytics.ingest.fastcsv.Streamed`; ``frame`` is then empty): the store's
+        ingest transaction scans ``stream.reader()`` (an Arrow stream of canonical rows, read in
+        batches) with one INSERT and adds ``stream.warnings()`` after ``warnings``; it counts
+        ``rows``, ``ts_min``, ``ts_max`` and sets ``refused`` (a :class:`StreamRefused`) when a
+        batch needs the checked reader
     """
 
     table: str
@@ -227,6 +234,18 @@ class Parsed:
     resolution_s: float
     warnings: tuple[str, ...] = field(default_factory=tuple)
     source_tz: str | None = None
+    stream: Any = None
+
+
+class StreamRefused(Exception):
+    """A streamed file (:attr:`Parsed.stream`) met a value the fast reader does not judge (a
+    bad cell, a ragged row, a value to refuse): the ingest transaction rolls back and the file
+    is read again with the checked reader, which names line, column and reason.
+    ``stream`` is the refusing :attr:`Parsed.stream`."""
+
+    def __init__(self, stream: object, why: str = ""):
+        self.stream = stream
+        super().__init__(why)
 
 
 def ts_out_of_range(frame: pl.DataFrame) -> tuple[str, int, object] | None:

@@ -122,6 +122,7 @@ def ingest(args, settings) -> list[dict]:
                         tp=args.tp, precision=args.precision)
     log(f"parsing {len(args.paths)} file(s)")
     # the store is opened (for writing) only once every file parsed: a long parse locks nothing
+    # (a large BurstGPT / Azure trace is read in batches as it is written: analytics.ingest.fastcsv)
     writer = functools.partial(open_store, settings.db_path, write=True)
     return data.ingest_paths(writer, args.paths, args.format, args.name, opts)
 

@@ -43,6 +43,7 @@ from analytics.ingest.rawfile import (  # noqa: F401 - re-exported
     read_head,
 )
 from analytics.ingest.rowcheck import (  # noqa: F401 - re-exported
+    NoteTally,
     check_allowed,
     check_monotone,
     check_nonnegative,

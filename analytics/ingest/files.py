@@ -20,6 +20,7 @@ from analytics.config import ParseOptions, safe_dataset_name
 from analytics.ingest.digest import file_sha256
 from analytics.ingest.formats import FormatError, Parsed, SkippedByDesign, detect, parse_file
 from analytics.ingest.formats._common import file_stem
+from analytics.schema import StreamRefused
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,33 @@ def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOption
             p = dataclasses.replace(p, warnings=(why, *p.warnings))
         items.append(store.IngestItem(p, name, f.sha256 or file_sha256(f.path)))
     return items
+
+
+def store_items(con, items: list[store.IngestItem]) -> list[dict]:
+    """:func:`analytics.store.ingest` of ``items`` (one transaction). A streamed item
+    (``Parsed.stream``, a large trace read in batches inside the transaction) that meets a value
+    the fast reader leaves to the checked one rolls the transaction back; that file is then read
+    by the checked reader (which raises the FormatError naming line and column, or returns its
+    rows) and the batch is written again.
+
+    Raises
+    ------
+    FormatError, store.NameTaken, store.StoreError, ValueError : as :func:`store.ingest`;
+        nothing is written
+    """
+    while True:
+        try:
+            return store.ingest(con, items)
+        except StreamRefused as exc:
+            items = [_checked_item(it) if it.parsed.stream is exc.stream else it for it in items]
+
+
+def _checked_item(item: store.IngestItem) -> store.IngestItem:
+    """``item`` read again by the checked reader, keeping the warnings added to it (its
+    name)."""
+    checked = item.parsed.stream.checked()  # type: ignore[union-attr]
+    parsed = dataclasses.replace(checked, warnings=(*item.parsed.warnings, *checked.warnings))
+    return dataclasses.replace(item, parsed=parsed)
 
 
 def skipped_result(exc: SkippedByDesign) -> dict:
@@ -159,7 +187,7 @@ def ingest_files(con, files: Sequence[FileIn], fmt: str | None = None,
     """
     skipped: list[dict] = []
     items = parse_all(files, fmt, opts, max_bytes, skipped)
-    return in_file_order(files, (store.ingest(con, items) if items else []) + skipped)
+    return in_file_order(files, (store_items(con, items) if items else []) + skipped)
 
 
 def recognised_files(folder: str | Path) -> list[Path]:

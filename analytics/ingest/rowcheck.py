@@ -199,6 +199,31 @@ def note_rows(frame: pl.DataFrame, mask: pl.Series, message: str, column: str | 
                 count=int(mask.sum()))
 
 
+class NoteTally:
+    """:func:`note_rows` summed over the batches of a streamed file: the first
+    :data:`~analytics.schema.NOTE_LINES_KEPT` lines and the count of every row marked, in file
+    order, so that :meth:`note` equals ``note_rows`` on the whole file."""
+
+    def __init__(self, message: str, column: str | int | None, header_line: int = 1):
+        self.message, self.column, self.header_line = message, column, header_line
+        self.lines: list[int] = []
+        self.count = 0
+
+    def add(self, frame: pl.DataFrame, mask: pl.Series) -> None:
+        """Count the rows of batch ``frame`` (with its ``__row`` index) where ``mask`` is true."""
+        found = note_rows(frame, mask, self.message, self.column, self.header_line)
+        if found is not None:
+            self.lines.extend(found.lines[: NOTE_LINES_KEPT - len(self.lines)])
+            self.count += found.count or 0
+
+    def note(self) -> Note | None:
+        """The whole file's Note, or None when no row was marked."""
+        if not self.count:
+            return None
+        return Note(self.message, column=None if self.column is None else str(self.column),
+                    lines=self.lines, count=self.count)
+
+
 def check_range(frame: pl.DataFrame, cols: str | list[str], display: str, *,
                 low: float | None = None, high: float | None = None, low_open: bool = False,
                 header_line: int = 1) -> None:

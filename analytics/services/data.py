@@ -58,7 +58,9 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
                  opts: ParseOptions | None = None) -> list[dict]:
     """Parse every file fully, then write all of them in one transaction. ``con`` is a
     connection or an opener (:func:`analytics.services.held`): with an opener the store is
-    opened only after every file parsed (and not at all when every file was skipped).
+    opened only after every file parsed (and not at all when every file was skipped). A large
+    BurstGPT / Azure trace is read in batches while it is written (the store is then held for
+    its whole read; :mod:`analytics.ingest.fastcsv`), so memory does not grow with the file.
 
     Returns ``[{"file", "dataset", "format", "rows", "status"}]`` in file order, status
     ``ingested``, ``duplicate`` or ``skipped`` (a valid file that holds nothing for any table by
@@ -78,7 +80,7 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
     results = []
     if items:
         with held(con) as cur:
-            results = store.ingest(cur, items)
+            results = ingest.store_items(cur, items)
     results = ingest.in_file_order(files, results + skipped)
     for r in results:
         r["file"] = str(r["file"])
@@ -96,7 +98,8 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
     any table by design, with ``reason``) / ``rejected`` and, for rejections, ``error`` (file,
     line, column, reason). ``con`` is a connection or an opener
     (:func:`analytics.services.held`): with an opener the store is open for writing only while a
-    parsed file's rows are written.
+    parsed file's rows are written (for a large BurstGPT / Azure trace, streamed from the
+    temporary file in batches, that is while it is read: memory stays flat in the upload's size).
 
     Names are never a dead end (a browser upload carries only the base name, no folder):
     uploads that share a base name are named ``<stem>-<host or site>`` when the rows carry
@@ -121,7 +124,7 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
                 [item] = ingest.parse_all([ingest.FileIn(Path(tmp.name), up.name, sha256=digest)],
                                           opts=opts, max_bytes=max_bytes)
                 with held(con) as cur:  # the store is held only while the rows are written
-                    results.extend(store.ingest(cur, [_upload_item(item, stem,
+                    results.extend(ingest.store_items(cur, [_upload_item(item, stem,
                                                                    stems.count(stem))]))
             except SkippedByDesign as exc:
                 results.append(ingest.skipped_result(exc))

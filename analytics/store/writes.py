@@ -3,6 +3,7 @@ appended telemetry rows and advisor model versions."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, replace
 
@@ -149,26 +150,59 @@ def _renamed(cur, item: IngestItem, seen: set[str]) -> IngestItem:
 def _insert(cur, item: IngestItem) -> dict:
     p = item.parsed
     frame = conform(p.frame, p.table)  # optional columns a format does not have are empty
-    dataset_id = _run(cur, "SELECT nextval('dataset_id_seq')").fetchone()[0]
+    dataset_id = _run(cur, "SELECT nextval('dataset_id_seq')").fetchall()[0][0]
     ts_col = "ts" if "ts" in frame.columns else ("submit_ts" if "submit_ts" in frame.columns
                                                   else None)
-    ts_min = frame[ts_col].min() if ts_col and frame.height else None
-    ts_max = frame[ts_col].max() if ts_col and frame.height else None
+    if p.stream is not None:  # a large file read now, batch by batch, in this transaction
+        p, rows, ts_min, ts_max = _insert_stream(cur, p, dataset_id)
+    else:
+        rows = frame.height
+        ts_min = frame[ts_col].min() if ts_col and frame.height else None
+        ts_max = frame[ts_col].max() if ts_col and frame.height else None
+        _insert_frame(cur, p.table, frame, dataset_id)
     _run(
         cur,
         "INSERT INTO datasets (dataset_id, name, kind, format, source, sha256, rows, ts_min, "
         "ts_max, resolution_s, ingested_at, synthetic, warnings, source_tz) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [dataset_id, item.name, p.table, p.format, p.source, item.sha256, frame.height,
+        [dataset_id, item.name, p.table, p.format, p.source, item.sha256, rows,
          ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings),
          p.source_tz],
     )
-    _insert_frame(cur, p.table, frame, dataset_id)
-    return {"file": p.source, "dataset": item.name, "format": p.format, "rows": frame.height,
+    return {"file": p.source, "dataset": item.name, "format": p.format, "rows": rows,
             "status": "ingested", "table": p.table, "source_tz": p.source_tz,
             "ts_min": ts_min.isoformat() if ts_min is not None else None,
             "ts_max": ts_max.isoformat() if ts_max is not None else None,
             "warnings": [note_dict(w) for w in p.warnings]}
+
+
+def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
+    """Write a streamed file's rows (``Parsed.stream``, an Arrow stream read batch by batch)
+    with one INSERT; returns ``(parsed with the stream's warnings, rows, ts_min, ts_max)``.
+
+    Raises
+    ------
+    StreamRefused
+        The stream met a value for the checked reader (the caller's transaction rolls back).
+    StoreError
+        The statement failed for another reason.
+    """
+    stream = p.stream
+    reader = stream.reader()
+    cols = ", ".join(stream.columns)  # the table's other columns: their default, NULL
+    cur.register("incoming_stream", reader)
+    try:
+        _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
+                  f"SELECT ? AS dataset_id, {cols} FROM incoming_stream", [dataset_id])
+    except Exception:
+        if stream.refused is not None:
+            raise stream.refused from None
+        raise
+    finally:
+        with contextlib.suppress(Exception):  # an aborted transaction: rolled back by the caller
+            cur.unregister("incoming_stream")
+    done = replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None)
+    return done, stream.rows, stream.ts_min, stream.ts_max
 
 
 def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:

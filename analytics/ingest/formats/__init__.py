@@ -48,6 +48,7 @@ import dataclasses
 from pathlib import Path
 
 from analytics.config import ParseOptions
+from analytics.ingest import fastcsv
 from analytics.ingest.csvcheck import (
     check_decompressed_size,
     check_rules,
@@ -156,6 +157,8 @@ def parse_file(
     display: str | None = None,
     fmt: str | None = None,
     opts: ParseOptions | None = None,
+    *,
+    stream: bool = True,
 ) -> Parsed:
     """Parse one file into canonical rows.
 
@@ -168,6 +171,9 @@ def parse_file(
     opts : parse options (start instant for relative timestamps, site, year, time zone of local
         times: applied by the formats whose ``LOCAL_TIMES`` is true and recorded as
         ``Parsed.source_tz``; other formats add a warning that it was not applied).
+    stream : let a large file of a format with a fast path (BurstGPT, Azure LLM) be read later,
+        in batches, by the store's ingest transaction (``Parsed.stream``, see
+        :mod:`analytics.ingest.fastcsv`; its ``frame`` is then empty); False reads every row now.
 
     Raises
     ------
@@ -184,11 +190,24 @@ def parse_file(
         raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     read_head(path, display)  # empty / binary checks apply to a forced format too
     check_decompressed_size(path, display)  # before any reader holds it in memory
+    if stream and (fast := _streamed(path, display, fmt, opts)) is not None:
+        return fast
     with utf8_path(path, display) as (text_path, decoded):  # UTF-16 exports: read as UTF-8
         parsed = _parse_text(text_path, display, fmt, opts)
     if decoded:
         parsed = dataclasses.replace(parsed, warnings=(decoded, *parsed.warnings))
     return parsed
+
+
+def _streamed(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed | None:
+    """The streamed Parsed of a large file of a fast-path format, else None."""
+    head = read_head(path, display)
+    try:
+        plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
+    except FormatError:
+        return None
+    return fastcsv.streamed_parsed(plugin, path, display, head, opts,
+                                   lambda: parse_file(path, display, fmt, opts, stream=False))
 
 
 def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:

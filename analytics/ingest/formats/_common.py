@@ -13,6 +13,7 @@ from typing import ClassVar, Protocol
 from analytics.ingest.csvcheck import (  # re-exported: the format modules import from here
     ROW,
     FormatError,
+    NoteTally,
     SkippedByDesign,
     check_allowed,
     check_gzip_stream,
@@ -40,7 +41,8 @@ __all__ = [
     "ROW", "Format", "FormatError", "Parsed", "SkippedByDesign", "check_allowed",
     "check_gzip_stream", "check_header_unique", "check_monotone", "check_nonnegative",
     "check_range", "check_rules", "check_unique", "file_stem",
-    "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "note_rows",
+    "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "NoteTally",
+    "note_rows",
     "open_text",
     "parse_timestamps", "raise_at_first", "read_csv_checked", "read_head", "wide_csv_fields",
 ]

@@ -15,10 +15,15 @@ the line.
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
+from analytics.ingest.fastcsv import Plan
 from analytics.ingest.formats._common import (
+    ROW,
     FormatError,
+    NoteTally,
     Parsed,
     check_monotone,
     check_nonnegative,
@@ -53,21 +58,74 @@ class AzureLLM:
         check_nonnegative(frame, ["ContextTokens", "GeneratedTokens"], display)
         frame = parse_timestamps(frame, "TIMESTAMP", display, "%Y-%m-%d %H:%M:%S%.f")
         back = check_monotone(frame, display, opts.max_backstep_s, "TIMESTAMP")
-        out = frame.select(
-            "ts",
-            pl.lit(None, pl.String).alias("model"),
-            pl.col("ContextTokens").alias("prompt_tokens"),
-            pl.col("GeneratedTokens").alias("completion_tokens"),
-            pl.lit(False).alias("failed"),
-            pl.lit(None, pl.String).alias("session_id"),
-            pl.lit(None, pl.Float64).alias("latency_s"),
-        )
-        warnings = ["Azure traces have no model, failure, session or latency fields"]
-        empty = note_rows(frame, frame["GeneratedTokens"].is_null(),
-                          "empty GeneratedTokens: completion tokens left empty (NULL, not 0)",
-                          "GeneratedTokens")
-        if empty is not None:
-            warnings.append(empty)
-        if back:
-            warnings.append(f"{back} rows step back in time within the tolerance")
-        return Parsed("requests", AzureLLM.NAME, out, display, 1e-6, tuple(warnings))
+        empty = note_rows(frame, frame["GeneratedTokens"].is_null(), _EMPTY, "GeneratedTokens")
+        return Parsed("requests", AzureLLM.NAME, _rows(frame), display, 1e-6,
+                      _warnings(empty, back))
+
+    @staticmethod
+    def stream_plan(display, head, opts) -> Plan | None:
+        """The streamed reading of a large Azure trace (:mod:`analytics.ingest.fastcsv`): the
+        same checks and warnings as :meth:`parse`, batch by batch. DuckDB reads ``TIMESTAMP``
+        with ``strptime`` in the release's own layouts (fraction of 1-9 digits or none; with
+        ``%z`` when the first value carries an offset, as the 2024 release does); any other
+        spelling is left to the checked reader. None (the checked reader) for a header without
+        the three columns or with a repeated name."""
+        header = header_fields(head)
+        if len(set(header)) != len(header) or not set(_COLUMNS) <= set(header):
+            return None
+        first = header_fields(head, 1)
+        value = first[header.index("TIMESTAMP")] if len(first) == len(header) else ""
+        zone = "%z" if re.search(_ISO_OFFSET, value.strip()) else ""
+        layouts = ", ".join(f"'%Y-%m-%d %H:%M:%S{frac}{zone}'" for frac in (".%n", ""))
+        ts = f'try_strptime("TIMESTAMP", [{layouts}])' + ("::TIMESTAMP" if zone else "")
+        select = (f'{ts} AS ts, '  # model, session, latency: the table's default (NULL)
+                  '"ContextTokens"::BIGINT AS prompt_tokens, '
+                  '"GeneratedTokens"::BIGINT AS completion_tokens, false AS failed, '
+                  f'(ts IS NULL OR "ContextTokens" IS NULL OR NOT isfinite("ContextTokens") '
+                  'OR "ContextTokens" <> trunc("ContextTokens") OR "ContextTokens" < 0 '
+                  'OR coalesce(NOT isfinite("GeneratedTokens") OR "GeneratedTokens" < 0 '
+                  'OR "GeneratedTokens" <> trunc("GeneratedTokens"), false)) AS __bad')
+        types = {"ContextTokens": "DOUBLE", "GeneratedTokens": "DOUBLE"}
+        empty = NoteTally(_EMPTY, "GeneratedTokens")
+
+        def rows(batch, state):  # negative counts are in __bad (check_nonnegative)
+            order = batch.select(ROW, "ts")
+            if "last" in state:
+                order = pl.concat([state["last"], order])
+            state["back"] = state.get("back", 0) + check_monotone(
+                order, display, opts.max_backstep_s, "TIMESTAMP")
+            state["last"] = order.tail(1)
+            empty.add(batch, batch["completion_tokens"].is_null())
+
+        def warnings(state):
+            return _warnings(empty.note(), state.get("back", 0))
+
+        return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1e-6)
+
+
+_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_EMPTY = "empty GeneratedTokens: completion tokens left empty (NULL, not 0)"
+_ISO_OFFSET = r"[+-]\d{2}:?\d{2}$"  # as analytics.ingest.rowcheck reads an offset
+
+
+def _rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """The ``requests`` rows of a checked Azure frame (with ``ts``)."""
+    return frame.select(
+        "ts",
+        pl.lit(None, pl.String).alias("model"),
+        pl.col("ContextTokens").alias("prompt_tokens"),
+        pl.col("GeneratedTokens").alias("completion_tokens"),
+        pl.lit(False).alias("failed"),
+        pl.lit(None, pl.String).alias("session_id"),
+        pl.lit(None, pl.Float64).alias("latency_s"),
+    )
+
+
+def _warnings(empty, back: int) -> tuple:
+    """The warnings of an Azure trace, in the order the report shows them."""
+    warnings = ["Azure traces have no model, failure, session or latency fields"]
+    if empty is not None:
+        warnings.append(empty)
+    if back:
+        warnings.append(f"{back} rows step back in time within the tolerance")
+    return tuple(warnings)

@@ -23,9 +23,11 @@ from datetime import timedelta
 
 import polars as pl
 
+from analytics.ingest.fastcsv import Plan, quoted
 from analytics.ingest.formats._common import (
     ROW,
     FormatError,
+    NoteTally,
     Parsed,
     check_monotone,
     check_nonnegative,
@@ -65,53 +67,133 @@ class Requests:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        frame = read_csv_checked(
-            path, display,
-            {"Timestamp": pl.Float64, "Model": pl.String, "Request tokens": pl.Int64,
-             "Response tokens": pl.Int64, "Total tokens": pl.Int64},
-            optional={"Session ID": pl.String, "Elapsed time": pl.Float64},
+        frame = read_csv_checked(path, display, _SPEC, optional=_OPTIONAL)
+        fields = set(frame.columns)
+        out, back, n_failed = _rows(frame, display, opts, fields)
+        notes = [note_rows(frame, frame[col].is_null(), message, col)
+                 for col, message in _empty_notes(fields)]
+        return Parsed("requests", Requests.NAME, out, display, 1.0,
+                      _warnings(back, n_failed, fields, notes, opts))
+
+    @staticmethod
+    def stream_plan(display, head, opts) -> Plan | None:
+        """The streamed reading of a large BurstGPT file (:mod:`analytics.ingest.fastcsv`):
+        the same checks and warnings as :meth:`parse`, batch by batch; None (the checked
+        reader) for a header without every v1 column or with a repeated name."""
+        header = header_fields(head)
+        if len(set(header)) != len(header) or not set(_SPEC) <= set(header):
+            return None
+        fields = set(header) & {*_SPEC, *_OPTIONAL}
+        types = {"Timestamp": "DOUBLE", "Elapsed time": "DOUBLE", "Request tokens": "DOUBLE",
+                 "Response tokens": "DOUBLE", "Total tokens": "DOUBLE"}
+        counts = ["Request tokens", "Response tokens", "Total tokens"]
+        bad = [f"{quoted(c)} IS NULL" for c in _SPEC] + [
+            f"NOT isfinite({quoted(c)})" for c in ("Timestamp", *counts)] + [
+            f"{quoted(c)} <> trunc({quoted(c)})" for c in counts] + [
+            f"{quoted(c)} < 0" for c in ("Timestamp", *counts)] + [  # as _check_counts
+            f'"Timestamp" > {10 * 365 * 86400}',
+            '"Total tokens" <> "Request tokens" + "Response tokens"']
+        if "Elapsed time" in fields:
+            bad.append('coalesce(NOT isfinite("Elapsed time"), false)')
+        micros = 'CAST(round_even("Timestamp" * 1000000, 0) AS BIGINT)'  # as _relative_ts
+        optional = [f"{quoted(c)} AS {_CANONICAL_OF[c]}" for c in _OPTIONAL if c in fields]
+        select = ", ".join([  # columns the file lacks are left to the table's default (NULL)
+            f"make_timestamp({micros} + {_t0_us(opts)}) AS ts", '"Model" AS model',
+            '"Request tokens"::BIGINT AS prompt_tokens',
+            '"Response tokens"::BIGINT AS completion_tokens', '"Response tokens" = 0 AS failed',
+            *optional, "(" + " OR ".join(bad) + ") AS __bad"])
+        tallies = [(col, NoteTally(message, col)) for col, message in _empty_notes(fields)]
+
+        def rows(batch, state):  # the cell checks of _check_counts are in __bad
+            order = batch.select(ROW, "ts")
+            if "last" in state:
+                order = pl.concat([state["last"], order])
+            state["back"] = state.get("back", 0) + check_monotone(
+                order, display, opts.max_backstep_s, "Timestamp")
+            state["last"] = order.tail(1)
+            state["failed"] = state.get("failed", 0) + int(batch["failed"].sum())
+            for col, tally in tallies:
+                tally.add(batch, batch[_CANONICAL_OF[col]].is_null())
+
+        def warnings(state):
+            return _warnings(state.get("back", 0), state.get("failed", 0), fields,
+                             [tally.note() for _, tally in tallies], opts)
+
+        return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1.0)
+
+
+_CANONICAL_OF = {"Session ID": "session_id", "Elapsed time": "latency_s"}
+_SPEC = {"Timestamp": pl.Float64, "Model": pl.String, "Request tokens": pl.Int64,
+         "Response tokens": pl.Int64, "Total tokens": pl.Int64}
+_OPTIONAL = {"Session ID": pl.String, "Elapsed time": pl.Float64}
+
+
+def _rows(frame: pl.DataFrame, display: str, opts, fields: set[str],
+          last: pl.DataFrame | None = None) -> tuple[pl.DataFrame, int, int]:
+    """Check the rows of a BurstGPT frame (or one batch of it: ``last`` is the previous batch's
+    last ``__row, Timestamp, ts``, for the time order) and convert them: ``(requests rows,
+    rows stepping back within the tolerance, failed requests)``.
+
+    Raises
+    ------
+    FormatError
+        A negative value, a Timestamp beyond ten years, Total tokens not Request + Response,
+        a step back beyond ``opts.max_backstep_s``.
+    """
+    _check_counts(frame, display)
+    frame = frame.with_columns(_relative_ts(pl.col("Timestamp"), opts).alias("ts"))
+    order = frame.select(ROW, "ts")
+    if last is not None:
+        order = pl.concat([last.select(ROW, "ts").cast(order.schema), order])
+    back = check_monotone(order, display, opts.max_backstep_s, "Timestamp")
+    out = frame.select(
+        pl.col("ts"),
+        pl.col("Model").alias("model"),
+        pl.col("Request tokens").alias("prompt_tokens"),
+        pl.col("Response tokens").alias("completion_tokens"),
+        (pl.col("Response tokens") == 0).alias("failed"),
+        (pl.col("Session ID") if "Session ID" in fields else pl.lit(None, pl.String))
+        .alias("session_id"),
+        (pl.col("Elapsed time") if "Elapsed time" in fields else pl.lit(None, pl.Float64))
+        .cast(pl.Float64).alias("latency_s"),
+    )
+    return out, back, int(out["failed"].sum())
+
+
+def _check_counts(frame: pl.DataFrame, display: str) -> None:
+    """Raise FormatError at a negative value, a Timestamp beyond ten years, or Total tokens
+    that is not Request + Response tokens."""
+    check_nonnegative(frame, ["Timestamp", "Request tokens", "Response tokens",
+                              "Total tokens"], display)
+    _check_range(frame, "Timestamp", 10 * 365 * 86400, display, f"s {_TEN_YEARS}")
+    mismatch = frame["Total tokens"] != frame["Request tokens"] + frame["Response tokens"]
+    if mismatch.any():
+        idx = int(mismatch.arg_true()[0])
+        raise FormatError(
+            display, 2 + int(frame[ROW][idx]), "Total tokens",
+            "Total tokens is not Request tokens + Response tokens",
         )
-        head_fields = set(frame.columns)
-        check_nonnegative(frame, ["Timestamp", "Request tokens", "Response tokens",
-                                  "Total tokens"], display)
-        _check_range(frame, "Timestamp", 10 * 365 * 86400, display, f"s {_TEN_YEARS}")
-        mismatch = frame["Total tokens"] != frame["Request tokens"] + frame["Response tokens"]
-        warnings = []
-        if mismatch.any():
-            idx = int(mismatch.arg_true()[0])
-            raise FormatError(
-                display, 2 + int(frame[ROW][idx]), "Total tokens",
-                "Total tokens is not Request tokens + Response tokens",
-            )
-        frame = frame.with_columns(_relative_ts(pl.col("Timestamp"), opts).alias("ts"))
-        back = check_monotone(frame, display, opts.max_backstep_s, "Timestamp")
-        if back:
-            warnings.append(f"{back} rows step back in time within the tolerance")
-        out = frame.select(
-            pl.col("ts"),
-            pl.col("Model").alias("model"),
-            pl.col("Request tokens").alias("prompt_tokens"),
-            pl.col("Response tokens").alias("completion_tokens"),
-            (pl.col("Response tokens") == 0).alias("failed"),
-            (pl.col("Session ID") if "Session ID" in head_fields else pl.lit(None, pl.String))
-            .alias("session_id"),
-            (pl.col("Elapsed time") if "Elapsed time" in head_fields else pl.lit(None, pl.Float64))
-            .cast(pl.Float64).alias("latency_s"),
-        )
-        n_failed = int(out["failed"].sum())
-        warnings.append(
-            f"{n_failed} failed requests (Response tokens = 0) flagged; "
-            f"timestamps are relative to t0 = {opts.t0.isoformat()}: weekdays are relative"
-        )
-        if "Elapsed time" not in head_fields:
-            warnings.append("BurstGPT v1 has no latency or session columns (v3 has them)")
-        for col, what in (("Session ID", "session"), ("Elapsed time", "latency")):
-            if col in head_fields:
-                note = note_rows(frame, frame[col].is_null(),
-                                 f"empty {col}: {what} left empty (NULL)", col)
-                if note is not None:
-                    warnings.append(note)
-        return Parsed("requests", Requests.NAME, out, display, 1.0, tuple(warnings))
+
+
+def _empty_notes(fields: set[str]) -> list[tuple[str, str]]:
+    """``(column, message)`` of the notes naming empty optional cells."""
+    return [(col, f"empty {col}: {what} left empty (NULL)")
+            for col, what in (("Session ID", "session"), ("Elapsed time", "latency"))
+            if col in fields]
+
+
+def _warnings(back: int, n_failed: int, fields: set[str], notes: list, opts) -> tuple:
+    """The warnings of a BurstGPT file, in the order the report shows them."""
+    warnings = []
+    if back:
+        warnings.append(f"{back} rows step back in time within the tolerance")
+    warnings.append(
+        f"{n_failed} failed requests (Response tokens = 0) flagged; "
+        f"timestamps are relative to t0 = {opts.t0.isoformat()}: weekdays are relative"
+    )
+    if "Elapsed time" not in fields:
+        warnings.append("BurstGPT v1 has no latency or session columns (v3 has them)")
+    return tuple([*warnings, *(n for n in notes if n is not None)])
 
 
 class Minute:

@@ -1,0 +1,165 @@
+"""Issue 15: the streamed ingest of large request traces (analytics.ingest.fastcsv) stores the
+same rows and warnings as the checked reader, and every file it does not judge is refused by
+the checked reader with its line, column and reason, the store unchanged.
+
+The real staged files are small, so the size threshold is lowered to 0 and batches are made a
+few rows long (the time-order check and the notes then cross batch boundaries)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from conftest import shared
+
+from analytics import store
+from analytics.ingest import fastcsv
+from analytics.ingest import files as ingest
+from analytics.ingest.formats import FormatError, parse_file
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    monkeypatch.setattr(fastcsv, "FAST_MIN_BYTES", 0)
+    monkeypatch.setattr(fastcsv, "BATCH_ROWS", 7)
+
+
+@pytest.fixture
+def no_fallback(monkeypatch):
+    """Fail when the streamed file goes back to the checked reader."""
+    def refuse(item):
+        raise AssertionError("the fast path refused the file")
+    monkeypatch.setattr(ingest, "_checked_item", refuse)
+
+
+def _stored(con, name: str) -> pl.DataFrame:
+    rows = con.sql(
+        "SELECT r.* EXCLUDE (dataset_id) FROM requests r JOIN datasets d USING (dataset_id) "
+        "WHERE d.name = ? ORDER BY r.rowid", params=[name]).pl()
+    return rows.with_columns(pl.col("ts").cast(pl.Datetime("us")))
+
+
+def _checked(path) -> tuple[pl.DataFrame, tuple]:
+    parsed = parse_file(path, path.name, stream=False)
+    return parsed.frame, parsed.warnings
+
+
+def _text(path, edit) -> str:
+    return edit(path.read_text())
+
+
+@pytest.mark.parametrize("rel", ["burstgpt/BurstGPT_1_head400.csv",
+                                 "burstgpt/BurstGPT_3_slice400.csv",
+                                 "azure_llm/AzureLLMInferenceTrace_code.csv"])
+def test_streamed_rows_and_warnings_equal_the_checked_reader(fast, no_fallback, con, tmp_path,
+                                                              rel):
+    path = shared(rel)
+    if "Azure" in rel:  # a few hundred rows suffice; an empty GeneratedTokens gives a note
+        lines = path.read_text().splitlines()[:300]
+        lines[5] = lines[5].rsplit(",", 1)[0] + ","
+        path = tmp_path / path.name
+        path.write_text("\n".join(lines) + "\n")
+    if "BurstGPT_3" in rel:  # an empty Session ID and Elapsed time on two lines
+        lines = path.read_text().splitlines()
+        cells = lines[9].split(",")
+        cells[1] = cells[2] = ""
+        lines[9] = ",".join(cells)
+        path = tmp_path / path.name
+        path.write_text("\n".join(lines) + "\n")
+    assert parse_file(path).stream is not None  # the streamed path is taken
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert result["rows"] == frame.height
+    assert result["ts_min"] == frame["ts"].min().isoformat()
+    assert result["ts_max"] == frame["ts"].max().isoformat()
+    report = [w["text"] for w in result["warnings"]]
+    assert report == list(warnings)
+    checked_notes = [(w.column, w.lines, w.count) for w in warnings if hasattr(w, "lines")]
+    streamed = [(w["column"], tuple(w["lines"]), w["count"]) for w in result["warnings"]
+                if w["lines"]]
+    assert streamed == [n for n in checked_notes if n[1]]
+    if "BurstGPT_3" in rel or "Azure" in rel:
+        assert streamed  # the notes name their lines
+
+
+_BURST = "burstgpt/BurstGPT_1_head400.csv"
+_AZURE = "azure_llm/AzureLLMInferenceTrace_code.csv"
+
+
+def _line(text: str, n: int, edit) -> str:
+    lines = text.splitlines()
+    lines[n - 1] = edit(lines[n - 1])
+    return "\n".join(lines) + "\n"
+
+
+def _cell(col: int, value: str):
+    def edit(line: str) -> str:
+        cells = line.split(",")
+        cells[col] = value
+        return ",".join(cells)
+    return edit
+
+
+@pytest.mark.parametrize("rel, edit", [
+    (_BURST, lambda t: _line(t, 50, _cell(2, "12.5"))),          # fractional count
+    (_BURST, lambda t: _line(t, 60, _cell(4, "1"))),             # Total != Request + Response
+    (_BURST, lambda t: _line(t, 70, _cell(0, "-3"))),            # negative time
+    (_BURST, lambda t: _line(t, 80, _cell(0, "5"))),             # steps back beyond tolerance
+    (_BURST, lambda t: _line(t, 90, _cell(3, ""))),              # empty required cell
+    (_BURST, lambda t: _line(t, 95, lambda s: s + ",extra")),    # ragged row
+    (_BURST, lambda t: _line(t, 99, _cell(0, "inf"))),           # non-finite time
+    (_AZURE, lambda t: _line(t, 40, _cell(0, "2023-11-16 25:00:00"))),  # not a time
+    (_AZURE, lambda t: _line(t, 41, _cell(0, "2023-11-16"))),    # a date DuckDB would take
+    (_AZURE, lambda t: _line(t, 42, _cell(1, "7.5"))),           # fractional count
+    (_AZURE, lambda t: _line(t, 43, _cell(2, "-5"))),            # negative count
+    (_AZURE, lambda t: _line(t, 44, _cell(0, "1900-01-01 00:00:00"))),  # outside the range
+])
+def test_refusals_are_the_checked_readers_and_leave_the_store_as_it_was(
+        fast, con, tmp_path, rel, edit):
+    src = shared(rel)
+    path = tmp_path / src.name
+    path.write_text(edit("\n".join(src.read_text().splitlines()[:120]) + "\n"))
+    with pytest.raises(FormatError) as checked:
+        parse_file(path, path.name, stream=False)
+    before = con.execute("SELECT count(*) FROM requests").fetchone()[0]
+    version = store.data_version(con)
+    with pytest.raises(FormatError) as streamed:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert streamed.value.as_dict() == checked.value.as_dict()
+    assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == before
+    assert con.execute("SELECT count(*) FROM datasets").fetchone()[0] == 0
+    assert store.data_version(con) == version
+
+
+def test_a_file_the_fast_reader_leaves_but_the_checked_accepts_is_stored(fast, con, tmp_path):
+    """A timestamp in ISO ``T`` form is not in the layouts the fast path reads: the checked
+    reader (which accepts it) stores the file."""
+    src = shared(_AZURE)
+    path = tmp_path / src.name
+    text = "\n".join(src.read_text().splitlines()[:50]) + "\n"
+    path.write_text(_line(text, 10, lambda s: s.replace(" ", "T", 1)))
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert result["rows"] == frame.height == 49
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert [w["text"] for w in result["warnings"]] == list(warnings)
+
+
+def test_small_files_keep_the_checked_reader(con):
+    assert parse_file(shared(_BURST)).stream is None  # under FAST_MIN_BYTES
+
+
+@pytest.mark.parametrize("offset", ["+00:00", "+02:00", "-0530"])
+def test_azure_2024_offsets_are_converted_as_the_checked_reader_does(fast, no_fallback, con,
+                                                                    tmp_path, offset):
+    """The 2024 release writes ``+00:00`` (six fraction digits or none): with an offset on the
+    first value the fast path reads every value with one, converted to UTC."""
+    lines = shared(_AZURE).read_text().splitlines()[:60]
+    body = [f"{ln.split(',', 1)[0][:26]}{offset},{ln.split(',', 1)[1]}" for ln in lines[1:]]
+    body[3] = body[3].replace(body[3][19:26], "", 1)  # a value with no fraction
+    path = tmp_path / "AzureLLMInferenceTrace_code_1week.csv"
+    path.write_text("\n".join([lines[0], *body]) + "\n")
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert [w["text"] for w in result["warnings"]] == list(warnings)
