@@ -97,6 +97,7 @@ cols[5].metric("inference shortfall", f"{m['inference_shortfall']:.1%}",
 title = (f"share {share:g}, U={utilization:g}, {gpus} GPUs, {scheduler}, checkpoint "
          f"{ckpt_label}, {'capped' if capped else 'uncapped'}")
 out.chart(cache.figure(charts.power_timeseries_chart, run["frame"], title, synthetic), key="power_ts")
+out.keep(run["frame"], "power_per_minute", "Power per minute (W)")
 
 st.subheader("Variability and ramps vs inference share")
 utils = tuple(sorted({0.5, 0.8, float(utilization)}))

@@ -28,6 +28,10 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     assert set(before) >= {"CV of total power", "p50 ramp 1min", "p50 ramp 15min"}
     charts = at.get("plotly_chart")
     assert len(charts) == 3  # power over time, share sweep, daily profile
+    # issue 19 item 9: a week of minutes drawn as 15-minute means with the per-minute min-max
+    # band and a range slider, not 10,080 points per line
+    assert "15-minute mean, per-minute min-max band" in charts[0].proto.spec
+    assert '"rangeslider"' in charts[0].proto.spec
     assert "Inference-share sweep" in charts[1].proto.spec and "SYNTHETIC" not in \
         charts[1].proto.spec
     # the verdict the caption states is the one the sweep table it comes from implies (a CV

@@ -12,25 +12,64 @@ from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
 _POWER_COLORS = {"total": "#222222", "batch": "#1f77b4", "inference": "#d62728"}
 
 
+#: Most points per series the power-over-time chart draws; longer runs are resampled.
+MAX_POWER_POINTS = 800
+
+
+def power_bucket_min(n_minutes: int, max_points: int = MAX_POWER_POINTS) -> int:
+    """Bucket width (minutes) that draws at most ``max_points`` per series: 1 for short runs,
+    else the first of 5, 15, 30, 60, 120, 240 or 1440 minutes that fits.
+
+    >>> power_bucket_min(1440), power_bucket_min(7 * 1440), power_bucket_min(30 * 1440)
+    (5, 15, 60)
+    """
+    if n_minutes <= max_points:
+        return 1
+    return next((b for b in (5, 15, 30, 60, 120, 240) if n_minutes / b <= max_points), 1440)
+
+
 def power_timeseries_chart(frame: pd.DataFrame, title: str, synthetic: bool = False) -> go.Figure:
-    """Total, batch and inference power per minute (kW) of one scenario.
+    """Total, batch and inference power (kW) of one scenario, readable at any length.
+
+    A run longer than :data:`MAX_POWER_POINTS` minutes is drawn as bucket means
+    (:func:`power_bucket_min`) with the per-minute minimum-maximum of total power as a shaded
+    band, so ramps inside a bucket stay visible; a range slider under the x axis zooms in. The
+    per-minute series is in the page's downloads.
 
     Parameters
     ----------
     frame : scenario frame with ``ts``, ``total_power_w``, ``batch_power_w``,
-        ``inference_power_w``
+        ``inference_power_w`` (one row per minute)
     title : scenario description
     synthetic : label the figure as synthetic
     """
+    bucket = power_bucket_min(len(frame))
+    cols = ["total_power_w", "batch_power_w", "inference_power_w"]
+    kw = frame.set_index("ts")[cols] / 1000.0
+    if bucket > 1:
+        grouped = kw.resample(f"{bucket}min")
+        mean, low, high = grouped.mean(), grouped.min(), grouped.max()
+    else:
+        mean = low = high = kw
     fig = go.Figure()
+    if bucket > 1:
+        fig.add_trace(go.Scatter(x=high.index, y=high["total_power_w"], mode="lines",
+                                 line={"width": 0}, showlegend=False, hoverinfo="skip",
+                                 name="total, per-minute max"))
+        fig.add_trace(go.Scatter(x=low.index, y=low["total_power_w"], mode="lines",
+                                 line={"width": 0}, fill="tonexty",
+                                 fillcolor="rgba(214, 39, 40, 0.18)",
+                                 name="total, per-minute min-max"))
     for col, name in (("total_power_w", "total"), ("batch_power_w", "batch"),
                       ("inference_power_w", "inference")):
-        fig.add_trace(go.Scattergl(x=frame["ts"], y=frame[col] / 1000.0, mode="lines", name=name,
-                                   line={"width": 1.4 if name == "total" else 1,
-                                         "color": _POWER_COLORS[name]}))
-    full = f"Power per minute - {title}" + (f" - {SYNTHETIC_LABEL}" if synthetic else "")
-    fig.update_layout(title=full, height=380, yaxis_title="power (kW)", xaxis_title="time",
+        fig.add_trace(go.Scatter(x=mean.index, y=mean[col], mode="lines", name=name,
+                                 line={"width": 1.8 if name == "total" else 1.2,
+                                       "color": _POWER_COLORS[name]}))
+    what = "per minute" if bucket == 1 else f"{bucket}-minute mean, per-minute min-max band"
+    full = f"Power ({what}) - {title}" + (f" - {SYNTHETIC_LABEL}" if synthetic else "")
+    fig.update_layout(title=full, height=420, yaxis_title="power (kW)",
                       margin={"l": 60, "r": 20, "t": 60, "b": 40},
+                      xaxis={"title": "time", "rangeslider": {"visible": True, "thickness": 0.08}},
                       legend={"orientation": "h", "y": 1.02, "x": 1, "xanchor": "right",
                               "yanchor": "bottom"})
     return label_synthetic(fig, synthetic)
