@@ -84,7 +84,12 @@ if not others:
     st.caption("Add a second demand dataset to fit on one trace and calibrate on the first "
                "hours of this one.")
 else:
-    source = st.selectbox("fit the model on", others, key="cold_source")
+    spans = [(cache.dataset_info(o) or {}) for o in others]  # longest first: most likely to fit
+    spans = [(i["ts_max"] - i["ts_min"]).total_seconds() if i.get("ts_min") is not None
+             and i.get("ts_max") is not None else 0.0 for i in spans]
+    source = st.selectbox("fit the model on", others, key="cold_source",
+                          index=max(range(len(others)), key=spans.__getitem__),
+                          help="defaults to the longest other demand trace")
     try:
         with st.spinner("Fitting on the source trace ..."):
             cold = cache.cold_start(source, name, BIN_CHOICES_S[bin_label], (6, 12, 24, 48),

@@ -155,6 +155,7 @@ def test_coverage_page_shows_every_method(app_env):
 
 
 def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
+    seed(app_env["db"], "azure_llm/AzureLLMInferenceTrace_conv.csv")  # one hour: a poor source
     seed(app_env["db"], WEEK)
     seed(app_env["db"], "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv")
     at = new_app().run()
@@ -165,6 +166,8 @@ def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
     assert "mean GPU-seconds / 5min" in [m.label for m in at.metric]
     at.switch_page("pages/coverage.py").run()
     assert not at.exception
+    # issue 19 item 15: the cold-start source defaults to the longest other trace, not the first
+    assert at.selectbox(key="cold_source").value == "burstgpt1_week1_per_minute_tps"
     cold = at.dataframe[-1].value
     assert set(cold["method"]) == {"source_calibrated", "split", "aci"}
     aci = cold[cold["method"] == "aci"]["coverage"]
