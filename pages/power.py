@@ -5,6 +5,7 @@ import streamlit as st
 from analytics.config import DemandTarget
 from analytics.ui import cache, charts, widgets
 from analytics.ui.export import Export
+from analytics.ui.progress import Progress
 
 st.title("Power")
 st.caption("Hybrid batch + inference co-simulation (after Mural, Yu & Xie, \"Workload composition "
@@ -101,9 +102,19 @@ out.keep(run["frame"], "power_per_minute", "Power per minute (W)")
 
 st.subheader("Variability and ramps vs inference share")
 utils = tuple(sorted({0.5, 0.8, float(utilization)}))
-with st.spinner(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
-                "(2 seeds each; cached) ..."):
-    table, shape = cache.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed))
+if Progress.cancelled("power_sweep"):
+    st.session_state["power_sweep_off"] = True
+if st.session_state.get("power_sweep_off"):
+    st.info("Sweep cancelled.")
+    if not st.button("Run the sweep", key="power_sweep_run"):
+        out.render()
+        st.stop()
+    st.session_state.pop("power_sweep_off")
+bar = Progress(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
+               "(2 seeds each)", "power_sweep")
+table, shape = cache.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed),
+                                 progress=bar)
+bar.close()
 out.chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),
                 key="power_sweep")
 lines = []

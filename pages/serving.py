@@ -3,6 +3,7 @@
 import streamlit as st
 from analytics.ui import cache, charts, widgets
 from analytics.ui.export import Export
+from analytics.ui.progress import Progress
 
 st.title("Serving")
 st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina, arXiv "
@@ -166,9 +167,13 @@ st.caption("No staged file measures GPU power against the SM clock, so the savin
 sens_key = (trace, params, measured)
 if st.button("Run the sensitivity sweep (12 x 2 simulations)", key="serving_sens_run"):
     st.session_state["serving_sens_for"] = sens_key
+if Progress.cancelled("serving_sens"):
+    st.session_state.pop("serving_sens_for", None)
+    st.info("Sensitivity sweep cancelled; settings finished before the cancel are not kept.")
 if st.session_state.get("serving_sens_for") == sens_key:
-    with st.spinner("Sweeping gamma x static power ..."):
-        sens = cache.serving_sensitivity(trace, params, measured)
+    bar = Progress("Sensitivity sweep", "serving_sens")
+    sens = cache.serving_sensitivity(trace, params, measured, progress=bar)
+    bar.close()
     out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
     out.table(sens, hide_index=True, key="serving_sens_table")
 

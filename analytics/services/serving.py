@@ -117,12 +117,14 @@ def run_views(con, trace_name: str, params, measured: bytes | None = None) -> di
 
 def sensitivity(con, trace_name: str, params, measured: bytes | None = None,
                 measured_name: str = "uploaded profile",
-                bench_datasets: tuple[str, ...] | None = None) -> pd.DataFrame:
+                bench_datasets: tuple[str, ...] | None = None, _on_step=None) -> pd.DataFrame:
     """Festina vs max-clock over the DVFS exponent x static power grid
-    (:func:`analytics.serving.sensitivity`)."""
+    (:func:`analytics.serving.sensitivity`); ``_on_step(done, total, label)`` hears of each
+    setting (underscored: the app's cache leaves it out of its key)."""
     serving.check_params(params)
     profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
-    return serving.sensitivity(trace(con, trace_name, params.window_s), profs, params)
+    return serving.sensitivity(trace(con, trace_name, params.window_s), profs, params,
+                               on_step=_on_step)
 
 
 def document(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICIES,

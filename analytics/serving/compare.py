@@ -5,6 +5,7 @@ the DVFS-exponent resolution (:func:`resolve_gamma`) and the :func:`sensitivity`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -236,7 +237,8 @@ def lagging_gpus(sim: ServingEngine, base: ServingEngine, params: ServingParams,
 
 def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
                 gammas: tuple[float | None, ...] = (None, 1.5, 2.0, 3.0),
-                static_scales: tuple[float, ...] = (0.5, 1.0, 1.5)) -> pd.DataFrame:
+                static_scales: tuple[float, ...] = (0.5, 1.0, 1.5),
+                on_step: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
     """How Festina's saving over max-clock moves with the two DVFS-model inputs no staged file
     measures directly: the dynamic-power exponent ``gamma`` (None = calibrated) and the static
     floor (x ``static_scale`` of the cited idle power).
@@ -244,9 +246,11 @@ def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingPar
     Returns one row per (static_scale, gamma): ``static_scale``, ``idle_w``, ``gamma``,
     ``calibrated``, ``max_clock_kwh``, ``festina_kwh``, ``saving`` (fraction),
     ``ttft_pp`` / ``tbt_pp`` (Festina minus max-clock attainment, percentage points),
-    ``festina_gpus_on``, ``festina_clock_mhz``.
+    ``festina_gpus_on``, ``festina_clock_mhz``. ``on_step(done, total, label)`` is called after
+    each setting (a progress bar).
     """
     rows = []
+    total = len(static_scales) * len(gammas)
     for sc in static_scales:
         for g in gammas:
             comp = simulate(trace, profiles, replace(params, dvfs_gamma=g, static_scale=sc),
@@ -260,4 +264,7 @@ def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingPar
                 "ttft_pp": 100 * (f["ttft_attainment"] - m["ttft_attainment"]),
                 "tbt_pp": 100 * (f["tbt_attainment"] - m["tbt_attainment"]),
                 "festina_gpus_on": f["mean_gpus_on"], "festina_clock_mhz": f["mean_clock_mhz"]})
+            if on_step:
+                on_step(len(rows), total, f"static x{sc:g}, gamma "
+                                          f"{'calibrated' if g is None else f'{g:g}'}")
     return pd.DataFrame(rows)

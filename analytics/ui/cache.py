@@ -427,7 +427,6 @@ def advisor_request(**kwargs) -> decide.Request:
 # --------------------------------------------------------------------------- serving (Festina)
 serving_inputs = cached(serving.inputs)
 _serving_run = cached(serving.run_views, max_entries=16)
-_serving_sensitivity = cached(serving.sensitivity, max_entries=8)
 _serving_curves = cached(serving.curves)
 
 
@@ -447,10 +446,16 @@ def serving_run(trace: str, params: ServingParams, measured: bytes | None = None
     return _serving_run(trace, params, measured)
 
 
-def serving_sensitivity(trace: str, params: ServingParams, measured: bytes | None = None
-                        ) -> pd.DataFrame:
-    """Festina vs max-clock over gamma x static power (cached)."""
-    return _serving_sensitivity(trace, params, measured)
+def serving_sensitivity(trace: str, params: ServingParams, measured: bytes | None = None,
+                        progress=None) -> pd.DataFrame:
+    """Festina vs max-clock over gamma x static power (cached); ``progress(done, total,
+    label)`` hears of each setting (not part of the cache key)."""
+    db, version = str(settings().db_path), data_version()
+
+    def compute() -> pd.DataFrame:
+        with connection() as con:
+            return serving.sensitivity(con, trace, params, measured, _on_step=progress)
+    return memo("serving_sensitivity", (db, version, trace, params, measured), compute)
 
 
 def serving_curves(gpu: str, gamma: float | None = None, batch: int = 32,
@@ -516,17 +521,37 @@ def power_run(jobs_name: str, inference_name: str, scenario, seed: int = 0) -> d
                       scenario, seed)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _power_sweep(db_path: str, version: int, jobs_name: str, inference_name: str, base,
-                 utilizations: tuple, replications: int, seed: int) -> tuple:
-    inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed)
-    return power.sweep(inputs, base, utilizations, replications, seed)
+@st.cache_resource(show_spinner=False)
+def _memo_store() -> dict:
+    return {}
+
+
+def memo(name: str, key: tuple, compute: Callable[[], Any], max_entries: int = 8) -> Any:
+    """``compute()`` once per ``(name, key)`` for the server's life (the ``max_entries`` latest
+    per name kept). For long work that reports progress to the page while it runs: inside an
+    ``st.cache_data`` function Streamlit refuses updates to a bar drawn outside it. The result
+    is shared by every session, so callers must not mutate it."""
+    table = _memo_store().setdefault(name, {})
+    if key in table:
+        table[key] = table.pop(key)  # most recently used last
+        return table[key]
+    value = compute()
+    table[key] = value
+    while len(table) > max_entries:
+        table.pop(next(iter(table)))
+    return value
 
 
 def power_sweep(jobs_name: str, inference_name: str, base, utilizations: tuple,
-                replications: int = 2, seed: int = 0) -> tuple:
+                replications: int = 2, seed: int = 0, progress=None) -> tuple:
     """Inference-share sweep (0, 0.1, ..., 1) at each utilization: (table, shape report).
-    The base scenario's share is ignored, so moving the share slider reuses the cached sweep."""
+    The base scenario's share is ignored, so moving the share slider reuses the cached sweep.
+    ``progress(done, total)`` hears of each simulation (not part of the cache key)."""
     base = replace(base, inference_share=0.5, utilization=0.5)
-    return _power_sweep(str(settings().db_path), data_version(), jobs_name, inference_name, base,
-                        tuple(sorted(utilizations)), replications, seed)
+    db, version, utils = str(settings().db_path), data_version(), tuple(sorted(utilizations))
+
+    def compute() -> tuple:
+        inputs = _power_inputs(db, version, jobs_name, inference_name, seed)
+        return power.sweep(inputs, base, utils, replications, seed, progress=progress)
+    return memo("power_sweep", (db, version, jobs_name, inference_name, base, utils,
+                                replications, seed), compute)

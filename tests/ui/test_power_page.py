@@ -56,3 +56,25 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     assert not at.exception
     assert any("SYNTHETIC" in w.value for w in at.warning)
     assert all("SYNTHETIC" in c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_power_sweep_reports_progress_and_cancel_stops_it(app_env):
+    """Issue 19 item 5: the sweep's bar says n of N with elapsed time and an ETA; a Cancel
+    (its callback sets the flag before the rerun) leaves the page with a Run button instead of
+    starting the sweep again; Run brings the (cached) sweep back."""
+    from analytics.ui.progress import Progress
+
+    seed(app_env["db"], "mit_supercloud/slurm-log-queueing-clean.csv",
+         "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
+    at = new_app().run()
+    at.switch_page("pages/power.py").run()
+    assert not at.exception and at.button(key="power_sweep_cancel")
+    at.session_state["power_sweep_cancelled"] = True  # what the Cancel button's callback does
+    at.run()
+    assert "Sweep cancelled." in [i.value for i in at.info]
+    assert len(at.get("plotly_chart")) == 1  # the scenario's chart; no sweep, no daily profile
+    at.button(key="power_sweep_run").click().run()
+    assert not at.exception and len(at.get("plotly_chart")) == 3
+    bar = Progress.__new__(Progress)  # the bar's text, on a clock 30 s after 3 of 12 steps
+    bar.what, bar.t0 = "Sweep", __import__("time").monotonic() - 30
+    assert bar.text(3, 12, "U 0.5").startswith("Sweep: 3 of 12 (U 0.5), 30 s elapsed, about 9")

@@ -1,0 +1,55 @@
+"""Progress of long page work, by stage, with a Cancel (issue 19 item 5).
+
+:class:`Progress` is a ``callable(done, total[, label])`` that a service reports to after each
+step; it draws one ``st.progress`` bar saying "n of N", the time elapsed and an estimate of the
+time left (elapsed / done x steps left), and a Cancel button beside it. Streamlit stops a run at
+its next ``st`` call when a widget is clicked, so Cancel takes effect at the next step: its
+callback runs first and records the cancel under ``key``, so the page does not start the same
+work again until it is asked to (:meth:`cancelled`). Results already computed stay in the cache.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+
+class Progress:
+    """A progress bar with elapsed time, ETA and a Cancel button.
+
+    Args:
+        what: what is running, e.g. ``"Sensitivity sweep"``.
+        key: identifies the work (Cancel's session-state flag, the button's key).
+    """
+
+    def __init__(self, what: str, key: str):
+        self.what, self.key = what, key
+        self.t0 = time.monotonic()
+        c1, c2 = st.columns([6, 1])
+        self.bar = c1.progress(0.0, text=f"{what}: starting ...")
+        self.button = c2.button("Cancel", key=f"{key}_cancel", on_click=self._cancel)
+
+    def _cancel(self) -> None:
+        st.session_state[f"{self.key}_cancelled"] = True
+
+    @staticmethod
+    def cancelled(key: str) -> bool:
+        """True (once) when the work ``key`` was cancelled on the last run; clears the flag."""
+        return bool(st.session_state.pop(f"{key}_cancelled", False))
+
+    def text(self, done: int, total: int, label: str = "") -> str:
+        """"<what>: n of N (<label>), <s> s elapsed, about <s> s left"."""
+        elapsed = time.monotonic() - self.t0
+        left = elapsed / done * (total - done) if done else None
+        eta = f", about {left:,.0f} s left" if left is not None else ""
+        return (f"{self.what}: {done} of {total}" + (f" ({label})" if label else "")
+                + f", {elapsed:,.0f} s elapsed{eta}")
+
+    def __call__(self, done: int, total: int, label: str = "") -> None:
+        self.bar.progress(min(done / total, 1.0) if total else 1.0,
+                          text=self.text(done, total, label))
+
+    def close(self) -> None:
+        """Remove the bar and the button (the result is drawn in their place)."""
+        self.bar.empty()
