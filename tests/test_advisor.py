@@ -294,11 +294,23 @@ def test_abstained_arms_are_listed_after_the_ranked_ones_and_flagged(adv):
     h200 = scored[scored["hardware"] == "H200-141GB"]
     assert (h200["support"] == "outside measured support (axis hardware)").all()
     # an unmeasured arm predicted better than the best ranked one is never first, only warned
-    warn = value.support_warning(scored)
-    if flagged["utility"].iloc[0] > scored["utility"].iloc[0]:
-        assert warn and "not ranked" in warn
-    else:
-        assert warn is None
+    better = bool(flagged["utility"].iloc[0] > scored["utility"].iloc[0])
+    assert (value.support_warning(scored) is not None) == better
+
+
+def test_support_warning_names_a_better_unmeasured_arm():
+    ranked = {**_hand_arm(1000.0), "rank": 1.0, "feasible": True, "abstain": False,
+              "abstain_axis": "", "support": "measured"}
+    out = {**_hand_arm(2000.0), "precision": "fp8", "rank": np.nan, "feasible": True,
+           "abstain": True, "abstain_axis": "precision fp8 was never measured on H100-80GB",
+           "support": "outside measured support (axis precision)"}
+    warn = value.support_warning(pd.DataFrame([ranked, out]))
+    assert warn.startswith("H100-80GB x1 fp8 is predicted better")
+    assert "outside measured support (axis precision)" in warn and "not ranked" in warn
+    worse = {**out, **{k: v for k, v in _hand_arm(500.0).items() if k != "precision"}}
+    assert value.support_warning(pd.DataFrame([ranked, worse])) is None
+    alone = value.support_warning(pd.DataFrame([{**ranked, "rank": np.nan}, out]))
+    assert "no arm is ranked" in alone
 
 
 # ------------------------------------------------------------------ promotion gate

@@ -128,6 +128,8 @@ def support_warning(scored: pd.DataFrame) -> str | None:
     ranked = _ranked(scored)
     if not ranked.empty and top["utility"] <= ranked.iloc[0]["utility"]:
         return None
-    return (f"{_label(top)} has a higher predicted utility ({top['utility']:.2f} USD) than any "
-            f"ranked arm but lies {top['support']} ({top['abstain_axis']}): low confidence, "
-            "not ranked; benchmark it before relying on it")
+    claim = (f"is predicted better ({top['utility']:.2f} USD) than the best ranked arm "
+             f"({ranked.iloc[0]['utility']:.2f} USD)" if not ranked.empty else
+             f"has the highest predicted utility ({top['utility']:.2f} USD; no arm is ranked)")
+    return (f"{_label(top)} {claim} but lies {top['support']}: {top['abstain_axis']}. Low "
+            "confidence, so it is not ranked; benchmark it before relying on it")
