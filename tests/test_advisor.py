@@ -253,6 +253,8 @@ def test_break_even_matches_the_hand_derivation():
     assert sens["best_utility_usd"].tolist() == pytest.approx([-3.529, 48.959])
     assert sens["decision"].tolist() == ["do_not_launch", "launch"]
     assert sens["positive_arms"].tolist() == [0, 2]
+    assert value.grid_for(be["value_per_token_usd"]) is value.GRID_USD  # 1e-8 .. 1e-5
+    assert value.grid_for(2.23e-5)[[0, -1]] == pytest.approx([1e-8, 1e-4])  # shows the crossing
     none = value.break_even(scored.assign(rank=np.nan))
     assert none["value_per_token_usd"] is None and "no arm is ranked" in none["reason"]
 

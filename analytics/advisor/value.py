@@ -16,11 +16,21 @@ set is the same at every ``v`` and one scored frame gives the whole sensitivity 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 #: Value-per-token grid of the sensitivity chart, USD: 20 log-spaced points, 1e-8 .. 1e-5.
 GRID_USD = np.logspace(-8, -5, 20)
+
+
+def grid_for(break_even_usd: float | None) -> np.ndarray:
+    """:data:`GRID_USD`, or, when the break-even lies above 1e-5 USD, 20 log-spaced points from
+    1e-8 up to the next power of ten above it (so the chart shows the crossing)."""
+    if break_even_usd is None or not np.isfinite(break_even_usd) or break_even_usd <= 1e-5:
+        return GRID_USD
+    return np.logspace(-8, math.ceil(math.log10(break_even_usd)), 20)
 
 
 def _label(r) -> str:

@@ -68,11 +68,13 @@ def value_analysis(scored: pd.DataFrame) -> dict:
     dict: ``decision`` (:func:`~analytics.advisor.value.decision`), ``break_even``
     (:func:`~analytics.advisor.value.break_even`), ``support_warning`` (str or None,
     :func:`~analytics.advisor.value.support_warning`), ``sensitivity`` (DataFrame,
-    :func:`~analytics.advisor.value.sensitivity` on the 1e-8 .. 1e-5 USD grid).
+    :func:`~analytics.advisor.value.sensitivity` on the 1e-8 .. 1e-5 USD grid, extended to the
+    next power of ten above a higher break-even: :func:`~analytics.advisor.value.grid_for`).
     """
-    return {"decision": value.decision(scored), "break_even": value.break_even(scored),
+    be = value.break_even(scored)
+    return {"decision": value.decision(scored), "break_even": be,
             "support_warning": value.support_warning(scored),
-            "sensitivity": value.sensitivity(scored)}
+            "sensitivity": value.sensitivity(scored, value.grid_for(be["value_per_token_usd"]))}
 
 
 def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
