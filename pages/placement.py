@@ -110,11 +110,28 @@ if ranked.empty:
                "priced arm") + ". " + ("Rule-based fallback (cheapest feasible 16-bit arm): "
                f"**{fb.iloc[0]['hardware']} x{int(fb.iloc[0]['tp'])} {fb.iloc[0]['precision']}**"
                if not fb.empty else "No feasible priced arm for the fallback either."))
+val = cache.advice_value(request, price_map, float(value), float(kwh), float(runtime),
+                         float(restart), float(slope))
+dec, be = val["decision"], val["break_even"]
+be_text = (f"Break-even value per token: **{be['value_per_token_usd']:.3g} USD** "
+           f"({be['arm']} reaches utility 0 first)" if be["value_per_token_usd"] is not None
+           else f"No break-even value per token: {be['reason']}")
+if dec["decision"] == "do_not_launch":
+    st.warning(f"**Do not launch at this value per token** ({float(value):.3g} USD): the best "
+               f"ranked arm, {dec['best_arm']}, has an expected utility of "
+               f"{dec['best_utility_usd']:.2f} USD over {float(runtime):g} h and every ranked "
+               "arm loses money, so the ranking only orders arms by how little they lose "
+               f"(mostly the cheapest). {be_text}.")
+elif dec["decision"] == "launch":
+    st.success(f"Launch: the best ranked arm, {dec['best_arm']}, has an expected utility of "
+               f"{dec['best_utility_usd']:.2f} USD over {float(runtime):g} h. {be_text}.")
+if val["support_warning"]:
+    st.warning("Outside measured support: " + widgets.plain(val["support_warning"]) + ".")
 out.chart(cache.figure(charts.advisor_arms_chart, scored), key="arms_chart")
 
-tab_arms, tab_bt, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
-    ["Arms", "Backtest", "Calibration", "Launch-success priors", "Model versions",
-     "GPU specs"])
+tab_arms, tab_val, tab_bt, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
+    ["Arms", "Value per token", "Backtest", "Calibration", "Launch-success priors",
+     "Model versions", "GPU specs"])
 with tab_arms:
     show = scored.copy()
     show["status"] = [f"ranked #{int(r)}" if r == r else ("infeasible: " + w) if not f else
@@ -122,7 +139,8 @@ with tab_arms:
                       for r, f, w, ab, a in zip(show["rank"], show["feasible"],
                                                 show["why_infeasible"], show["abstain"],
                                                 show["abstain_axis"], strict=True)]
-    cols = ["hardware", "tp", "precision", "status", "utility", "throughput_tok_s_q10",
+    cols = ["hardware", "tp", "precision", "status", "support", "utility",
+            "throughput_tok_s_q10",
             "throughput_tok_s_q50", "throughput_tok_s_q90", "itl_ms_q50", "power_w_q50",
             "occupancy", "p_launch", "p_slo", "value_usd", "compute_usd", "queue_usd",
             "failure_usd"]
@@ -131,7 +149,21 @@ with tab_arms:
                "(1 - P(SLO violated)) - compute (GPU-hours x price + power x electricity) - "
                "queue wait (median wait for that GPU count in the job history) - expected "
                "launch failure ((1 - P(launch)) x restart hours). Infeasible arms (weights + KV "
-               "cache do not fit TP x memory) are never ranked.")
+               "cache do not fit TP x memory) are never ranked. Arms outside the measured "
+               "support (the advisor abstains on them) follow the ranked ones with their "
+               "predicted utility, flagged low-confidence and never ranked.")
+with tab_val:
+    sens = val["sensitivity"]
+    if sens.empty:
+        st.info("No ranked arm: nothing to trace over value per token.")
+    else:
+        out.chart(cache.figure(charts.value_sensitivity_chart, sens, float(value),
+                               be["value_per_token_usd"]), key="value_chart")
+        out.table(sens, hide_index=True, key="value_table")
+        st.caption("Utility is linear in the value per token v: U(v) = v x served tokens - "
+                   "(compute + queue + failure cost), so each ranked arm breaks even at "
+                   "cost / served tokens and the best arm at each v is exact (no re-fit). "
+                   "Abstention, feasibility and prices do not depend on v.")
 with tab_bt:
     with st.spinner("Backtesting ..."):
         bt = cache.advisor_backtest(float(value))

@@ -13,7 +13,7 @@ from harness import strict_loads
 from scipy import stats
 
 from analytics import advisor, cli, store
-from analytics.advisor import decide, gate, model, persist, priors
+from analytics.advisor import decide, gate, model, persist, priors, value
 from analytics.ingest import files as ingest
 from analytics.services import advisor as advisor_service
 
@@ -218,6 +218,103 @@ def test_real_backtest_reports_all_policies(adv):
     assert bt["policies"]["advisor"]["regret"] < bt["policies"]["throughput_max"]["regret"]
 
 
+# ------------------------------------------------------------------ value per token (item 4)
+def _hand_arm(thr: float) -> dict:
+    u = decide.UtilityParams(prices_usd_per_gpu_h={"H100-80GB": 4.0}, usd_per_kwh=0.1,
+                             runtime_h=2.0)
+    terms = decide.utility(thr, 700.0, 1, "H100-80GB", 0.9, 0.1, 0.9, 0.25, u)
+    return {"hardware": "H100-80GB", "tp": 1, "precision": "bf16", **terms}
+
+
+def test_break_even_matches_the_hand_derivation():
+    """One arm: H100 x1 at 4 USD/GPU-h, 700 W at 0.1 USD/kWh, 1000 tok/s, occupancy 0.9
+    (KV factor 1 - 2 x (0.9 - 0.85) = 0.9), P(SLO violated) 0.1, P(launch) 0.9, wait 0.25 h,
+    runtime 2 h, queue weight 1, restart 0.5 h::
+
+        rate = 1 x 4 + 700 / 1000 x 0.1           = 4.07 USD/h
+        C    = 4.07 x 2 + 1 x 0.25 x 4.07 + (1 - 0.9) x 0.5 x 4.07
+             = 8.14 + 1.0175 + 0.2035             = 9.361 USD
+        S    = 1000 x 0.9 x (1 - 0.1) x 3600 x 2  = 5,832,000 tokens
+        U(v) = v S - C = 0  <=>  v* = 9.361 / 5,832,000 = 1.60511e-6 USD/token
+
+    A second arm at half the throughput breaks even at twice that (S halves, C unchanged), so
+    the ranking's break-even is the first arm's."""
+    a, b = _hand_arm(1000.0), _hand_arm(500.0)
+    assert a["served_tokens"] == pytest.approx(5_832_000)
+    assert a["compute_usd"] + a["queue_usd"] + a["failure_usd"] == pytest.approx(9.361)
+    scored = pd.DataFrame([{**b, "rank": 2.0}, {**a, "rank": 1.0}])
+    be = value.break_even(scored)
+    assert be["value_per_token_usd"] == pytest.approx(9.361 / 5_832_000, rel=1e-12)
+    assert be["value_per_token_usd"] == pytest.approx(1.60511e-6, rel=1e-5)
+    assert be["arm"] == "H100-80GB x1 bf16" and be["reason"] is None
+    assert value.decision(scored)["decision"] == "do_not_launch"  # at the default 2e-7
+    sens = value.sensitivity(scored, [1e-6, 1e-5])
+    # 1e-6: 5.832 - 9.361 = -3.529 (the slower arm: 2.916 - 9.361); 1e-5: 58.32 - 9.361
+    assert sens["best_utility_usd"].tolist() == pytest.approx([-3.529, 48.959])
+    assert sens["decision"].tolist() == ["do_not_launch", "launch"]
+    assert sens["positive_arms"].tolist() == [0, 2]
+    assert value.grid_for(be["value_per_token_usd"]) is value.GRID_USD  # 1e-8 .. 1e-5
+    assert value.grid_for(2.23e-5)[[0, -1]] == pytest.approx([1e-8, 1e-4])  # shows the crossing
+    none = value.break_even(scored.assign(rank=np.nan))
+    assert none["value_per_token_usd"] is None and "no arm is ranked" in none["reason"]
+
+
+def test_real_request_does_not_launch_below_break_even(adv):
+    req = decide.Request("meta-llama/Llama-3.1-8B-Instruct", 8, 64, 1024, 512)
+    scored = decide.advise(adv.cost, req, decide.UtilityParams(), adv.ctx)
+    assert value.decision(scored)["decision"] == "do_not_launch"
+    v_star = value.break_even(scored)["value_per_token_usd"]
+    assert v_star > 2e-7
+    # at the break-even the best arm's utility is 0; just above it the answer is "launch"
+    at = decide.advise(adv.cost, req, decide.UtilityParams(value_per_token_usd=v_star), adv.ctx)
+    assert at[at["rank"] == 1]["utility"].iloc[0] == pytest.approx(0.0, abs=1e-9)
+    above = decide.advise(adv.cost, req, decide.UtilityParams(value_per_token_usd=v_star * 1.01),
+                          adv.ctx)
+    assert value.decision(above)["decision"] == "launch"
+    # the sensitivity pass agrees with re-scoring at each grid value
+    sens = value.sensitivity(scored, [1e-8, 1e-6, 1e-5])
+    for v, best in zip(sens["value_per_token_usd"], sens["best_utility_usd"], strict=True):
+        again = decide.advise(adv.cost, req, decide.UtilityParams(value_per_token_usd=v), adv.ctx)
+        assert again["utility"][again["rank"] == 1].iloc[0] == pytest.approx(best, rel=1e-9)
+
+
+# ------------------------------------------------------------------ abstained arms (item 5)
+def test_abstained_arms_are_listed_after_the_ranked_ones_and_flagged(adv):
+    req = decide.Request("meta-llama/Llama-3.1-8B-Instruct", 8, 64, 1024, 512)
+    scored = decide.advise(adv.cost, req, decide.UtilityParams(), adv.ctx)
+    rankable = scored["feasible"] & ~scored["abstain"] & scored["utility"].notna()
+    n = int(rankable.sum())
+    # ranks of measured arms: 1..n by utility, first in the table (unchanged behaviour)
+    assert scored["rank"].head(n).tolist() == list(range(1, n + 1))
+    assert scored["utility"].head(n).is_monotonic_decreasing
+    assert (scored["support"].head(n) == "measured").all()
+    rest = scored.iloc[n:]
+    flagged = rest[rest["abstain"] & rest["feasible"] & rest["utility"].notna()]
+    assert len(flagged) > 0 and flagged["rank"].isna().all()
+    assert flagged.index.tolist() == list(range(n, n + len(flagged)))  # right after the ranked
+    assert flagged["utility"].is_monotonic_decreasing
+    h200 = scored[scored["hardware"] == "H200-141GB"]
+    assert (h200["support"] == "outside measured support (axis hardware)").all()
+    # an unmeasured arm predicted better than the best ranked one is never first, only warned
+    better = bool(flagged["utility"].iloc[0] > scored["utility"].iloc[0])
+    assert (value.support_warning(scored) is not None) == better
+
+
+def test_support_warning_names_a_better_unmeasured_arm():
+    ranked = {**_hand_arm(1000.0), "rank": 1.0, "feasible": True, "abstain": False,
+              "abstain_axis": "", "support": "measured"}
+    out = {**_hand_arm(2000.0), "precision": "fp8", "rank": np.nan, "feasible": True,
+           "abstain": True, "abstain_axis": "precision fp8 was never measured on H100-80GB",
+           "support": "outside measured support (axis precision)"}
+    warn = value.support_warning(pd.DataFrame([ranked, out]))
+    assert warn.startswith("H100-80GB x1 fp8 is predicted better")
+    assert "outside measured support (axis precision)" in warn and "not ranked" in warn
+    worse = {**out, **{k: v for k, v in _hand_arm(500.0).items() if k != "precision"}}
+    assert value.support_warning(pd.DataFrame([ranked, worse])) is None
+    alone = value.support_warning(pd.DataFrame([{**ranked, "rank": np.nan}, out]))
+    assert "no arm is ranked" in alone
+
+
 # ------------------------------------------------------------------ promotion gate
 def test_promotion_gate_records_versions(adv, tmp_path):
     con = store.connect(tmp_path / "gate.duckdb")
@@ -292,6 +389,11 @@ def test_cli_advise_and_backtest(bench_db, capsys):
     assert {"q10", "q50", "q90"} == set(ranked[0]["throughput_tok_s"])
     assert doc["arms"][0]["rank"] == 1
     assert doc["model_cache"] == "miss"  # fitted, then stored beside the store
+    assert doc["decision"] in ("launch", "do_not_launch")
+    assert doc["break_even_value_per_token"] > 0 and doc["break_even_reason"] is None
+    flagged = [a for a in doc["arms"][len(ranked):] if a["abstain"]]
+    assert doc["arms"][:len(ranked)] == ranked and flagged
+    assert all(a["support"].startswith("outside measured support (axis ") for a in flagged)
     code = cli.main(["--db", str(bench_db), "advisor-backtest"])
     doc = strict_loads(capsys.readouterr().out)
     assert code == 0 and len(doc["policies"]) == 6

@@ -192,15 +192,17 @@ def utility(throughput_tok_s: float, power_w: float | None, n_gpus: int, hw: str
     kvf = kv_factor(occupancy, u)
     p_slo = 0.0 if not np.isfinite(p_slo) else p_slo
     value = u.value_per_token_usd * throughput_tok_s * kvf * (1 - p_slo) * 3600 * u.runtime_h
+    served = throughput_tok_s * kvf * (1 - p_slo) * 3600 * u.runtime_h  # U is linear in value
     if price is None:
         return {"value_usd": value, "compute_usd": float("nan"), "queue_usd": float("nan"),
-                "failure_usd": float("nan"), "kv_factor": kvf, "utility": float("nan")}
+                "failure_usd": float("nan"), "kv_factor": kvf, "served_tokens": served,
+                "utility": float("nan")}
     rate = n_gpus * price + power_w / 1000 * u.usd_per_kwh
     compute = rate * u.runtime_h
     queue = u.queue_weight * wait_h * rate
     failure = (1 - p_launch) * u.restart_h * rate
     return {"value_usd": value, "compute_usd": compute, "queue_usd": queue,
-            "failure_usd": failure, "kv_factor": kvf,
+            "failure_usd": failure, "kv_factor": kvf, "served_tokens": served,
             "utility": value - compute - queue - failure}
 
 
@@ -261,13 +263,14 @@ def utility_many(throughput_tok_s, power_w, n_gpus, hw, occupancy, p_slo, p_laun
     ps = np.asarray(p_slo, dtype=float)
     ps = np.where(np.isfinite(ps), ps, 0.0)
     value = u.value_per_token_usd * thr * kvf * (1 - ps) * 3600 * u.runtime_h
+    served = thr * kvf * (1 - ps) * 3600 * u.runtime_h  # tokens: U is linear in value/token
     price = np.array([u.prices_usd_per_gpu_h.get(h, np.nan) for h in hw], dtype=float)
     rate = n * price + pw / 1000 * u.usd_per_kwh
     compute = rate * u.runtime_h
     queue = u.queue_weight * np.asarray(wait_h, dtype=float) * rate
     failure = (1 - np.asarray(p_launch, dtype=float)) * u.restart_h * rate
     return {"value_usd": value, "compute_usd": compute, "queue_usd": queue,
-            "failure_usd": failure, "kv_factor": kvf,
+            "failure_usd": failure, "kv_factor": kvf, "served_tokens": served,
             "utility": value - compute - queue - failure}
 
 
@@ -301,8 +304,13 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
     -------
     DataFrame, one row per arm: hardware, tp, precision, n_gpus, feasible, why_infeasible,
     abstain, abstain_axis, weights_gb, kv_gb, occupancy, ``<target>_q10/_q50/_q90``, p_slo,
-    p_launch, wait_h, utility terms, ``utility``, ``rank`` (1 = best; only feasible, priced arms
-    inside the envelope are ranked), ``fallback`` (rule-based pick when every arm abstains).
+    p_launch, wait_h, utility terms (USD), ``served_tokens`` (tokens the arm serves over the
+    runtime: ``utility`` is linear in value per token with this slope), ``utility``, ``rank``
+    (1 = best; only feasible, priced arms inside the envelope are ranked), ``fallback``
+    (rule-based pick when every arm abstains), ``support`` ("measured", or "outside measured
+    support (axis X)": the paper's low-confidence flag, Sec. 3.1). Row order: ranked arms by
+    rank, then abstaining feasible priced arms by utility (never ranked: shown flagged), then
+    the rest.
     """
     u = u or UtilityParams()
     ctx = ctx or Context()
@@ -341,9 +349,15 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
         fb = rule_fallback(out, req)
         if fb is not None:
             out.loc[fb, "fallback"] = True
-    return out.sort_values(["rank", "feasible", "abstain", "hardware", "tp"],
-                           ascending=[True, False, True, True, True],
-                           na_position="last").reset_index(drop=True)
+    out["support"] = [f"outside measured support (axis {a.split(' ', 1)[0]})" if a else
+                      "measured" for a in out["abstain_axis"]]
+    # ranked arms, then abstaining arms that would be rankable (best utility first), then the rest
+    flagged = out["feasible"] & out["abstain"] & out["utility"].notna()
+    out["_g"] = np.where(rankable, 0, np.where(flagged, 1, 2))
+    out["_u"] = np.where(flagged, -out["utility"], np.nan)
+    return out.sort_values(["_g", "rank", "_u", "feasible", "abstain", "hardware", "tp"],
+                           ascending=[True, True, True, False, True, True, True],
+                           na_position="last").drop(columns=["_g", "_u"]).reset_index(drop=True)
 
 
 def rule_fallback(scored: pd.DataFrame, req: Request):

@@ -7,7 +7,8 @@ import argparse
 from analytics.cli.common import BadInput, log, positive
 
 COMMANDS = {
-    "advise": "launch advisor: rank GPU kind x TP x precision arms for a model (OmniPilot)",
+    "advise": "launch advisor: rank GPU kind x TP x precision arms for a model, say whether "
+              "to launch at this value per token and its break-even (OmniPilot)",
     "advisor-backtest": "leakage-free backtest of the launch advisor vs five baselines, and "
                         "interval coverage",
 }
@@ -30,7 +31,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--ttft-slo-ms", type=positive, default=None)
     p.add_argument("--itl-slo-ms", type=positive, default=None)
     p.add_argument("--value-per-token", type=positive, default=2e-7,
-                   help="USD per served output token (paper default 2e-7)")
+                   help="USD per served output token (paper default 2e-7); below the "
+                        "break-even the JSON says decision do_not_launch")
     p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
                    help="price per GPU-hour for a hardware key, e.g. B200=14.24 (repeatable)")
     p.add_argument("--top", type=int, default=0, help="print only the best N ranked arms "

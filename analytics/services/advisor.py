@@ -12,7 +12,7 @@ import pandas as pd
 
 from analytics import advisor as advisor_pkg
 from analytics import store
-from analytics.advisor import decide, gate, persist
+from analytics.advisor import decide, gate, persist, value
 from analytics.advisor import model as advisor_model
 from analytics.hardware import catalog as hardware
 
@@ -55,14 +55,38 @@ def advise(adv: Advisor, req: decide.Request, u: decide.UtilityParams) -> pd.Dat
     return decide.advise(adv.cost, req, u, adv.ctx)
 
 
-def _finite(value) -> float | None:
-    return None if value is None or not math.isfinite(float(value)) else float(value)
+def _finite(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def value_analysis(scored: pd.DataFrame) -> dict:
+    """Launch decision, break-even value per token and the sensitivity of the ranking to the
+    value per token (:mod:`analytics.advisor.value`) for one scored frame.
+
+    Returns
+    -------
+    dict: ``decision`` (:func:`~analytics.advisor.value.decision`), ``break_even``
+    (:func:`~analytics.advisor.value.break_even`), ``support_warning`` (str or None,
+    :func:`~analytics.advisor.value.support_warning`), ``sensitivity`` (DataFrame,
+    :func:`~analytics.advisor.value.sensitivity` on the 1e-8 .. 1e-5 USD grid, extended to the
+    next power of ten above a higher break-even: :func:`~analytics.advisor.value.grid_for`).
+    """
+    be = value.break_even(scored)
+    return {"decision": value.decision(scored), "break_even": be,
+            "support_warning": value.support_warning(scored),
+            "sensitivity": value.sensitivity(scored, value.grid_for(be["value_per_token_usd"]))}
 
 
 def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
                     top: int = 0) -> dict:
     """The ``headroom advise`` document: ranked arms first (q10/q50/q90 of throughput, ITL,
-    TTFT, power), then abstaining and infeasible ones; ``top`` > 0 keeps the best N ranked."""
+    TTFT, power), then abstaining arms with their utility, flagged ``support`` = "outside
+    measured support (axis X)" (never ranked), then infeasible ones; ``top`` > 0 keeps the best
+    N ranked and the best N flagged ones. ``decision`` is "launch" / "do_not_launch" (best
+    ranked utility >= 0 / < 0) or null when no arm is ranked; ``break_even_value_per_token``
+    (USD) is null with ``break_even_reason`` when there is none; ``support_warning`` names a
+    flagged arm predicted better than every ranked one (:mod:`analytics.advisor.value`).
+    """
     scored = advise(adv, req, u)
 
     def quantiles(row, target):
@@ -82,15 +106,24 @@ def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
             "itl_ms": quantiles(r, "itl_ms"), "ttft_ms": quantiles(r, "ttft_ms"),
             "power_w": quantiles(r, "power_w"),
             "abstain": bool(r["abstain"]), "abstain_axis": r["abstain_axis"] or None,
+            "support": r["support"],
             "feasible": bool(r["feasible"]), "why_infeasible": r["why_infeasible"] or None,
             "priced": bool(r["priced"]), "fallback": bool(r["fallback"]),
             "occupancy": _finite(r["occupancy"]),
             "p_launch": float(r["p_launch"]), "p_slo": float(r["p_slo"]),
         })
     if top:
-        arms = [a for a in arms if a["rank"] is not None or a["fallback"]]
+        flagged = [a for a in arms if a["rank"] is None and a["abstain"] and a["feasible"]
+                   and a["utility"] is not None][:top]
+        arms = [a for a in arms if a["rank"] is not None or a["fallback"] or a in flagged]
     ranked = scored["rank"].notna()
-    return {"model": req.model, "params_b": req.params_b, "arms": arms,
+    dec, be = value.decision(scored), value.break_even(scored)
+    return {"model": req.model, "params_b": req.params_b,
+            "value_per_token_usd": u.value_per_token_usd, "decision": dec["decision"],
+            "decision_reason": dec["reason"], "best_utility_usd": dec["best_utility_usd"],
+            "break_even_value_per_token": be["value_per_token_usd"],
+            "break_even_arm": be["arm"], "break_even_reason": be["reason"],
+            "support_warning": value.support_warning(scored), "arms": arms,
             "ranked": int(ranked.sum()), "abstained": int(scored["abstain"].sum()),
             "infeasible": int((~scored["feasible"]).sum()),
             "all_abstain": bool(scored["abstain"].all()),

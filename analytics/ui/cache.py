@@ -380,6 +380,23 @@ def advise(request: decide.Request, prices: dict, value_per_token: float = 2e-7,
 
 
 @st.cache_data(show_spinner=False)
+def _advice_value(db_path: str, version: int, request: decide.Request, u: decide.UtilityParams):
+    return advisor.value_analysis(_advise(db_path, version, request, u))
+
+
+def advice_value(request: decide.Request, prices: dict, value_per_token: float = 2e-7,
+                 usd_per_kwh: float = 0.08, runtime_h: float = 1.0, restart_h: float = 0.5,
+                 kv_slope: float = 2.0) -> dict:
+    """Launch decision, break-even value per token and the value-per-token sensitivity of the
+    ranking for the same request and terms as :func:`advise`
+    (:func:`analytics.services.advisor.value_analysis`)."""
+    u = decide.UtilityParams(value_per_token_usd=value_per_token, usd_per_kwh=usd_per_kwh,
+                             runtime_h=runtime_h, restart_h=restart_h, kv_slope=kv_slope,
+                             prices_usd_per_gpu_h=dict(prices))
+    return _advice_value(str(settings().db_path), data_version(), request, u)
+
+
+@st.cache_data(show_spinner=False)
 def _advisor_backtest(db_path: str, version: int, value_per_token: float) -> dict:
     return advisor.backtest(advisor_model(), value_per_token)
 

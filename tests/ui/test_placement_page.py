@@ -26,6 +26,17 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     assert shown["best arm"] != "none"
     assert at.selectbox(key="adv_model").value == "meta-llama/Meta-Llama-3.1-8B-Instruct"
     assert at.number_input(key="adv_p_meta-llama/Meta-Llama-3.1-8B-Instruct").value == 8.0
+    # issue 18 item 4: at 2e-7 USD per token every ranked arm loses money: the page says so,
+    # with the break-even value, and traces the best arm over value per token
+    no = [w.value for w in at.warning if "Do not launch at this value per token" in w.value]
+    assert len(no) == 1 and "Break-even value per token" in no[0]
+    sens = next(d.value for d in at.dataframe if "best_utility_usd" in d.value)
+    assert len(sens) == 20 and set(sens["decision"]) == {"launch", "do_not_launch"}
+    # item 5: abstained arms are listed after the ranked ones, flagged, with their utility
+    arms = next(d.value for d in at.dataframe if "support" in d.value)
+    n = int(shown["ranked arms"])
+    assert (arms["support"].head(n) == "measured").all()
+    assert arms["support"].iloc[n].startswith("outside measured support (axis ")
     # launch priors from the Slurm history are shown
     assert any(d.value.shape[0] == 6 for d in at.dataframe if "posterior_mean" in d.value)
 

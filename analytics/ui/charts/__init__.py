@@ -11,6 +11,7 @@ from analytics.ui.charts.advisor import (
     backtest_chart,
     calibration_chart,
     launch_priors_chart,
+    value_sensitivity_chart,
 )
 from analytics.ui.charts.base import (
     SYNTHETIC_LABEL,
@@ -84,4 +85,5 @@ __all__ = [
     "serving_sensitivity_chart",
     "serving_timeseries_chart",
     "telemetry_chart",
+    "value_sensitivity_chart",
 ]

@@ -46,6 +46,31 @@ def advisor_arms_chart(scored: pd.DataFrame, top: int = 12) -> go.Figure:
     return fig
 
 
+def value_sensitivity_chart(sens: pd.DataFrame, value_per_token: float,
+                            break_even: float | None) -> go.Figure:
+    """Best ranked arm's utility (USD over the runtime) across value per output token (log x),
+    one marker colour per best arm, the zero line, the chosen value and the break-even."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=sens["value_per_token_usd"], y=sens["best_utility_usd"],
+                             mode="lines", line={"color": "#bbbbbb"}, showlegend=False,
+                             hoverinfo="skip"))
+    for arm, sel in sens.groupby("best_arm", sort=False):
+        fig.add_trace(go.Scatter(x=sel["value_per_token_usd"], y=sel["best_utility_usd"],
+                                 mode="markers", name=f"best: {arm}", marker={"size": 9}))
+    fig.add_hline(y=0, line_dash="dot", line_color="#888888")
+    if value_per_token > 0:
+        fig.add_vline(x=value_per_token, line_dash="dash", line_color="#1f77b4",
+                      annotation_text="chosen")
+    if break_even:
+        fig.add_vline(x=break_even, line_dash="dash", line_color="#d62728",
+                      annotation_text="break-even", annotation_position="bottom right")
+    fig.update_layout(title="Best arm and its utility across value per output token",
+                      xaxis={"type": "log", "title": "value per output token (USD)"},
+                      yaxis_title="best arm's expected utility (USD over the runtime)",
+                      height=420, margin={"l": 10, "r": 10, "t": 50, "b": 40})
+    return fig
+
+
 def backtest_chart(bt: dict) -> go.Figure:
     """Top-1 accuracy and mean regret per policy (two panels)."""
     pol = pd.DataFrame(bt["policies"]).T.reset_index(names="policy")
