@@ -19,12 +19,12 @@ from pathlib import Path
 import duckdb
 
 from analytics.schema import (
-    CANONICAL,
+    COLUMNS,
     MIGRATIONS,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
     )
 
-DATA_TABLES = tuple(CANONICAL)
+DATA_TABLES = tuple(COLUMNS)
 
 
 class StoreError(RuntimeError):

@@ -6,12 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, replace
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from analytics.config import check_dataset_name
 from analytics.schema import (
-    CANONICAL,
+    COLUMNS,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
     Parsed,
     conform,
@@ -27,6 +26,9 @@ from analytics.store.core import (
     transaction,
 )
 from analytics.store.reads import SITE_TABLES, dataset
+
+if TYPE_CHECKING:  # polars loads with the parsers, not for reading the store
+    import polars as pl
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,7 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
 
 def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:
     """Append a conformed frame's rows to ``table`` under ``dataset_id``."""
-    cols = ", ".join(CANONICAL[table])
+    cols = ", ".join(COLUMNS[table])
     cur.register("incoming", frame.to_arrow())
     try:
         _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
