@@ -207,10 +207,22 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
     return done, stream.rows, stream.ts_min, stream.ts_max
 
 
+class _ArrowStream:
+    """A polars frame seen by DuckDB through the Arrow PyCapsule stream interface only, so that
+    writing it does not import pyarrow (and numpy): ``frame.to_arrow()`` would, which is a third
+    of a small file's ingest CPU (issue 15). Each scan asks for a fresh stream."""
+
+    def __init__(self, frame: pl.DataFrame):
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.frame.__arrow_c_stream__(requested_schema)
+
+
 def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:
     """Append a conformed frame's rows to ``table`` under ``dataset_id``."""
     cols = ", ".join(COLUMNS[table])
-    cur.register("incoming", frame.to_arrow())
+    cur.register("incoming", _ArrowStream(frame))
     try:
         _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
                   f"SELECT ? AS dataset_id, {cols} FROM incoming", [dataset_id])
