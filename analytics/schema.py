@@ -1,13 +1,13 @@
-"""Canonical table schemas: the column names and polars dtypes every parser emits and the store keeps.
+"""Canonical table schemas: the column names and types every parser emits and the store keeps.
 
-This module owns :data:`CANONICAL` (table -> column -> dtype), :data:`REQUIRED` (the columns a
-canonical file must carry), :func:`conform`, the one place a frame is brought to a table's
-canonical columns (order, dtype, absent optional columns empty), :class:`Parsed` (a file's rows
-on their way from a format to the store), and the SQL schema built from
-them: the forward :data:`MIGRATIONS` up to :data:`SCHEMA_VERSION`, which
-:func:`analytics.store.migrate` applies. Parsers
-(:mod:`analytics.ingest.formats`) and the store (:mod:`analytics.store`, which builds its DDL from
-:data:`CANONICAL`) both use it, so they cannot drift apart.
+This module owns :data:`COLUMNS` (table -> column -> SQL type) and :data:`CANONICAL` (the same
+as polars dtypes, built on first use so that the store's readers do not import polars),
+:data:`REQUIRED` (the columns a canonical file must carry), :func:`conform`, the one place a
+frame is brought to a table's canonical columns (order, dtype, absent optional columns empty),
+:class:`Parsed` (a file's rows on their way from a format to the store), and the SQL schema
+built from them: the forward :data:`MIGRATIONS` up to :data:`SCHEMA_VERSION`, which
+:func:`analytics.store.migrate` applies. Parsers (:mod:`analytics.ingest.formats`) and the store
+(:mod:`analytics.store`, which builds its DDL from :data:`COLUMNS`) both use it, so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -15,66 +15,98 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
-#: Canonical tables: column -> polars dtype (``ts`` naive UTC). ``store`` builds its DDL from this,
-#: so the parsers and the store cannot drift apart. Units are in the names.
-CANONICAL: dict[str, dict[str, pl.DataType]] = {
+#: Canonical tables: column -> SQL type (``ts`` naive UTC). ``store`` builds its DDL from this and
+#: the parsers their polars dtypes (:data:`CANONICAL`, via :data:`POLARS_OF_SQL`), so they cannot
+#: drift apart. Plain strings, so that reading the store (``headroom datasets``) does not import
+#: polars (issue 15). Units are in the names.
+COLUMNS: dict[str, dict[str, str]] = {
     "requests": {
-        "ts": pl.Datetime("us"), "model": pl.String, "prompt_tokens": pl.Int64,
-        "completion_tokens": pl.Int64, "failed": pl.Boolean, "session_id": pl.String,
-        "latency_s": pl.Float64, "gpu_s": pl.Float64,
+        "ts": "TIMESTAMP", "model": "VARCHAR", "prompt_tokens": "BIGINT",
+        "completion_tokens": "BIGINT", "failed": "BOOLEAN", "session_id": "VARCHAR",
+        "latency_s": "DOUBLE", "gpu_s": "DOUBLE",
     },
     "demand_series": {
-        "ts": pl.Datetime("us"), "bin_s": pl.Int32, "tokens": pl.Float64, "requests": pl.Int64,
+        "ts": "TIMESTAMP", "bin_s": "INTEGER", "tokens": "DOUBLE", "requests": "BIGINT",
     },
     "carbon_intensity": {
-        "site": pl.String, "ts": pl.Datetime("us"), "gco2_per_kwh": pl.Float64, "basis": pl.String,
+        "site": "VARCHAR", "ts": "TIMESTAMP", "gco2_per_kwh": "DOUBLE", "basis": "VARCHAR",
     },
-    "weather": {"site": pl.String, "ts": pl.Datetime("us"), "temp_c": pl.Float64,
-                "rh_pct": pl.Float64},
-    "prices": {"site": pl.String, "ts": pl.Datetime("us"), "usd_per_mwh": pl.Float64},
+    "weather": {"site": "VARCHAR", "ts": "TIMESTAMP", "temp_c": "DOUBLE",
+                "rh_pct": "DOUBLE"},
+    "prices": {"site": "VARCHAR", "ts": "TIMESTAMP", "usd_per_mwh": "DOUBLE"},
     "telemetry": {
-        "ts": pl.Datetime("us"), "host": pl.String, "gpu_id": pl.Int32, "power_w": pl.Float64,
-        "sm_active": pl.Float64, "mem_used_mib": pl.Float64, "temp_c": pl.Float64,
-        "energy_j": pl.Float64, "gpu_util_pct": pl.Float64, "sm_clock_mhz": pl.Float64,
-        "mem_clock_mhz": pl.Float64, "throttle_reasons": pl.Int64,
+        "ts": "TIMESTAMP", "host": "VARCHAR", "gpu_id": "INTEGER", "power_w": "DOUBLE",
+        "sm_active": "DOUBLE", "mem_used_mib": "DOUBLE", "temp_c": "DOUBLE",
+        "energy_j": "DOUBLE", "gpu_util_pct": "DOUBLE", "sm_clock_mhz": "DOUBLE",
+        "mem_clock_mhz": "DOUBLE", "throttle_reasons": "BIGINT",
         # the GPU's UUID (nvidia-smi ``uuid``, DCGM ``UUID`` label), else ``pci:`` + its PCI bus
         # id; empty = not reported. A GPU is (host, gpu_id, gpu_uuid): logs of several hosts
         # share indices
-        "gpu_uuid": pl.String,
+        "gpu_uuid": "VARCHAR",
     },
     "jobs": {
-        "job_id": pl.String, "submit_ts": pl.Datetime("us"), "start_ts": pl.Datetime("us"),
-        "end_ts": pl.Datetime("us"), "n_gpus": pl.Int32, "gpu_kind": pl.String,
-        "state": pl.String, "exit_code": pl.Int32, "user_hash": pl.String,
+        "job_id": "VARCHAR", "submit_ts": "TIMESTAMP", "start_ts": "TIMESTAMP",
+        "end_ts": "TIMESTAMP", "n_gpus": "INTEGER", "gpu_kind": "VARCHAR",
+        "state": "VARCHAR", "exit_code": "INTEGER", "user_hash": "VARCHAR",
         # thousandths of a GPU requested in total (GPU-sharing pods); empty = n_gpus * 1000
-        "gpu_milli": pl.Int32,
+        "gpu_milli": "INTEGER",
         # the job's GPUs are MIG slices (a ``gpu_kind`` such as ``a100_3g.20gb``); empty = unknown
-        "mig_slice": pl.Boolean,
+        "mig_slice": "BOOLEAN",
         # run time as the source reports it (Slurm ``Elapsed``), seconds; empty = not reported
-        "elapsed_s": pl.Float64,
+        "elapsed_s": "DOUBLE",
     },
     "bench_runs": {
-        "source": pl.String, "task": pl.String, "hardware": pl.String, "gpu_mem_gb": pl.Float64,
-        "n_gpus": pl.Int32, "tp": pl.Int32, "pp": pl.Int32, "precision": pl.String,
-        "framework": pl.String, "model": pl.String, "params_b": pl.Float64,
-        "active_params_b": pl.Float64, "in_len": pl.Float64, "out_len": pl.Float64,
-        "concurrency": pl.Float64, "throughput_tok_s": pl.Float64, "ttft_ms": pl.Float64,
-        "itl_ms": pl.Float64, "latency_s": pl.Float64, "power_w": pl.Float64,
-        "energy_per_token_j": pl.Float64, "failed": pl.Boolean,
+        "source": "VARCHAR", "task": "VARCHAR", "hardware": "VARCHAR", "gpu_mem_gb": "DOUBLE",
+        "n_gpus": "INTEGER", "tp": "INTEGER", "pp": "INTEGER", "precision": "VARCHAR",
+        "framework": "VARCHAR", "model": "VARCHAR", "params_b": "DOUBLE",
+        "active_params_b": "DOUBLE", "in_len": "DOUBLE", "out_len": "DOUBLE",
+        "concurrency": "DOUBLE", "throughput_tok_s": "DOUBLE", "ttft_ms": "DOUBLE",
+        "itl_ms": "DOUBLE", "latency_s": "DOUBLE", "power_w": "DOUBLE",
+        "energy_per_token_j": "DOUBLE", "failed": "BOOLEAN",
         # offered request rate, req/s (``vllm bench serve --request-rate``); empty = not set or
         # unbounded. ``concurrency_measured``: ``concurrency`` was not configured but measured
         # (Little's law, throughput x mean latency); empty/False = the configured value
-        "request_rate": pl.Float64, "concurrency_measured": pl.Boolean,
+        "request_rate": "DOUBLE", "concurrency_measured": "BOOLEAN",
     },
     "reference_cdf": {
-        "source": pl.String, "cluster": pl.String, "metric": pl.String,
-        "cdf_percent": pl.Float64, "value": pl.Float64,
+        "source": "VARCHAR", "cluster": "VARCHAR", "metric": "VARCHAR",
+        "cdf_percent": "DOUBLE", "value": "DOUBLE",
     },
 }
+
+#: The polars dtype each SQL type of :data:`COLUMNS` is parsed to (``TIMESTAMP``: naive
+#: microseconds holding UTC), by name so that this module does not import polars.
+POLARS_OF_SQL = {"TIMESTAMP": ("Datetime", "us"), "VARCHAR": ("String",), "BIGINT": ("Int64",),
+                 "INTEGER": ("Int32",), "DOUBLE": ("Float64",), "BOOLEAN": ("Boolean",)}
+
+
+def polars_schema(table: str) -> dict[str, pl.DataType]:
+    """``table``'s canonical columns as ``{column: polars dtype}`` (from :data:`COLUMNS`).
+
+    Raises KeyError for a table that is not canonical."""
+    import polars as pl
+
+    def dtype(sql: str):
+        name, *args = POLARS_OF_SQL[sql]
+        return getattr(pl, name)(*args) if args else getattr(pl, name)
+
+    return {c: dtype(t) for c, t in COLUMNS[table].items()}
+
+
+def __getattr__(name: str):
+    """``CANONICAL`` (table -> column -> polars dtype) is built on first use, importing polars
+    then: the parsers use it, the store (:data:`COLUMNS`) does not (PEP 562)."""
+    if name == "CANONICAL":
+        built = {t: polars_schema(t) for t in COLUMNS}
+        globals()["CANONICAL"] = built
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -251,6 +283,8 @@ class StreamRefused(Exception):
 def ts_out_of_range(frame: pl.DataFrame) -> tuple[str, int, object] | None:
     """``(column, row index, value)`` of the first timestamp of ``frame`` (any ``Datetime``
     column) outside :data:`TS_ACCEPTED`, or None when all are inside (empty cells pass)."""
+    import polars as pl
+
     first, end = TS_ACCEPTED
     for col, dtype in frame.schema.items():
         if isinstance(dtype, pl.Datetime):
@@ -284,9 +318,11 @@ def conform(frame: pl.DataFrame, table: str,
     polars.exceptions.InvalidOperationError
         A present column cannot be cast to its canonical dtype.
     """
+    import polars as pl
+
     defaults = defaults or {}
     cols = []
-    for name, dtype in CANONICAL[table].items():
+    for name, dtype in polars_schema(table).items():
         if name in frame.columns:
             cols.append(pl.col(name).cast(dtype))
         elif name in defaults:
@@ -296,15 +332,6 @@ def conform(frame: pl.DataFrame, table: str,
     return frame.select(cols)
 
 
-_SQL_TYPES = {
-    pl.Datetime("us"): "TIMESTAMP",
-    pl.String: "VARCHAR",
-    pl.Int64: "BIGINT",
-    pl.Int32: "INTEGER",
-    pl.Float64: "DOUBLE",
-    pl.Boolean: "BOOLEAN",
-}
-
 SCHEMA_VERSION = 11
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
@@ -313,7 +340,7 @@ _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slic
 
 
 def _ddl(table: str) -> str:
-    cols = ",\n  ".join(f"{c} {_SQL_TYPES[t]}" for c, t in CANONICAL[table].items()
+    cols = ",\n  ".join(f"{c} {t}" for c, t in COLUMNS[table].items()
                         if (table, c) not in _ADDED_LATER)
     return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
 

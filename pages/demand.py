@@ -127,9 +127,12 @@ g = env.mae_gain
 st.markdown(
     f"MAE gain of **{g['model']}** over **{g['baseline']}**: **{g['mae_gain']:,.1f}** "
     f"{target_label}/bin, 95% moving-block bootstrap interval **{g['lo']:,.1f} - {g['hi']:,.1f}** "
-    f"(blocks of {g['block_bins']} bins - one day, or the whole test window if shorter - "
-    f"{g['n_boot']} resamples)."
+    f"(blocks of {g['block_bins']} bins, the length chosen from the data by the Politis-White "
+    f"rule (2004, with the 2009 correction) on the loss differential; {g.get('n_blocks', 0)} "
+    f"whole blocks in the test window; {g['n_boot']} resamples)."
 )
+if g.get("warning"):
+    st.caption(f"Warning: {g['warning']}.")
 out.note(f"MAE gain of {g['model']} over {g['baseline']}: {g['mae_gain']:,.1f} {target_label}/bin, "
          f"95% moving-block bootstrap interval {g['lo']:,.1f} - {g['hi']:,.1f}.")
 out.render()

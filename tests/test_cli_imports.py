@@ -1,7 +1,8 @@
 """The light commands stay light (issue 15): importing the CLI and building its parser must not
 import the envelope's and the advisor's libraries, and ``headroom datasets`` must not import
-pandas. Each check runs in a fresh interpreter and reads ``sys.modules`` there, so it fails as
-soon as someone adds one of these imports back at module level."""
+pandas, numpy or polars (the store's table definitions are plain SQL types,
+:data:`analytics.schema.COLUMNS`). Each check runs in a fresh interpreter and reads
+``sys.modules`` there, so it fails as soon as someone adds one of these imports back at module level."""
 
 from __future__ import annotations
 
@@ -32,12 +33,26 @@ def test_cli_import_and_parsers_do_not_import_heavy_libraries():
     assert not {"pandas", "numpy", "polars", "duckdb", *HEAVY} & set(light)
 
 
-def test_datasets_command_reads_the_ledger_without_pandas(tmp_path):
+def test_datasets_command_reads_the_ledger_without_pandas_or_polars(tmp_path):
     db = tmp_path / "s.duckdb"
     got = _imported("import analytics.cli as cli, contextlib, io\n"
                     f"with contextlib.redirect_stdout(io.StringIO()):\n"
                     f"    assert cli.main(['--db', {str(db)!r}, 'datasets']) == 0")
-    assert not {"pandas", *HEAVY} & set(got), sorted({"pandas", *HEAVY} & set(got))
+    banned = {"pandas", "numpy", "polars", *HEAVY}
+    assert not banned & set(got), sorted(banned & set(got))
+
+
+def test_polars_dtypes_follow_the_sql_types():
+    # CANONICAL (polars, built on first use) and COLUMNS (SQL, the DDL) are one schema
+    import polars as pl
+
+    from analytics import schema
+
+    sql_of = {pl.Datetime("us"): "TIMESTAMP", pl.String: "VARCHAR", pl.Int64: "BIGINT",
+              pl.Int32: "INTEGER", pl.Float64: "DOUBLE", pl.Boolean: "BOOLEAN"}
+    assert list(schema.CANONICAL) == list(schema.COLUMNS)
+    for table, cols in schema.COLUMNS.items():
+        assert {c: sql_of[t] for c, t in schema.CANONICAL[table].items()} == cols
 
 
 def test_lazy_choices_still_refuse_and_list_values(capsys):

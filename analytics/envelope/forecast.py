@@ -231,31 +231,79 @@ def rmse(y: np.ndarray, yhat: np.ndarray) -> float:
     return float(np.sqrt(np.mean((y - yhat) ** 2)))
 
 
-def block_bootstrap_mae_diff(err_a: np.ndarray, err_b: np.ndarray, block: int,
+#: How :func:`block_bootstrap_mae_diff` chooses its block length by default (stated in the
+#: envelope JSON and on the Demand page).
+BLOCK_RULE = ("Politis-White (2004, with the Patton-Politis-White 2009 correction) optimal "
+              "circular/moving-block length of the loss differential "
+              "(arch.bootstrap.optimal_block_length), rounded up")
+
+#: Fewer whole blocks than this in the test window: the bootstrap interval rests on too few
+#: independent pieces to be trusted, and says so (``warning``).
+MIN_BLOCKS = 10
+
+
+def politis_white_block(d: np.ndarray) -> int:
+    """Block length for a moving-block bootstrap of the mean of ``d`` (shape (n,)), in bins.
+
+    The Politis & White (2004) automatic rule with the Patton, Politis & White (2009)
+    correction, as ``arch.bootstrap.optimal_block_length`` implements it; its circular-bootstrap
+    value is used, which is also the moving-block optimum (Politis & White 2004, section 3: the
+    two share the bias and variance constants). Rounded up and kept in ``[1, n]``; 1 when the
+    rule has nothing to estimate (a constant or too short series gives NaN).
+    """
+    import warnings
+
+    from arch.bootstrap import optimal_block_length  # the envelope's own import, not the CLI's
+
+    d = np.asarray(d, float)
+    if len(d) < 2:
+        return 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # constant series: 0 / 0 inside arch
+        b = float(optimal_block_length(d)["circular"].iloc[0])
+    if not np.isfinite(b):
+        return 1
+    return int(min(len(d), max(1, np.ceil(b))))
+
+
+def block_bootstrap_mae_diff(err_a: np.ndarray, err_b: np.ndarray, block: int | None,
                              rng: np.random.Generator, n_boot: int = 2000,
                              level: float = 0.95) -> dict:
     """Moving-block bootstrap CI of ``MAE(a) - MAE(b)`` (positive: b is better).
 
-    Blocks of ``block`` consecutive bins (default use: one day) keep the daily dependence of
-    the errors; ``ceil(n / block)`` block starts are drawn uniformly from ``0 .. n - block``,
-    concatenated and cut to ``n`` (Kunsch 1989). The interval is the percentile interval.
+    Blocks of ``block`` consecutive bins keep the dependence of the errors; ``None`` chooses
+    the length from the data by :func:`politis_white_block` (:data:`BLOCK_RULE`) applied to the
+    loss differential ``|a| - |b|``. ``ceil(n / block)`` block starts are drawn uniformly from
+    ``0 .. n - block``, concatenated and cut to ``n`` (Kunsch 1989). The interval is the
+    percentile interval. When fewer than :data:`MIN_BLOCKS` whole blocks fit in the ``n`` bins
+    the interval is too rough to trust (with one block, nearly every resample is the same
+    stretch of the window) and ``warning`` says so.
 
     Parameters
     ----------
     err_a, err_b : ndarray of shape (n,), absolute errors of the two models on the same bins
+    block : block length in bins, or None for the Politis-White rule
 
     Returns
     -------
-    ``{"mae_gain", "lo", "hi", "level", "block_bins", "n_boot"}`` in the target's unit
+    ``{"mae_gain", "lo", "hi", "level", "block_bins", "block_rule", "n_blocks", "warning",
+    "n_boot"}``: gains in the target's unit, ``n_blocks`` = whole blocks in the window
+    (``n // block_bins``), ``warning`` None or the sentence to show
     """
     d = np.abs(np.asarray(err_a, float)) - np.abs(np.asarray(err_b, float))
     n = len(d)
+    rule = BLOCK_RULE if block is None else "fixed"
+    block = politis_white_block(d) if block is None else block
     block = max(1, min(block, n))
     n_blocks = int(np.ceil(n / block))
     starts = rng.integers(0, n - block + 1, size=(n_boot, n_blocks))
     idx = (starts[:, :, None] + np.arange(block)[None, None, :]).reshape(n_boot, -1)[:, :n]
     means = d[idx].mean(axis=1)
     q = (1 - level) / 2
+    whole = n // block
+    warning = None if whole >= MIN_BLOCKS else (
+        f"only {whole} block(s) of {block} bins fit in the {n}-bin test window (fewer than "
+        f"{MIN_BLOCKS}): the bootstrap interval is rough; use a longer test window")
     return {"mae_gain": float(d.mean()), "lo": float(np.quantile(means, q)),
             "hi": float(np.quantile(means, 1 - q)), "level": level, "block_bins": block,
-            "n_boot": n_boot}
+            "block_rule": rule, "n_blocks": whole, "warning": warning, "n_boot": n_boot}

@@ -81,7 +81,8 @@ class EnvelopeResult:
     point_metrics : DataFrame, one row per model: wape, mae, rmse on the test window
     interval_metrics : DataFrame, one row per method: coverage, mean_width (of finite
         intervals), infinite_bins, winkler (interval score; inf if any interval is infinite)
-    mae_gain : dict, MAE(baseline) - MAE(base_model) with its block-bootstrap interval
+    mae_gain : dict, MAE(baseline) - MAE(base_model) with its block-bootstrap interval, the
+        block length and the rule that chose it, and a warning when fewer than 10 blocks fit
     split : dict, start / end / bins of each part, and the mode (days / fractions)
     hourly : DataFrame: method, hour, coverage, bins
     by_regime : DataFrame: method, group (regime), coverage, bins
@@ -146,9 +147,10 @@ def _windows(split, feats: forecast.Features, alpha: float) -> _Windows:
 
 
 def _point_metrics(y: np.ndarray, preds: dict[str, np.ndarray], test: np.ndarray,
-                   per_day: int, params: EnvelopeParams) -> tuple[pd.DataFrame, dict]:
+                   params: EnvelopeParams) -> tuple[pd.DataFrame, dict]:
     """WAPE / MAE / RMSE of every model that forecasts the whole test window, and the
-    block-bootstrap interval of the MAE gain of the base model over the baseline."""
+    block-bootstrap interval of the MAE gain of the base model over the baseline (block length
+    by the Politis-White rule, :func:`analytics.envelope.forecast.block_bootstrap_mae_diff`)."""
     rows = []
     for name, p in preds.items():
         if np.isfinite(p[test]).all():
@@ -158,9 +160,9 @@ def _point_metrics(y: np.ndarray, preds: dict[str, np.ndarray], test: np.ndarray
     rng = np.random.default_rng(params.seed)
     finite = {m for m, p in preds.items() if np.isfinite(p[test]).all()}
     baseline = params.baseline if params.baseline in finite else "persistence"
-    gain = forecast.block_bootstrap_mae_diff(
+    gain = forecast.block_bootstrap_mae_diff(  # block length: Politis-White (issue 18 item 8)
         y[test] - preds[baseline][test], y[test] - preds[params.base_model][test],
-        per_day, rng, params.n_boot,
+        None, rng, params.n_boot,
     )
     gain.update({"baseline": baseline, "model": params.base_model})
     return pd.DataFrame(rows), gain
@@ -247,7 +249,7 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
     part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
     series = pd.DataFrame({"ts": ts, "y": y, "part": part, **preds})
     cal, test = rows.cal, rows.test
-    point_metrics, gain = _point_metrics(y, preds, test, feats.per_day, params)
+    point_metrics, gain = _point_metrics(y, preds, test, params)
 
     X, base = feats.X, repair.NonNegative(fitted[params.base_model])
     yhat = preds[params.base_model]

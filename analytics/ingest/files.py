@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from analytics import store
@@ -21,6 +21,9 @@ from analytics.ingest.digest import file_sha256
 from analytics.ingest.formats import FormatError, Parsed, SkippedByDesign, detect, parse_file
 from analytics.ingest.formats._common import file_stem
 from analytics.schema import StreamRefused
+
+if TYPE_CHECKING:  # numpy only for the synthetic trace, not to ingest a file
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,8 @@ def synthetic_requests(rng: np.random.Generator, days: int = 14,
 
     Returns a :class:`Parsed` for the ``requests`` table with format ``synthetic``.
     """
+    import numpy as np
+
     opts = opts or ParseOptions()
     seconds = np.arange(days * 86400)
     hour = (seconds % 86400) / 3600
@@ -265,6 +270,8 @@ def synthetic_requests(rng: np.random.Generator, days: int = 14,
 
 def ingest_synthetic(con, seed: int = 0, days: int = 14) -> list[dict]:
     """Generate and store the synthetic demo (``synthetic = true`` in the ledger)."""
+    import numpy as np
+
     parsed = synthetic_requests(np.random.default_rng(seed), days)
     digest = f"synthetic-seed{seed}-days{days}"
     return store.ingest(con, [store.IngestItem(parsed, f"synthetic_demo_{days}d", digest,

@@ -19,9 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,6 +238,12 @@ def pull(
     PullError : a URL that is not https (without ``allow_insecure``), network or HTTP failure
         (the partial file is kept for a resume), or a hash mismatch (the bad file is deleted)
     """
+    # urllib.request (http.client, ssl, email: ~50 ms) only for a download, not for the CLI's
+    # parser, which lists the registry's names (issue 15)
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
     if name not in REGISTRY:
         raise KeyError(f"unknown dataset {name!r}; known: {', '.join(REGISTRY)}")
     src = REGISTRY[name]

@@ -19,12 +19,12 @@ from pathlib import Path
 import duckdb
 
 from analytics.schema import (
-    CANONICAL,
+    COLUMNS,
     MIGRATIONS,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
     )
 
-DATA_TABLES = tuple(CANONICAL)
+DATA_TABLES = tuple(COLUMNS)
 
 
 class StoreError(RuntimeError):
@@ -176,17 +176,20 @@ def _busy_message(path: Path, duckdb_message: str, wait_s: float, read_only: boo
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
-    """Apply pending migrations in one transaction; return the schema version now in force."""
+    """Apply pending migrations in one transaction (all of them or none: a new store is created
+    with one commit, not one per version); return the schema version now in force."""
     with con.cursor() as cur:
         _run(cur, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER, applied_at TIMESTAMP)")
         current = _run(cur, "SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
-        for version in sorted(v for v in MIGRATIONS if v > current):
-            with transaction(cur):
+        pending = sorted(v for v in MIGRATIONS if v > current)
+        if not pending:
+            return current
+        with transaction(cur):
+            for version in pending:
                 for sql in MIGRATIONS[version]:
                     _run(cur, sql)
                 _run(cur, "INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
-            current = version
-    return current
+    return pending[-1]
 
 
 def _now() -> datetime:

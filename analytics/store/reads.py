@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from analytics.config import Weights
 from analytics.lazy import lazy_module
 from analytics.schema import (
-    CANONICAL,
+    COLUMNS,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
 )
 from analytics.store.core import DATA_TABLES, UnknownDataset, _run
@@ -72,8 +72,8 @@ def table_counts(con) -> dict[str, int]:
 def dataset_rows(con, name: str) -> pd.DataFrame:
     """All rows of one dataset in its canonical columns, in time order."""
     info = dataset(con, name)
-    cols = ", ".join(CANONICAL[info["kind"]])
-    cols_k = CANONICAL[info["kind"]]
+    cols = ", ".join(COLUMNS[info["kind"]])
+    cols_k = COLUMNS[info["kind"]]
     order = "ts" if "ts" in cols_k else ("submit_ts" if "submit_ts" in cols_k else "1")
     with con.cursor() as cur:
         return _run(
@@ -413,7 +413,7 @@ def bench_runs(con) -> pd.DataFrame:
     """Every benchmark row (canonical ``bench_runs`` columns plus ``dataset``), duplicates across
     datasets removed (Argonne repeats rows in several figure tables): one row per distinct
     measured configuration and result."""
-    cols = ", ".join("b." + c for c in CANONICAL["bench_runs"])
+    cols = ", ".join("b." + c for c in COLUMNS["bench_runs"])
     with con.cursor() as cur:
         return _run(
             cur,
@@ -425,7 +425,7 @@ def bench_runs(con) -> pd.DataFrame:
 def jobs(con) -> pd.DataFrame:
     """Every row of the ``jobs`` table (canonical columns plus ``dataset``), all states, for
     launch-success priors (:func:`gpu_jobs` is the ran-GPU-jobs view the power simulation uses)."""
-    cols = ", ".join("j." + c for c in CANONICAL["jobs"])
+    cols = ", ".join("j." + c for c in COLUMNS["jobs"])
     with con.cursor() as cur:
         return _run(cur, f"SELECT d.name AS dataset, {cols} FROM jobs j "
                          "JOIN datasets d USING (dataset_id) ORDER BY d.name, j.submit_ts").df()

@@ -6,12 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, replace
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from analytics.config import check_dataset_name
 from analytics.schema import (
-    CANONICAL,
+    COLUMNS,
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
     Parsed,
     conform,
@@ -27,6 +26,9 @@ from analytics.store.core import (
     transaction,
 )
 from analytics.store.reads import SITE_TABLES, dataset
+
+if TYPE_CHECKING:  # polars loads with the parsers, not for reading the store
+    import polars as pl
 
 
 @dataclass(frozen=True)
@@ -205,10 +207,22 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
     return done, stream.rows, stream.ts_min, stream.ts_max
 
 
+class _ArrowStream:
+    """A polars frame seen by DuckDB through the Arrow PyCapsule stream interface only, so that
+    writing it does not import pyarrow (and numpy): ``frame.to_arrow()`` would, which is a third
+    of a small file's ingest CPU (issue 15). Each scan asks for a fresh stream."""
+
+    def __init__(self, frame: pl.DataFrame):
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.frame.__arrow_c_stream__(requested_schema)
+
+
 def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:
     """Append a conformed frame's rows to ``table`` under ``dataset_id``."""
-    cols = ", ".join(CANONICAL[table])
-    cur.register("incoming", frame.to_arrow())
+    cols = ", ".join(COLUMNS[table])
+    cur.register("incoming", _ArrowStream(frame))
     try:
         _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
                   f"SELECT ? AS dataset_id, {cols} FROM incoming", [dataset_id])

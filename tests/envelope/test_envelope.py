@@ -48,6 +48,28 @@ def test_paper_claims_hold_on_real_week(result):
     assert gain["lo"] > 0  # hgb beats daily seasonality with 95% confidence on this week
 
 
+def test_mae_gain_block_is_chosen_by_politis_white_on_real_week(result):
+    """Issue 18 item 8: the 323-bin test window held one 288-bin (daily) block, so the bootstrap
+    redrew nearly the same stretch (interval 860 - 1,050 tok/s). The Politis-White length of the
+    hgb-vs-seasonal_daily loss differential is 3 bins (arch's circular value 2.38, rounded up):
+    107 blocks fit, and the interval (489 - 1,604 tok/s at seed 0) is several times wider."""
+    from analytics.envelope import forecast
+
+    gain = envelope.to_json(result)["mae_gain_ci"]
+    s = result.series
+    test = np.flatnonzero(s["part"] == "test")
+    y = s["y"].to_numpy(float)[test]
+    ea = y - s[gain["baseline"]].to_numpy(float)[test]
+    eb = y - s[gain["model"]].to_numpy(float)[test]
+    assert gain["block_bins"] == forecast.politis_white_block(np.abs(ea) - np.abs(eb)) == 3
+    assert gain["block_rule"] == forecast.BLOCK_RULE
+    assert gain["n_blocks"] == 323 // 3 and gain["warning"] is None
+    daily = forecast.block_bootstrap_mae_diff(ea, eb, 288, np.random.default_rng(0), 2000)
+    assert daily["n_blocks"] == 1 and daily["warning"] is not None  # the old, degenerate one
+    assert gain["hi"] - gain["lo"] > 3 * (daily["hi"] - daily["lo"])
+    assert 0 < gain["lo"] < gain["mae_gain"] < gain["hi"]
+
+
 def test_point_mae_and_split_band_derived_from_the_data(result, week_grid):
     """Derived, not pinned: persistence's MAE is the mean |y[t] - y[t-1]| over the test bins,
     and the split band is yhat +- the ceil((1 - alpha)(n + 1))-th smallest absolute

@@ -63,6 +63,50 @@ def test_block_bootstrap_interval():
     assert ci2["lo"] < ci2["mae_gain"] < ci2["hi"]
 
 
+def _ar1(phi: float, n: int, seed: int) -> np.ndarray:
+    e = np.random.default_rng(seed).normal(size=n)
+    x = np.empty(n)
+    x[0] = e[0] / np.sqrt(1 - phi ** 2)
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + e[i]
+    return x
+
+
+def test_politis_white_block_on_ar1_matches_arch_and_theory():
+    """AR(1), phi = 0.5, n = 2000: the block is arch's circular value rounded up, and near the
+    rule's population value. With gamma_k = phi^|k| / (1 - phi^2): G = sum |k| gamma_k = 16/3,
+    sigma_inf^2 = sum gamma_k = 1 / (1 - phi)^2 = 4, D_CB = 4/3 sigma_inf^4 = 64/3, so
+    b_opt = (2 G^2 n / D_CB)^(1/3) = (8 n / 3)^(1/3) = 17.47 bins (Politis & White 2004,
+    eq. 6 and Table of constants; Patton, Politis & White 2009)."""
+    from arch.bootstrap import optimal_block_length
+
+    x = _ar1(0.5, 2000, seed=0)
+    want = optimal_block_length(x)["circular"].iloc[0]
+    b = forecast.politis_white_block(x)
+    assert b == int(np.ceil(want))
+    assert b == pytest.approx((8 * 2000 / 3) ** (1 / 3), rel=0.35)
+    assert forecast.politis_white_block(_ar1(0.0, 2000, seed=1)) <= 3  # white noise: short blocks
+    assert forecast.politis_white_block(np.full(50, 2.0)) == 1  # nothing to estimate
+
+
+def test_mae_gain_states_block_rule_and_warns_on_short_window():
+    rng = np.random.default_rng(0)
+    a = np.abs(_ar1(0.5, 2000, seed=2)) + 3
+    b = np.abs(_ar1(0.5, 2000, seed=3)) + 2
+    ci = forecast.block_bootstrap_mae_diff(a, b, None, rng, 300)
+    assert ci["block_rule"] == forecast.BLOCK_RULE and "Politis-White" in ci["block_rule"]
+    assert ci["block_bins"] == forecast.politis_white_block(np.abs(a) - np.abs(b))
+    assert ci["n_blocks"] == 2000 // ci["block_bins"] >= 10 and ci["warning"] is None
+    # the issue's case: a 323-bin test window and day-long (288-bin) blocks
+    short = forecast.block_bootstrap_mae_diff(a[:323], b[:323], 288, rng, 300)
+    assert short["block_rule"] == "fixed" and short["n_blocks"] == 1
+    assert "only 1 block(s) of 288 bins" in short["warning"] and "fewer than 10" in short["warning"]
+    # the rule on a strongly dependent short window: fewer than 10 of its blocks fit
+    x = _ar1(0.95, 100, seed=4)  # the rule gives 12-bin blocks: 8 fit
+    ruled = forecast.block_bootstrap_mae_diff(x + 10, np.zeros(100), None, rng, 300)
+    assert ruled["n_blocks"] < 10 and ruled["warning"].startswith(f"only {ruled['n_blocks']} ")
+
+
 def test_models_on_real_burstgpt_week(con):
     path = shared("burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
     ingest.ingest_files(con, [ingest.FileIn(path, path.name)])

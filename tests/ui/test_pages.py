@@ -135,6 +135,11 @@ def test_demand_page_envelope_matches_cli_numbers(app_env, capsys):
     table = at.dataframe[0].value
     hgb = table[table["model"] == "hgb"].iloc[0]
     assert hgb["WAPE %"] == pytest.approx(doc["point"]["hgb"]["wape"] * 100)
+    # the MAE-gain sentence states the CLI's block length and its rule (issue 18 item 8)
+    gain = doc["mae_gain_ci"]
+    text = " ".join(m.value for m in at.markdown)
+    assert f"blocks of {gain['block_bins']} bins" in text and "Politis-White" in text
+    assert f"{gain['n_blocks']} whole blocks" in text and gain["warning"] is None
 
 
 def test_coverage_page_shows_every_method(app_env):
