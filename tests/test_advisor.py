@@ -128,6 +128,89 @@ def test_calibrated_intervals_and_quantile_order(adv):
     assert (oof["throughput_tok_s_q50"] <= oof["throughput_tok_s_q90"]).all()
 
 
+def test_cqr_offset_score_and_interval_match_a_hand_derivation():
+    """Romano et al. (2019) CQR, worked by hand. Scores 0.1 .. 1.0 (shuffled), alpha 0.2:
+    k = ceil((10 + 1) * 0.8) = ceil(8.8) = 9, the 9th smallest = 0.9; alpha 0.5: k =
+    ceil(5.5) = 6 -> 0.6. Three scores at alpha 0.2: k = ceil(3.2) = 4 > 3, capped at the
+    largest, 0.3 (the implementation's documented cap); none: 0. Interval [q10, q90] = [1, 2]
+    (q50 1.5): score max(q10 - y, y - q90) = 1, -0.25, 1 for y = 0, 1.25, 3; with offset 0.5
+    the closed band [0.5, 2.5] holds 0.5, 1.5 and 2.5, not 0.49 or 2.51. Dropping the "+1"
+    gives 0.8 / 0.5; an offset on one side only, or an open band, fails the edges."""
+    scores = np.array([0.7, 0.1, 1.0, 0.4, 0.9, 0.2, 0.6, 0.3, 0.8, 0.5])
+    assert model.conformal_offset(scores, 0.2) == 0.9
+    assert model.conformal_offset(scores, 0.5) == 0.6
+    assert model.conformal_offset(np.array([0.3, 0.1, 0.2]), 0.2) == 0.3
+    assert model.conformal_offset(np.array([]), 0.2) == 0.0
+    pred = np.array([[1.0, 1.5, 2.0]])
+    np.testing.assert_array_equal(model._scores(np.repeat(pred, 3, axis=0),
+                                                np.array([0.0, 1.25, 3.0])), [1.0, -0.25, 1.0])
+    y = np.array([0.49, 0.5, 1.5, 2.5, 2.51])
+    np.testing.assert_array_equal(model._covered(np.repeat(pred, 5, axis=0), y, 0.5),
+                                  [False, True, True, True, False])
+
+
+class _ConstBooster:
+    """A stand-in for a LightGBM booster that predicts one log-space value for every row."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def predict(self, X, num_threads=1):
+        return np.full(len(X), self.value)
+
+
+def test_predict_sorts_offsets_and_names_quantile_columns_by_hand():
+    """Raw log-space predictions q10 = log 200, q50 = log 100, q90 = log 400 (crossed), offset
+    log 2: sorted to (log 100, log 200, log 400), the offset widens both ends, so q10 =
+    100 / 2 = 50, q50 = 200, q90 = 400 * 2 = 800 W. A swapped column, a missing sort or an
+    offset with the wrong sign gives other numbers."""
+    qs = {0.1: _ConstBooster(math.log(200)), 0.5: _ConstBooster(math.log(100)),
+          0.9: _ConstBooster(math.log(400))}
+    cost = model.CostModel(schema={c: [] for c in ("hardware", "precision", "framework", "task")},
+                           models={"power_w": qs}, offsets={"power_w": math.log(2)},
+                           envelope={}, metrics={}, oof=pd.DataFrame(), rows=0)
+    rows = pd.DataFrame([{"hardware": "H100-80GB", "tp": 1, "n_gpus": 1, "pp": 1,
+                          "precision": "bf16", "framework": "vllm", "task": "chat",
+                          "params_b": 8.0, "active_params_b": None, "in_len": 512.0,
+                          "out_len": 256.0, "concurrency": 8.0}] * 2)
+    out = model.predict(cost, rows)
+    assert list(out.columns) == ["power_w_q10", "power_w_q50", "power_w_q90"]
+    np.testing.assert_allclose(out.to_numpy(), [[50.0, 200.0, 800.0]] * 2, rtol=1e-12)
+
+
+def test_held_out_predictions_carry_the_conformal_offset(adv):
+    """The stored out-of-fold intervals are the grouped-CV quantiles widened by the offset, the
+    ceil((n + 1)(1 - alpha))-th smallest of the same n scores, so they cover exactly k = ceil((n
+    + 1) * 0.8) of the n rows (one row of slack for the log/exp round trip at the k-th score).
+    An offset with the wrong sign or on one side only covers hundreds of rows fewer."""
+    oof = adv.cost.oof
+    for target in ("throughput_tok_s", "itl_ms", "power_w"):
+        rows = oof.dropna(subset=[f"{target}_q10", target])
+        n, k = len(rows), math.ceil((len(rows) + 1) * 0.8)
+        covered = int(((rows[target] >= rows[f"{target}_q10"])
+                       & (rows[target] <= rows[f"{target}_q90"])).sum())
+        assert abs(covered - k) <= 1, (target, n, covered, k)
+
+
+def test_held_out_cell_and_random_fold_coverage_are_both_reported(adv):
+    """OmniPilot Sec. 3.2 / Table 4: the held-out-cell offset covers unseen workload cells at
+    the nominal 80 %, the random-fold offset under-covers them (64-69 %). Both are measured
+    here on the same grouped-CV predictions of unseen cells (random fold: the offset from
+    ``KFold`` residuals applied to them). On the staged data (snapshot, not a derivation)
+    held-out-cell / random-fold coverage is 0.801 / 0.791 (throughput), 0.800 / 0.812 (ITL),
+    0.811 / 0.820 (power): the paper's 11-16 point gap does not reproduce (no relation holds
+    with margin in either direction; a likely reason: cells hold 1.7-5.5 rows on average here,
+    so a random fold leaks little of a cell), so the test pins only that both stay within 5
+    points of each other and of nominal."""
+    for target in ("throughput_tok_s", "itl_ms", "power_w"):
+        cov = adv.cost.metrics[target]["coverage"]
+        assert {"held_out_cell", "random_fold", "raw", "nominal"} <= set(cov)
+        assert 0 <= cov["held_out_cell"] <= 1 and 0 <= cov["random_fold"] <= 1
+        assert abs(cov["random_fold"] - cov["held_out_cell"]) < 0.05
+        assert abs(cov["held_out_cell"] - cov["nominal"]) < 0.05
+        assert abs(cov["random_fold"] - cov["nominal"]) < 0.05
+
+
 def test_ttft_is_left_unfitted_when_its_cells_are_fewer_than_folds(bench_db):
     """TTFT has too few measured cells on the staged grids for cell-grouped folds: the model
     says so (rows, cells, fitted False) instead of fitting; the counts are the data's."""

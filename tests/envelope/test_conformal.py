@@ -129,6 +129,38 @@ def test_regime_labels():
     assert labels.tolist() == ["00-06/low", "06-12/mid", "18-24/high"]
 
 
+def test_mondrian_quantile_index_matches_a_hand_derivation():
+    """Vovk et al. (2005) Mondrian split conformal, worked by hand (alpha 0.25). Calibration:
+    8 bins at 03:00, forecast 10, |residual| 1..8; 8 bins at 15:00, forecast 100, |residual|
+    11, 22, .., 88; 3 bins at 09:00 and 2 at 21:00, forecast 50, |residual| 0.5, 0.25, 0.75 and
+    0.1, 0.2. Tercile edges of the 21 forecasts: np.quantile at 1/3 (position 6.67) = 10 and at
+    2/3 (position 13.33) = 100, so forecasts 10 and 50 are "mid" and 100 is "high".
+    * 00-06/mid, n = 8: k = ceil(0.75 * 9) = ceil(6.75) = 7, the 7th smallest = 7.
+    * 12-18/high, n = 8: k = 7 again, the 7th smallest = 77.
+    * 06-12/mid, n = 3: k = ceil(0.75 * 4) = 3 = n, the largest = 0.75 (exists: k <= n).
+    * 18-24/mid, n = 2: k = ceil(0.75 * 3) = 3 > 2, no quantile: the pooled one is used.
+    * pooled, n = 21: k = ceil(0.75 * 22) = ceil(16.5) = 17; sorted |r| = 0.1, 0.2, 0.25, 0.5,
+      0.75, 1..8 (13 values), 11, 22, 33, 44, ..: the 17th is 44. The unseen regime
+      00-06/high (a 04:00 test bin with forecast 100) also gets 44.
+    Test half-widths: 7, 77, 0.75, 44, 44. Dropping the "+1" (k = ceil(0.75 n)) gives 6, 66,
+    0.75, 0.2, 33; indexing sorted[k - 2] gives 6, 66, 0.5, 44, 33; treating k = n as missing
+    (k >= n) sends 06-12/mid to the pooled 44."""
+    day = "2024-01-01 "
+    ts_cal = pd.to_datetime([day + "03:00"] * 8 + [day + "15:00"] * 8 + [day + "09:00"] * 3
+                            + [day + "21:00"] * 2)
+    yhat_cal = np.array([10.0] * 8 + [100.0] * 8 + [50.0] * 5)
+    res = np.array([1, -2, 3, -4, 5, -6, 7, -8, 11, -22, 33, -44, 55, -66, 77, -88,
+                    0.5, -0.25, 0.75, 0.1, -0.2])
+    ts_test = pd.to_datetime([day + h for h in ("03:30", "15:30", "09:30", "21:30", "04:00")])
+    yhat_test = np.array([10.0, 100.0, 10.0, 10.0, 100.0])
+    lo, hi, labels, edges = mondrian.mondrian(yhat_cal + res, yhat_cal, ts_cal, yhat_test,
+                                              ts_test, 0.25)
+    assert edges == (10.0, 100.0)
+    assert labels.tolist() == ["00-06/mid", "12-18/high", "06-12/mid", "18-24/mid", "00-06/high"]
+    np.testing.assert_array_equal(hi - yhat_test, [7, 77, 0.75, 44, 44])
+    np.testing.assert_array_equal(yhat_test - lo, [7, 77, 0.75, 44, 44])
+
+
 def test_shift_alarm_quiet_on_exchangeable_loud_on_shift():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1500, 1))

@@ -4,6 +4,7 @@ curve, and the real Azure conv trace with 16 co-hosted models."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,9 @@ from harness import strict_loads
 
 from analytics import cli, serving, store
 from analytics.ingest import files as ingest
+from analytics.serving.consolidation import Consolidator
+from analytics.serving.local_scheduler import LocalScheduler
+from analytics.serving.state import GpuState, Replica
 
 BENCH = ("ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
          "llm_inference_bench_argonne/Fig_21__all_results_TTFT.csv")
@@ -64,6 +68,83 @@ def test_clock_formula_matches_hand_computation():
     assert serving.phase_clock_weighted(terms, 1.0) == pytest.approx(hand3)
     assert serving.phase_clock_weighted(terms[:2], 1.0) == serving.phase_clock(*terms[0], *terms[1])
     assert serving.phase_clock_weighted([], 1.0) == 1.0  # no busy tenant: the top clock
+
+
+def _stub_profile() -> serving.Profile:
+    """Round numbers: ITL 10 ms at every batch (a = 10, c = 0), t_mem 5 ms so m(b) = 0.5,
+    decode 300 W at every batch, prefill 1,000 tokens/s at 500 W."""
+    return serving.Profile(model="stub", gpu="stub", params_b=8.0, weights_gb=16.0,
+                           itl_a_ms=10.0, itl_c_ms=0.0, dec_batches=(1.0, 64.0),
+                           dec_power_w=(300.0, 300.0), prefill_tok_s=1000.0,
+                           prefill_power_w=500.0, t_mem_ms=5.0, max_batch=64)
+
+
+def _replica(model, prefill_left=0.0, queued=0.0, running=(), iterations=0.0):
+    r = Replica(0, model, 0.0)
+    r.prefill_rid = 7 if prefill_left > 0 else -1
+    r.prefill_left, r.queued_tokens, r.iterations = prefill_left, queued, iterations
+    r.running = list(running)
+    return r
+
+
+def test_eq9_as_the_simulator_runs_it_matches_a_hand_derivation():
+    """Festina Eq. 9 over the phases the simulator builds (:meth:`LocalScheduler.phase_terms`),
+    worked by hand on the stub profile: top clock 2,000 MHz, static floor 100 W, gamma 2,
+    energy-optimal relative clock 0.9 for prefill and 0.5 for decode.
+    * Tenant A, prefill need 0.2 -> x_p = max(0.9, 0.2) = 0.9; backlog 250 + 200 queued = 450
+      tokens: T_p = 450 / 1000 / 0.9 = 0.5 s; P_p = 100 + (500 - 100) * 0.9^2 = 424 W.
+      Decode need 0.1 -> x_d = 0.5; b = 2, ITL = 10 ms * (0.5 + 0.5 / 0.5) = 15 ms, the
+      earliest sequence ends at iteration 20, 10 done: T_d = 0.15 s; P_d = 100 + 200 * (0.5 +
+      0.5 * 0.5^2) = 225 W.
+    * Tenant B, decode only, need 0.1, b = 1, ends at 25, 5 done: T = 0.3 s, P = 225 W.
+    F = (424*0.5*0.9 + 225*0.15*0.5 + 225*0.3*0.5) / (424*0.5 + 225*0.15 + 225*0.3)
+      = 241.425 / 313.25 = 0.770710...; needs 0.2 + 0.1 = 0.3 < F, so F is the clock and the
+    shares are 2/3 and 1/3. Weights T instead of P*T give 0.7105; P without the static floor
+    0.7969; T_d of one iteration 0.8877. With needs 0.6 + 0.3 = 0.9 > F the clock is 0.9."""
+    sim = SimpleNamespace(slots=[_stub_profile()] * 2, dvfs=serving.DvfsParams(2.0),
+                          kind=SimpleNamespace(f_max_mhz=2000.0, idle_w=100.0),
+                          grid=SimpleNamespace(xopt_prefill=[0.9, 0.9],
+                                               xopt_decode=lambda slot, b: 0.5))
+    sched = LocalScheduler(sim)
+    a = _replica(0, prefill_left=250.0, queued=200.0, running=[(20, 1), (30, 2)], iterations=10)
+    b = _replica(1, running=[(25, 3)], iterations=5)
+    np.testing.assert_allclose(sched.phase_terms(a, 0.2, 0.1),
+                               [(424.0, 0.5, 0.9), (225.0, 0.15, 0.5)], rtol=1e-12)
+    np.testing.assert_allclose(sched.phase_terms(b, 0.0, 0.1), [(225.0, 0.3, 0.5)], rtol=1e-12)
+    x = sched.eq9_clock_and_shares([a, b], [(0.2, 0.1, 0.2), (0.0, 0.1, 0.1)])
+    assert x == pytest.approx(241.425 / 313.25, rel=1e-12)
+    assert x == pytest.approx(0.770710, abs=1e-6)
+    assert (a.share, b.share) == pytest.approx((2 / 3, 1 / 3), rel=1e-12)
+    assert sched.eq9_clock_and_shares([a, b], [(0.2, 0.1, 0.6), (0.0, 0.1, 0.3)]) == \
+        pytest.approx(0.9, rel=1e-12)
+
+
+def test_energy_waste_ratio_matches_a_hand_derivation():
+    """EWR (ours; Festina names it without a formula) = static / total energy since the last
+    consolidation window. GPU 0: energy (prefill, decode, static busy, idle) = 300, 500, 150, 50
+    J, window opened at static 80 J / total 400 J: (150 + 50 - 80) / (1000 - 400) = 120 / 600 =
+    0.2 (static over dynamic would give 0.25; busy static alone (150 - 80) / 600 = 0.117).
+    GPU 1: 30 + 10 J, all static: 1.0. GPU 2: nothing since the window: 1.0 by definition.
+    Draining (3), empty (4, powered off) and off (5) GPUs have no EWR. The window then reopens:
+    150 J more decode and 50 J more idle on GPU 0 give 50 / 200 = 0.25."""
+    gpus = [GpuState() for _ in range(6)]
+    energy = {0: ([300.0, 500.0, 150.0, 50.0], [80.0, 400.0]),
+              1: ([0.0, 0.0, 30.0, 10.0], [0.0, 0.0]),
+              2: ([10.0, 10.0, 10.0, 10.0], [20.0, 40.0]),
+              3: ([0.0, 0.0, 5.0, 5.0], [0.0, 0.0])}
+    for g, device in enumerate(gpus):
+        device.on = g < 5
+        device.tenants = {} if g == 4 else {0: Replica(g, 0, 0.0)}
+        device.energy_j, device.energy_at_window = energy.get(g, ([0.0] * 4, [0.0, 0.0]))
+    gpus[3].draining = True
+    off = []
+    sim = SimpleNamespace(gpus=gpus, advance=lambda g, t: None,
+                          power_off=lambda g: (off.append(g), setattr(gpus[g], "on", False)))
+    cons = Consolidator(sim)
+    assert cons.window_ewr(60.0) == pytest.approx({0: 0.2, 1: 1.0, 2: 1.0}, rel=1e-12)
+    assert off == [4]
+    gpus[0].energy_j = [300.0, 650.0, 150.0, 100.0]
+    assert cons.window_ewr(120.0)[0] == pytest.approx(0.25, rel=1e-12)
 
 
 def test_params_are_knobs_with_the_documented_bounds():

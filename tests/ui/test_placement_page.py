@@ -39,6 +39,10 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     assert arms["support"].iloc[n].startswith("outside measured support (axis ")
     # launch priors from the Slurm history are shown
     assert any(d.value.shape[0] == 6 for d in at.dataframe if "posterior_mean" in d.value)
+    # issue 18 item 7: the calibration table shows held-out-cell and random-fold coverage
+    cal = next(d.value for d in at.dataframe if "coverage random fold" in d.value)
+    thr = cal.loc["throughput_tok_s"]
+    assert 0 <= thr["coverage held-out cell"] <= 1 and 0 <= thr["coverage random fold"] <= 1
 
     # issue 19 item 7: picking a catalogue model fills its size at once (no submit needed) ...
     big = next(m for m in at.selectbox(key="adv_model").options if "70B" in m)
