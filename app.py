@@ -76,12 +76,13 @@ PAGES = {
 def _main() -> None:
     _first_run()
     page = st.navigation(PAGES)
+    scenario.follow_deep_link(PAGES)
     problems = scenario.restore(page.url_path)  # a shared link: before any widget is drawn
     _sidebar()
     for problem in problems:
         st.warning(f"Link: {widgets.plain(problem)}")
     try:
-        page.run()
+        scenario.run_page(page)
     finally:  # st.stop() too: the address bar always holds the scenario shown
         scenario.publish(page.url_path)
 

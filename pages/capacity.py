@@ -8,6 +8,8 @@ from analytics.config import BIN_CHOICES_S, GPU_CATALOG
 from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
 
+scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
+
 st.title("Capacity")
 
 name, info = widgets.chosen_dataset()

@@ -4,7 +4,9 @@ from datetime import UTC, datetime, time
 
 import streamlit as st
 from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list, time_zones
-from analytics.ui import cache, widgets
+from analytics.ui import cache, scenario, widgets
+
+scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Data")
 

@@ -2,8 +2,10 @@
 
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, DemandTarget, bin_choices, envelope_bin_choices
-from analytics.ui import cache, charts, widgets
+from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
+
+scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Demand")
 

@@ -3,8 +3,10 @@
 import pandas as pd
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, GPU_CATALOG
-from analytics.ui import cache, charts, widgets
+from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
+
+scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Dispatch")
 

@@ -2,8 +2,10 @@
 
 import pandas as pd
 import streamlit as st
-from analytics.ui import cache, charts, widgets
+from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
+
+scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Placement")
 st.caption("A calibrated, abstaining launch advisor: a LightGBM quantile cost model fitted on the "

@@ -3,9 +3,11 @@
 import pandas as pd
 import streamlit as st
 from analytics.config import DemandTarget
-from analytics.ui import cache, charts, widgets
+from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
 from analytics.ui.progress import Progress
+
+scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Power")
 st.caption("Hybrid batch + inference co-simulation (after Mural, Yu & Xie, \"Workload composition "
@@ -24,6 +26,9 @@ if not job_names:
 
 default_inf = cache.power_default_inference()
 inf_options = [*demand_names, "synthetic"]
+for key, options in (("power_jobs", job_names), ("power_inference", inf_options)):
+    if st.session_state.get(key) not in (None, *options):  # a link naming another store's data
+        st.warning(f"Dataset {widgets.plain(st.session_state.pop(key))} is not in this store.")
 c1, c2 = st.columns(2)
 jobs_name = c1.selectbox("Job trace (batch arrivals)", job_names, key="power_jobs")
 inference_name = c2.selectbox(

@@ -1,9 +1,11 @@
 """Serving: energy-aware shared-GPU serving what-ifs (Festina)."""
 
 import streamlit as st
-from analytics.ui import cache, charts, widgets
+from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
 from analytics.ui.progress import Progress
+
+scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Serving")
 st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina, arXiv "

@@ -13,8 +13,10 @@ with :func:`apply` from a button callback.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
@@ -86,13 +88,22 @@ LINKED: dict[str, dict[str, Spec]] = {
                  "dispatch_util": Spec(float, lo=0.1, hi=1.0),
                  "fill_missing": Spec(str, ("refuse and name them", "forward fill",
                                             "interpolate"))},
+    "power": {"power_jobs": Spec(str), "power_inference": Spec(str),
+              "power_share": Spec(float, lo=0.0, hi=1.0),
+              "power_util": Spec(float, (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)),
+              "power_ckpt": Spec(str, ("15 min", "60 min", "240 min", "none")),
+              "power_sched": Spec(str, ("fcfs", "swf")), "power_capped": Spec(_bool),
+              "power_gpus": Spec(int, lo=16, hi=2048), "power_days": Spec(int, lo=1, hi=28),
+              "power_speed": Spec(str, ("F", "M", "S")),
+              "power_seed": Spec(int, lo=0, hi=10_000)},
 }
 
 
 #: Widget keys that show the shared envelope values on each page (``widgets.envelope_controls``
 #: prefixes, the page's bin selector): dropped when a scenario is applied, so they redraw from it.
 _ENVELOPE_WIDGETS = {page: (f"{page}_alpha", f"{page}_horizon", f"{page}_base", f"{page}_split",
-                            "bin" if page == "demand" else f"{page}_bin") for page in LINKED}
+                            "bin" if page == "demand" else f"{page}_bin")
+                     for page in ("demand", "coverage", "capacity", "dispatch")}
 
 
 def _text(value: object) -> str:
@@ -195,3 +206,40 @@ def open_saved(page: str) -> None:
     problems = apply(page, chosen["params"])
     st.session_state["scenario_msg"] = (
         ("warning", "; ".join(problems)) if problems else ("success", f"Opened {name}."))
+
+
+# --------------------------------------------------------------------------- deep links
+#: True while app.py runs a page. A link to a page (``/capacity?...``) that reaches a freshly
+#: started server before any session has run app.py is run by Streamlit as a bare page file
+#: (the ``pages/`` folder's legacy mode), without the sidebar, the bootstrap or the link handling.
+_IN_APP = contextvars.ContextVar("headroom_in_app", default=False)
+
+
+def run_page(page) -> None:
+    """Run the navigation's chosen ``page`` (marking it as run by app.py)."""
+    token = _IN_APP.set(True)
+    try:
+        page.run()
+    finally:
+        _IN_APP.reset(token)
+
+
+def through_app(page_file: str) -> None:
+    """First call of every page: a page run without app.py (a deep link on a fresh server)
+    remembers which page and query parameters were asked for and hands over to app.py, which
+    opens that page with them (:func:`follow_deep_link`)."""
+    if _IN_APP.get():
+        return
+    st.session_state["_deep_link"] = (Path(page_file).stem, dict(st.query_params))
+    st.switch_page("app.py")
+
+
+def follow_deep_link(pages) -> None:
+    """In app.py after ``st.navigation``: open the page a bare page run handed over, with its
+    query parameters (``pages``: the navigation's page groups)."""
+    link = st.session_state.pop("_deep_link", None)
+    if link:
+        target = next((p for group in pages.values() for p in group if p.url_path == link[0]),
+                      None)
+        if target is not None:
+            st.switch_page(target, query_params=link[1])
