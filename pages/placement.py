@@ -96,7 +96,7 @@ out.param(model=name, params_b=float(params_b), active_params_b=float(active_b),
           kv_penalty_slope=float(slope), prices_usd_per_gpu_h=price_map)
 out.keep(scored, "arms", "Every arm scored (ranked, abstained and infeasible)")
 ranked = scored[scored["rank"].notna()]
-m1, m2, m3, m4 = st.columns(4)
+m1, m2, m3, m4 = st.columns([1, 1, 1, 2])  # the best arm needs room: "H100-80GB x8 fp8"
 m1.metric("ranked arms", len(ranked))
 m2.metric("abstained (outside envelope)", int(scored["abstain"].sum()))
 m3.metric("infeasible (memory)", int((~scored["feasible"]).sum()))

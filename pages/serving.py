@@ -91,12 +91,18 @@ params = cache.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gp
                               dvfs_gamma=gamma, static_scale=float(static_scale), seed=int(seed),
                               chunk_tokens=int(chunk),
                               window_s=float(window_min) * 60 if window_min else None)
+if Progress.cancelled("serving_run"):
+    st.info("Simulation cancelled. Change a setting or press **Run the simulation** to start it "
+            "again.")
+    st.stop()
+bar = Progress("Simulating max-clock, static DVFS, Festina and the ablation", "serving_run")
 try:
-    with st.spinner("Simulating max-clock, static DVFS, Festina and the ablation ..."):
-        run = cache.serving_run(trace, params, measured)
+    run = cache.serving_run(trace, params, measured, progress=bar)
 except ValueError as exc:
+    bar.close()
     st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
+bar.close()
 
 out = Export("Serving", [trace])
 out.param(**{k: v for k, v in params.__dict__.items() if not k.startswith("_")})

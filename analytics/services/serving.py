@@ -90,19 +90,22 @@ def _check(params, policies: tuple[str, ...]) -> None:
 
 
 def _compare(con, arrivals: pd.DataFrame, params, policies, measured, measured_name,
-             bench_datasets):
+             bench_datasets, on_step=None):
     _check(params, policies)
     profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
-    return serving.simulate(arrivals, profs, params, policies)
+    return serving.simulate(arrivals, profs, params, policies, on_step=on_step)
 
 
-def run_views(con, trace_name: str, params, measured: bytes | None = None) -> dict:
+def run_views(con, trace_name: str, params, measured: bytes | None = None,
+              _on_step=None) -> dict:
     """Every policy plus what the Serving page draws: ``table``, per-minute ``timeseries``,
     Festina's TTFT / TBT latency CDFs per model (``cdf``, ``cdf_tbt``), ``notes``, ``json``
-    (the CLI document) and the bench ``profiles`` used."""
+    (the CLI document) and the bench ``profiles`` used. ``_on_step(done, total, policy)``
+    hears of each policy run (underscored: not part of a cache key)."""
     _check(params, ALL_POLICIES)
     tr = trace(con, trace_name, params.window_s)  # read once: simulated and binned
-    comp = _compare(con, tr, params, ALL_POLICIES, measured, "uploaded profile", None)
+    comp = _compare(con, tr, params, ALL_POLICIES, measured, "uploaded profile", None,
+                    on_step=_on_step)
     ts = pd.concat([serving.timeseries(r, tr).assign(policy=k)
                     for k, r in comp.results.items()], ignore_index=True)
     cdfs = {}

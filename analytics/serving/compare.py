@@ -82,8 +82,10 @@ def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
 
 def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
              policies: tuple[str, ...] = POLICIES + STAGES[:-1],
-             rng: np.random.Generator | None = None) -> Comparison:
-    """Run the policies on one trace.
+             rng: np.random.Generator | None = None,
+             on_step: Callable[[int, int, str], None] | None = None) -> Comparison:
+    """Run the policies on one trace; ``on_step(done, total, policy)`` after each policy run
+    (a progress bar).
 
     Parameters
     ----------
@@ -111,7 +113,7 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     sims: dict[str, ServingEngine] = {}
     runs: dict[str, int] = {}
     base_sim = None
-    for pol in order:
+    for i, pol in enumerate(order):
         if pol == "stage1" and "max_clock" in sims:
             continue  # stage 1 is max-clock: one run serves both
         if pol == "static_dvfs":
@@ -119,6 +121,8 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         else:
             sim, runs[pol] = ServingEngine(trace, models, slots, gpu, params, get_policy(pol)), 1
             sim.run()
+        if on_step:
+            on_step(i + 1, len(order), pol.replace("_", " "))
         if pol in ("max_clock", "stage1") and base_sim is None:
             base_sim = sim
         sims[pol] = sim

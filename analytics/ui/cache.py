@@ -443,7 +443,6 @@ def advisor_request(**kwargs) -> decide.Request:
 
 # --------------------------------------------------------------------------- serving (Festina)
 serving_inputs = cached(serving.inputs)
-_serving_run = cached(serving.run_views, max_entries=16)
 _serving_curves = cached(serving.curves)
 
 
@@ -457,10 +456,23 @@ def serving_params(**kwargs) -> ServingParams:
     return ServingParams(**kwargs)
 
 
-def serving_run(trace: str, params: ServingParams, measured: bytes | None = None) -> dict:
-    """All serving policies on a stored trace (cached on data version, parameters and the
-    uploaded profile bytes). Raises ValueError (an invalid profile CSV, no profiles)."""
-    return _serving_run(trace, params, measured)
+def serving_run(trace: str, params: ServingParams, measured: bytes | None = None,
+                progress=None) -> dict:
+    """All serving policies on a stored trace (kept per server on data version, parameters
+    and the uploaded profile bytes; ``progress(done, total, policy)`` hears of each policy run).
+    Raises ValueError (an invalid profile CSV, no profiles); a refusal is kept too."""
+    db, version = str(settings().db_path), data_version()
+
+    def compute():
+        with connection() as con:
+            try:
+                return serving.run_views(con, trace, params, measured, _on_step=progress)
+            except ValueError as exc:
+                return _Refused(exc)
+    out = memo("serving_run", (db, version, trace, params, measured), compute, max_entries=16)
+    if isinstance(out, _Refused):
+        raise out.exc
+    return out
 
 
 def serving_sensitivity(trace: str, params: ServingParams, measured: bytes | None = None,

@@ -63,3 +63,16 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     at.button(key="serving_run").click().run()
     assert not at.exception
     assert any("gamma = 1.5 (given)" in c.value for c in at.caption)
+
+
+def test_serving_run_cancelled_is_not_restarted(app_env):
+    """Issue 19 item 5: Cancel beside the simulation's progress bar (its callback sets the flag
+    before the rerun) stops the page instead of starting the same simulation again."""
+    for rel in FILES:
+        seed(app_env["db"], rel)
+    at = new_app().run()
+    at.session_state["serving_run_cancelled"] = True
+    at.switch_page("pages/serving.py").run()
+    assert not at.exception
+    assert any("Simulation cancelled" in i.value for i in at.info)
+    assert not at.get("plotly_chart") and not at.metric  # nothing was simulated
