@@ -211,3 +211,18 @@ def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
     empty = pl.DataFrame(schema=CANONICAL[plugin.TABLE])
     return Parsed(plugin.TABLE, plugin.NAME, empty, display, plan.resolution_s, (),
                   stream=Streamed(path, display, plugin.TABLE, plan, checked))
+
+
+def carry_monotone(batch: pl.DataFrame, state: dict, display: str, max_backstep_s: float,
+                   column: str) -> None:
+    """Time-order check of one streamed batch, carried across batches: the batch's ``ts`` is
+    checked after the previous batch's last row (``state["last"]``), and the steps back are
+    summed into ``state["back"]``
+    (:func:`analytics.ingest.formats._common.check_monotone`; raises its FormatError)."""
+    from analytics.ingest.formats._common import check_monotone
+
+    order = batch.select(ROW, "ts")
+    if "last" in state:
+        order = pl.concat([state["last"], order])
+    state["back"] = state.get("back", 0) + check_monotone(order, display, max_backstep_s, column)
+    state["last"] = order.tail(1)

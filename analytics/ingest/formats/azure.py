@@ -19,9 +19,8 @@ import re
 
 import polars as pl
 
-from analytics.ingest.fastcsv import Plan
+from analytics.ingest.fastcsv import Plan, carry_monotone
 from analytics.ingest.formats._common import (
-    ROW,
     FormatError,
     NoteTally,
     Parsed,
@@ -89,12 +88,7 @@ class AzureLLM:
         empty = NoteTally(_EMPTY, "GeneratedTokens")
 
         def rows(batch, state):  # negative counts are in __bad (check_nonnegative)
-            order = batch.select(ROW, "ts")
-            if "last" in state:
-                order = pl.concat([state["last"], order])
-            state["back"] = state.get("back", 0) + check_monotone(
-                order, display, opts.max_backstep_s, "TIMESTAMP")
-            state["last"] = order.tail(1)
+            carry_monotone(batch, state, display, opts.max_backstep_s, "TIMESTAMP")
             empty.add(batch, batch["completion_tokens"].is_null())
 
         def warnings(state):

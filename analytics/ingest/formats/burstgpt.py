@@ -23,7 +23,7 @@ from datetime import timedelta
 
 import polars as pl
 
-from analytics.ingest.fastcsv import Plan, quoted
+from analytics.ingest.fastcsv import Plan, carry_monotone, quoted
 from analytics.ingest.formats._common import (
     ROW,
     FormatError,
@@ -105,12 +105,7 @@ class Requests:
         tallies = [(col, NoteTally(message, col)) for col, message in _empty_notes(fields)]
 
         def rows(batch, state):  # the cell checks of _check_counts are in __bad
-            order = batch.select(ROW, "ts")
-            if "last" in state:
-                order = pl.concat([state["last"], order])
-            state["back"] = state.get("back", 0) + check_monotone(
-                order, display, opts.max_backstep_s, "Timestamp")
-            state["last"] = order.tail(1)
+            carry_monotone(batch, state, display, opts.max_backstep_s, "Timestamp")
             state["failed"] = state.get("failed", 0) + int(batch["failed"].sum())
             for col, tally in tallies:
                 tally.add(batch, batch[_CANONICAL_OF[col]].is_null())
