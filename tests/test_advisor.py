@@ -291,8 +291,14 @@ def test_kv_saturation_penalty_and_feasibility():
     assert not chk["feasible"] and "KV cache" in chk["why"]
 
 
-def test_real_backtest_reports_all_policies(adv):
-    bt = decide.backtest(adv.cost, decide.UtilityParams(), adv.ctx)
+@pytest.fixture(scope="session")
+def adv_backtest(adv):
+    """The backtest of the session's fitted advisor (a few seconds: computed once)."""
+    return decide.backtest(adv.cost, decide.UtilityParams(), adv.ctx)
+
+
+def test_real_backtest_reports_all_policies(adv_backtest):
+    bt = adv_backtest
     assert bt["cells"] > 50
     assert set(bt["policies"]) == {"advisor", "size_rule", "h100_fp8_recipe", "throughput_max",
                                    "nearest_neighbour", "cheapest_fit"}
@@ -435,7 +441,7 @@ def test_lookup_tables_answer_like_the_pandas_filters(adv):
     assert np.array_equal(decide.p_exceed_many(lo, np.ones_like(lo), hi, 2.0), want)
 
 
-def test_stored_fit_gives_the_same_numbers(adv, tmp_path):
+def test_stored_fit_gives_the_same_numbers(adv, adv_backtest, tmp_path):
     ledger = pd.DataFrame({"dataset_id": [1, 2], "name": ["b", "j"],
                            "kind": ["bench_runs", "jobs"], "format": ["f", "g"],
                            "rows": [10, 20], "ingested_at": ["t1", "t2"]})
@@ -454,7 +460,7 @@ def test_stored_fit_gives_the_same_numbers(adv, tmp_path):
     pd.testing.assert_frame_equal(back.cost.oof, adv.cost.oof, check_exact=True)
     pd.testing.assert_frame_equal(back.ctx.priors, adv.ctx.priors, check_exact=True)
     assert back.cost.metrics == adv.cost.metrics and back.jobs_rows == adv.jobs_rows
-    assert decide.backtest(back.cost, u, back.ctx) == decide.backtest(adv.cost, u, adv.ctx)
+    assert decide.backtest(back.cost, u, back.ctx) == adv_backtest
     (tmp_path / key / "manifest.json").write_text("{")  # a damaged entry is a miss
     assert persist.load(tmp_path, key) is None
     assert persist.save(adv, tmp_path, key, inputs) and persist.load(tmp_path, key) is not None
