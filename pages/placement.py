@@ -2,7 +2,7 @@
 
 import pandas as pd
 import streamlit as st
-from analytics.ui import cache, charts, scenario, widgets
+from analytics.ui import cache, charts, scenario, whatifs, widgets
 from analytics.ui.export import Export
 
 scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
@@ -13,7 +13,7 @@ st.caption("A calibrated, abstaining launch advisor: a LightGBM quantile cost mo
            "abstention outside the measured envelope, and arms ranked by expected utility "
            "(OmniPilot paper, Sec. 3).")
 
-catalog = cache.bench_catalog()
+catalog = whatifs.bench_catalog()
 if catalog.empty:
     st.info("No benchmark data yet. Add ML.ENERGY leaderboard runs, Argonne LLM-Inference-Bench "
             "CSVs or your own `vllm bench serve --save-result` JSON on the Data page (or "
@@ -21,7 +21,7 @@ if catalog.empty:
     st.stop()
 try:
     with st.spinner("Fitting the cost model (once per data version) ..."):
-        adv = cache.advisor_model()
+        adv = whatifs.advisor_model()
 except ValueError as exc:
     st.error(f"No advisor: {widgets.plain(exc)}")
     st.stop()
@@ -60,7 +60,7 @@ with st.form("request"):
     value = c10.number_input("value per output token (USD)", 0.0, 1e-3, 2e-7, format="%.1e",
                              key="adv_value", help="paper default 2e-7 (revealed preference)")
     with st.expander("Prices and utility weights"):
-        prices = cache.default_prices()
+        prices = whatifs.default_prices()
         table = pd.DataFrame([{"hardware": h, "usd_per_gpu_h": prices.get(h)}
                               for h in envelope["categorical"]["hardware"]
                               + [h for h in prices if h not in envelope["categorical"]["hardware"]]])
@@ -80,11 +80,11 @@ with st.form("request"):
 
 price_map = {r.hardware: float(r.usd_per_gpu_h) for r in edited.itertuples()
              if pd.notna(r.usd_per_gpu_h)}
-request = cache.advisor_request(
+request = whatifs.advisor_request(
     model=name, params_b=float(params_b), active_params_b=float(active_b),
     concurrency=float(concurrency), in_len=float(in_len), out_len=float(out_len), task=task,
     ttft_slo_ms=float(ttft) or None, itl_slo_ms=float(itl) or None)
-scored = cache.advise(request, price_map, float(value), float(kwh), float(runtime),
+scored = whatifs.advise(request, price_map, float(value), float(kwh), float(runtime),
                       float(restart), float(slope))
 
 out = Export("Placement", cache.dataset_names(("bench_runs", "jobs")))
@@ -112,7 +112,7 @@ if ranked.empty:
                "priced arm") + ". " + ("Rule-based fallback (cheapest feasible 16-bit arm): "
                f"**{fb.iloc[0]['hardware']} x{int(fb.iloc[0]['tp'])} {fb.iloc[0]['precision']}**"
                if not fb.empty else "No feasible priced arm for the fallback either."))
-val = cache.advice_value(request, price_map, float(value), float(kwh), float(runtime),
+val = whatifs.advice_value(request, price_map, float(value), float(kwh), float(runtime),
                          float(restart), float(slope))
 dec, be = val["decision"], val["break_even"]
 be_text = (f"Break-even value per token: **{be['value_per_token_usd']:.3g} USD** "
@@ -168,7 +168,7 @@ with tab_val:
                    "Abstention, feasibility and prices do not depend on v.")
 with tab_bt:
     with st.spinner("Backtesting ..."):
-        bt = cache.advisor_backtest(float(value))
+        bt = whatifs.advisor_backtest(float(value))
     if not bt["cells"]:
         st.info("No workload cell has two or more measured, priced arms: nothing to backtest.")
     else:
@@ -206,11 +206,11 @@ with tab_pri:
         out.table(adv.ctx.waits, hide_index=True, key="waits_table")
 with tab_ver:
     if st.button("Record this fit (promotion gate)", key="record_version"):
-        res = cache.record_model_version()
+        res = whatifs.record_model_version()
         (st.success if res["promoted"] else st.warning)(
             f"version {res['version']}: {'promoted' if res['promoted'] else 'not promoted'} "
             f"- {res['reason']}")
-    versions = cache.model_versions()
+    versions = whatifs.model_versions()
     if versions.empty:
         st.caption("No model version recorded yet.")
     else:
@@ -218,5 +218,5 @@ with tab_ver:
     st.caption("A candidate is promoted only if its decision-target (throughput) MAPE does not "
                "regress by more than 0.5 pp and it was trained on at least as many rows.")
 with tab_specs:
-    out.table(cache.hardware_specs(), hide_index=True, key="specs_table")
+    out.table(whatifs.hardware_specs(), hide_index=True, key="specs_table")
 out.render()

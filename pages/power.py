@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 from analytics.config import DemandTarget
-from analytics.ui import cache, charts, scenario, widgets
+from analytics.ui import cache, charts, scenario, whatifs, widgets
 from analytics.ui.export import Export
 from analytics.ui.progress import Progress
 
@@ -16,15 +16,15 @@ st.caption("Hybrid batch + inference co-simulation (after Mural, Yu & Xie, \"Wor
            "inference follows a request trace and has priority. GPU count and target utilisation "
            "stay fixed while the inference share of the work varies.")
 
-job_names, demand_names = cache.power_datasets()
+job_names, demand_names = whatifs.power_datasets()
 if not job_names:
     st.info("No job trace in the store, so there is nothing to simulate batch work from. "
-            + cache.power_no_jobs_hint().replace("no job trace in the store: ", "To add one: ")
+            + whatifs.power_no_jobs_hint().replace("no job trace in the store: ", "To add one: ")
             + ". The staged MIT SuperCloud export has 2,368 GPU jobs; after ingesting it, "
               "come back here.")
     st.stop()
 
-default_inf = cache.power_default_inference()
+default_inf = whatifs.power_default_inference()
 inf_options = [*demand_names, "synthetic"]
 for key, options in (("power_jobs", job_names), ("power_inference", inf_options)):
     if st.session_state.get(key) not in (None, *options):  # a link naming another store's data
@@ -43,33 +43,33 @@ c2.caption(f"Demand per minute in {unit} (what this trace carries).")
 
 c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 1])
 share = c1.slider("inference share", 0.0, 1.0, 0.5, 0.05, key="power_share",
-                  help=cache.power_help("inference_share"))
+                  help=whatifs.power_help("inference_share"))
 utilization = c2.select_slider("target utilisation", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
                                value=0.8, key="power_util",
-                               help=cache.power_help("utilization"))
+                               help=whatifs.power_help("utilization"))
 ckpt_label = c3.selectbox("checkpoint length", ["15 min", "60 min", "240 min", "none"], index=1,
-                          key="power_ckpt", help=cache.power_help("checkpoint_min"))
+                          key="power_ckpt", help=whatifs.power_help("checkpoint_min"))
 scheduler = c4.radio("scheduler", ["fcfs", "swf"], horizontal=True, key="power_sched",
-                     help=cache.power_help("scheduler"))
+                     help=whatifs.power_help("scheduler"))
 capped = c5.toggle("capped", key="power_capped",
-                   help=cache.power_help("capped"))
+                   help=whatifs.power_help("capped"))
 with st.expander("More settings"):
     a1, a2, a3, a4 = st.columns(4)
     gpus = a1.number_input("GPUs in the pool", 16, 2048, 256, 16, key="power_gpus",
-                           help=cache.power_help("n_gpus"))
+                           help=whatifs.power_help("n_gpus"))
     days = a2.number_input("measured days", 1, 28, 7, key="power_days",
-                           help=cache.power_help("days"))
+                           help=whatifs.power_help("days"))
     speed = a3.radio("serving speed (ML.ENERGY max batch 32 / 64 / 128)", ["F", "M", "S"],
-                     index=1, horizontal=True, key="power_speed", help=cache.power_help("speed"))
+                     index=1, horizontal=True, key="power_speed", help=whatifs.power_help("speed"))
     seed = a4.number_input("seed", 0, 10_000, 0, key="power_seed")
 
 ckpt = None if ckpt_label == "none" else float(ckpt_label.split()[0])
-scenario = cache.power_scenario_of(
+scenario = whatifs.power_scenario_of(
     inference_share=float(share), utilization=float(utilization), n_gpus=int(gpus),
     days=float(days), scheduler=scheduler, checkpoint_min=ckpt, capped=bool(capped),
     speed=speed)
 try:
-    run = cache.power_run(jobs_name, inference_name, scenario, int(seed))
+    run = whatifs.power_run(jobs_name, inference_name, scenario, int(seed))
 except ValueError as exc:
     st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
@@ -117,7 +117,7 @@ if st.session_state.get("power_sweep_off"):
     st.session_state.pop("power_sweep_off")
 bar = Progress(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
                "(2 seeds each)", "power_sweep")
-table, shape = cache.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed),
+table, shape = whatifs.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed),
                                  progress=bar)
 bar.close()
 out.chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),

@@ -1,7 +1,7 @@
 """Serving: energy-aware shared-GPU serving what-ifs (Festina)."""
 
 import streamlit as st
-from analytics.ui import cache, charts, scenario, widgets
+from analytics.ui import cache, charts, scenario, whatifs, widgets
 from analytics.ui.export import Export
 from analytics.ui.progress import Progress
 
@@ -13,7 +13,7 @@ st.caption("Energy-aware serving of many co-hosted LLMs on shared GPUs (Festina,
            "phase-aware clock (Eq. 9), SM shares and EWR consolidation - a simulation on a "
            "stored request trace with benchmark-derived profiles.")
 
-inputs = cache.serving_inputs()
+inputs = whatifs.serving_inputs()
 if not inputs["traces"]:
     st.info("No request trace with prompt and completion token counts in the store. Add one on "
             "the Data page (pull or upload e.g. `AzureLLMInferenceTrace_conv.csv`), or run "
@@ -40,16 +40,16 @@ with st.form("serving_form"):
     trace = c1.selectbox("Trace", inputs["traces"], key="serving_trace")
     gpu = c2.selectbox("GPU kind", inputs["gpus"], key="serving_gpu")
     n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus",
-                             help=cache.serving_help("n_gpus"))
+                             help=whatifs.serving_help("n_gpus"))
     n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models",
-                               help=cache.serving_help("n_models"))
+                               help=whatifs.serving_help("n_models"))
     c5, c6, c7, c8 = st.columns(4)
     ttft = c5.number_input("TTFT SLO (ms)", 10, 60000, 1000, step=100, key="serving_ttft",
-                           help=cache.serving_help("ttft_slo_ms"))
+                           help=whatifs.serving_help("ttft_slo_ms"))
     tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt",
-                          help=cache.serving_help("tbt_slo_ms"))
+                          help=whatifs.serving_help("tbt_slo_ms"))
     margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
-                       help=cache.serving_help("safety_margin"))
+                       help=whatifs.serving_help("safety_margin"))
     window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
                                  key="serving_window",
                                  help="a shorter window keeps the page fast; the CLI runs all")
@@ -61,16 +61,16 @@ with st.form("serving_form"):
                                      "(Ma et al., arXiv 2605.11999)")
         gamma_in = d2.number_input("SM power exponent gamma (used when not calibrated)", 0.5,
                                    6.0, 3.0, 0.1, key="serving_gamma",
-                                   help=cache.serving_help("dvfs_gamma"))
+                                   help=whatifs.serving_help("dvfs_gamma"))
         static_scale = d3.number_input("static power x", 0.25, 3.0, 1.0, 0.25,
                                        key="serving_static",
-                                       help=cache.serving_help("static_scale"))
+                                       help=whatifs.serving_help("static_scale"))
         zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
-                               key="serving_zipf", help=cache.serving_help("zipf_s"))
+                               key="serving_zipf", help=whatifs.serving_help("zipf_s"))
         seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
         chunk = st.number_input("chunked prefill: tokens per iteration (0 = off, a prefill "
                                 "pauses decode)", 0, 65_536, 0, 512, key="serving_chunk",
-                                help=cache.serving_help("chunk_tokens"))
+                                help=whatifs.serving_help("chunk_tokens"))
         upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
                                   "latency_ms, power_w) - replaces the DVFS model",
                                   type=["csv"], key="serving_profile")
@@ -85,7 +85,7 @@ gamma = None if calibrate else float(gamma_in)
 measured = upload.getvalue() if upload is not None else None
 synthetic = inputs["synthetic"].get(trace, False)
 
-params = cache.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gpu,
+params = whatifs.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gpu,
                               ttft_slo_ms=float(ttft), tbt_slo_ms=float(tbt),
                               safety_margin=float(margin), zipf_s=float(zipf),
                               dvfs_gamma=gamma, static_scale=float(static_scale), seed=int(seed),
@@ -97,7 +97,7 @@ if Progress.cancelled("serving_run"):
     st.stop()
 bar = Progress("Simulating max-clock, static DVFS, Festina and the ablation", "serving_run")
 try:
-    run = cache.serving_run(trace, params, measured, progress=bar)
+    run = whatifs.serving_run(trace, params, measured, progress=bar)
 except ValueError as exc:
     bar.close()
     st.error(f"No simulation: {widgets.plain(exc)}")
@@ -180,19 +180,19 @@ if Progress.cancelled("serving_sens"):
     st.info("Sensitivity sweep cancelled; settings finished before the cancel are not kept.")
 if st.session_state.get("serving_sens_for") == sens_key:
     bar = Progress("Sensitivity sweep", "serving_sens")
-    sens = cache.serving_sensitivity(trace, params, measured, progress=bar)
+    sens = whatifs.serving_sensitivity(trace, params, measured, progress=bar)
     bar.close()
     out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
     out.table(sens, hide_index=True, key="serving_sens_table")
 
 st.subheader("Profile viewer")
 batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch")
-out.chart(cache.figure(charts.serving_profile_chart, cache.serving_curves(gpu, gamma, int(batch),
+out.chart(cache.figure(charts.serving_profile_chart, whatifs.serving_curves(gpu, gamma, int(batch),
                                                                   measured,
                                                                   float(static_scale))),
                 key="serving_profiles")
 with st.expander("Where the numbers come from"):
-    for field, cite in cache.serving_dvfs_sources(gpu):
+    for field, cite in whatifs.serving_dvfs_sources(gpu):
         st.markdown(f"- **{field}**: {cite}")
     st.markdown("- **DVFS model**: prefill time ~ 1/(f x SM share); decode iteration = "
                 "T_nom(b) (m + (1-m)/(f x share)) with m = weights / memory bandwidth / T_nom(b) "

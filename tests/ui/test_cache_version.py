@@ -8,7 +8,7 @@ from harness import seed
 
 def test_data_version_is_read_once_per_store_change(app_env, monkeypatch):
     from analytics import store
-    from analytics.ui import cache
+    from analytics.ui import cache, whatifs
 
     seed(app_env["db"], "burstgpt/BurstGPT_1_head400.csv")
     opened = []
@@ -17,7 +17,7 @@ def test_data_version_is_read_once_per_store_change(app_env, monkeypatch):
     first = cache.data_version()
     assert cache.data_version() == first and cache.data_version() == first
     assert len(opened) == 1  # one read; the next calls cost a stat of the file
-    assert cache.model_versions().empty and cache.model_versions().empty
+    assert whatifs.model_versions().empty and whatifs.model_versions().empty
     assert len(opened) == 2  # model versions: read once, then cached on the store stamp
 
     with cache.connection(write=True) as con:  # any write moves the stamp ...

@@ -1,0 +1,250 @@
+"""Streamlit caching of the what-if analyses: the launch advisor (Placement), the serving
+simulator (Serving) and the hybrid power simulator (Power). The data, envelope, decision and
+telemetry reads, and the caching machinery these build on (:func:`~analytics.ui.cache.cached`,
+:func:`~analytics.ui.cache.memo`, the data version), are in :mod:`analytics.ui.cache`.
+
+Every cached result is keyed on the store path and its data version plus the arguments. The
+long simulations (serving run and sensitivity, power sweep) report progress while they run, so
+they are memoised per server (:func:`~analytics.ui.cache.memo`) instead of ``st.cache_data``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import streamlit as st
+
+from analytics import params
+from analytics import power as power_sim
+from analytics.advisor import decide
+from analytics.services import advisor, power, serving
+from analytics.serving import ServingParams
+from analytics.ui.cache import (
+    _Refused,
+    cached,
+    connection,
+    data_version,
+    memo,
+    settings,
+    store_stamp,
+)
+
+POWER_SHARES = power.SWEEP_SHARES
+
+
+# --------------------------------------------------------------------------- launch advisor
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _advisor(db_path: str, version: int) -> advisor.Advisor:
+    with connection() as con:  # the fit stored beside the store (shared with the CLI) or a new one
+        return advisor.fit_cached(con, settings().cache_dir)[0]
+
+
+def advisor_model() -> advisor.Advisor:
+    """The fitted launch advisor for the current data (fit once per data version).
+    Raises ValueError when the store holds too few benchmark rows."""
+    return _advisor(str(settings().db_path), data_version())
+
+
+bench_catalog = cached(advisor.bench_catalog)
+
+
+@st.cache_data(show_spinner=False)
+def _advise(db_path: str, version: int, request: decide.Request, u: decide.UtilityParams):
+    return advisor.advise(advisor_model(), request, u)
+
+
+def advise(request: decide.Request, prices: dict, value_per_token: float = 2e-7,
+           usd_per_kwh: float = 0.08, runtime_h: float = 1.0, restart_h: float = 0.5,
+           kv_slope: float = 2.0) -> pd.DataFrame:
+    """Scored arms for a request (:func:`analytics.services.advisor.advise`)."""
+    u = decide.UtilityParams(value_per_token_usd=value_per_token, usd_per_kwh=usd_per_kwh,
+                             runtime_h=runtime_h, restart_h=restart_h, kv_slope=kv_slope,
+                             prices_usd_per_gpu_h=dict(prices))
+    return _advise(str(settings().db_path), data_version(), request, u)
+
+
+@st.cache_data(show_spinner=False)
+def _advice_value(db_path: str, version: int, request: decide.Request, u: decide.UtilityParams):
+    return advisor.value_analysis(_advise(db_path, version, request, u))
+
+
+def advice_value(request: decide.Request, prices: dict, value_per_token: float = 2e-7,
+                 usd_per_kwh: float = 0.08, runtime_h: float = 1.0, restart_h: float = 0.5,
+                 kv_slope: float = 2.0) -> dict:
+    """Launch decision, break-even value per token and the value-per-token sensitivity of the
+    ranking for the same request and terms as :func:`advise`
+    (:func:`analytics.services.advisor.value_analysis`)."""
+    u = decide.UtilityParams(value_per_token_usd=value_per_token, usd_per_kwh=usd_per_kwh,
+                             runtime_h=runtime_h, restart_h=restart_h, kv_slope=kv_slope,
+                             prices_usd_per_gpu_h=dict(prices))
+    return _advice_value(str(settings().db_path), data_version(), request, u)
+
+
+@st.cache_data(show_spinner=False)
+def _advisor_backtest(db_path: str, version: int, value_per_token: float) -> dict:
+    return advisor.backtest(advisor_model(), value_per_token)
+
+
+def advisor_backtest(value_per_token: float = 2e-7) -> dict:
+    """Leakage-free backtest (top-1, regret) of the advisor and the five baselines."""
+    return _advisor_backtest(str(settings().db_path), data_version(), value_per_token)
+
+
+def default_prices() -> dict:
+    """USD per GPU-hour where a list price is sourced."""
+    return advisor.default_prices()
+
+
+def hardware_specs() -> pd.DataFrame:
+    """The accelerator spec table with its sources (for display)."""
+    return advisor.hardware_specs()
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def _model_versions(db_path: str, stamp: tuple) -> pd.DataFrame:
+    with connection() as con:
+        return advisor.model_versions(con)
+
+
+def model_versions() -> pd.DataFrame:
+    """Advisor model versions (provenance), newest first; cached on :func:`store_stamp`, so a
+    recorded version (a write) shows at once."""
+    path = settings().db_path
+    return _model_versions(str(path), store_stamp(path))
+
+
+def record_model_version() -> dict:
+    """Gate the current fitted model against the incumbent and record it."""
+    model = advisor_model()  # before the write connection: it reads through its own
+    with connection(write=True) as con:
+        return advisor.record_model_version(con, model)
+
+
+def advisor_request(**kwargs) -> decide.Request:
+    """A :class:`analytics.advisor.decide.Request` (pages may not import the advisor)."""
+    return decide.Request(**kwargs)
+
+
+# --------------------------------------------------------------------------- serving (Festina)
+serving_inputs = cached(serving.inputs)
+_serving_curves = cached(serving.curves)
+
+
+def serving_help(field: str) -> str:
+    """Widget help of a serving what-if knob (the same text as the CLI flag's help)."""
+    return params.help_of(ServingParams, field)
+
+
+def serving_params(**kwargs) -> ServingParams:
+    """A :class:`analytics.serving.ServingParams` (pages may not import the engine)."""
+    return ServingParams(**kwargs)
+
+
+def serving_run(trace: str, params: ServingParams, measured: bytes | None = None,
+                progress=None) -> dict:
+    """All serving policies on a stored trace (kept per server on data version, parameters
+    and the uploaded profile bytes; ``progress(done, total, policy)`` hears of each policy run).
+    Raises ValueError (an invalid profile CSV, no profiles); a refusal is kept too."""
+    db, version = str(settings().db_path), data_version()
+
+    def compute():
+        with connection() as con:
+            try:
+                return serving.run_views(con, trace, params, measured, _on_step=progress)
+            except ValueError as exc:
+                return _Refused(exc)
+    out = memo("serving_run", (db, version, trace, params, measured), compute, max_entries=16)
+    if isinstance(out, _Refused):
+        raise out.exc
+    return out
+
+
+def serving_sensitivity(trace: str, params: ServingParams, measured: bytes | None = None,
+                        progress=None) -> pd.DataFrame:
+    """Festina vs max-clock over gamma x static power (cached); ``progress(done, total,
+    label)`` hears of each setting (not part of the cache key)."""
+    db, version = str(settings().db_path), data_version()
+
+    def compute() -> pd.DataFrame:
+        with connection() as con:
+            return serving.sensitivity(con, trace, params, measured, _on_step=progress)
+    return memo("serving_sensitivity", (db, version, trace, params, measured), compute)
+
+
+def serving_curves(gpu: str, gamma: float | None = None, batch: int = 32,
+                   measured: bytes | None = None, static_scale: float = 1.0) -> pd.DataFrame:
+    """Energy per token vs clock per profile and phase (the profile viewer)."""
+    return _serving_curves(gpu, gamma, batch, measured, static_scale)
+
+
+def serving_dvfs_sources(gpu: str) -> list[tuple[str, str]]:
+    """Citations of the clock range and static power of a GPU kind."""
+    return serving.dvfs_sources(gpu)
+
+
+# --------------------------------------------------------------------------- power
+_power_candidates = cached(power.candidates)
+
+
+def power_datasets() -> tuple[list[str], list[str]]:
+    """Job datasets (most rows first) and demand datasets at 1 minute or finer (longest
+    first)."""
+    return _power_candidates()
+
+
+def power_default_inference() -> str | None:
+    """The default inference input: the token trace spanning the longest time (a GPU-seconds
+    trace only when there is no token trace)."""
+    demand_names = power_datasets()[1]
+    return demand_names[0] if demand_names else None
+
+
+def power_no_jobs_hint() -> str:
+    """What to ingest to get a job trace."""
+    return power_sim.NO_JOBS_HINT
+
+
+@st.cache_data(show_spinner="Fitting the batch arrival model ...", max_entries=8)
+def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: str, seed: int):
+    with connection() as con:
+        return power.load_inputs(con, jobs_name, inference_name, seed)
+
+
+def power_help(field: str) -> str:
+    """Widget help of a power scenario knob (the same text as the CLI flag's help)."""
+    return params.help_of(power_sim.Scenario, field)
+
+
+def power_scenario_of(**kwargs):
+    """A :class:`analytics.power.Scenario`. Raises ValueError for out-of-range settings."""
+    return power_sim.Scenario(**kwargs)
+
+
+@st.cache_data(show_spinner="Simulating the scenario ...", max_entries=32)
+def _power_run(db_path: str, version: int, jobs_name: str, inference_name: str, scenario,
+               seed: int) -> dict:
+    inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed)
+    return power.run(inputs, scenario, seed)
+
+
+def power_run(jobs_name: str, inference_name: str, scenario, seed: int = 0) -> dict:
+    """One scenario: ``frame`` (per minute), ``metrics``, ``daily`` profile, ``inputs``
+    (provenance) and ``synthetic``. Raises ValueError (no / too few GPU jobs), GridError."""
+    return _power_run(str(settings().db_path), data_version(), jobs_name, inference_name,
+                      scenario, seed)
+
+
+def power_sweep(jobs_name: str, inference_name: str, base, utilizations: tuple,
+                replications: int = 2, seed: int = 0, progress=None) -> tuple:
+    """Inference-share sweep (0, 0.1, ..., 1) at each utilization: (table, shape report).
+    The base scenario's share is ignored, so moving the share slider reuses the cached sweep.
+    ``progress(done, total)`` hears of each simulation (not part of the cache key)."""
+    base = replace(base, inference_share=0.5, utilization=0.5)
+    db, version, utils = str(settings().db_path), data_version(), tuple(sorted(utilizations))
+
+    def compute() -> tuple:
+        inputs = _power_inputs(db, version, jobs_name, inference_name, seed)
+        return power.sweep(inputs, base, utils, replications, seed, progress=progress)
+    return memo("power_sweep", (db, version, jobs_name, inference_name, base, utils,
+                                replications, seed), compute)
