@@ -13,6 +13,7 @@ from harness import strict_loads
 from scipy import stats
 
 from analytics import advisor, cli, store
+from analytics.advisor import backtest as advisor_backtest
 from analytics.advisor import decide, gate, model, persist, priors, value
 from analytics.ingest import files as ingest
 from analytics.services import advisor as advisor_service
@@ -276,7 +277,7 @@ def test_constructed_case_ranks_the_known_best_arm_first():
     scored = decide.advise(cost, req, u)
     best = scored[scored["rank"] == 1].iloc[0]
     assert (best["hardware"], best["tp"]) == ("H100-80GB", 1)
-    bt = decide.backtest(cost, u)
+    bt = advisor_backtest.backtest(cost, u)
     assert bt["cells"] == 30 and bt["policies"]["advisor"]["top1"] == 1.0
     assert bt["policies"]["advisor"]["regret"] == 0.0
     assert bt["policies"]["size_rule"]["top1"] == 0.0  # the size rule prefers the A100
@@ -294,7 +295,7 @@ def test_kv_saturation_penalty_and_feasibility():
 @pytest.fixture(scope="session")
 def adv_backtest(adv):
     """The backtest of the session's fitted advisor (a few seconds: computed once)."""
-    return decide.backtest(adv.cost, decide.UtilityParams(), adv.ctx)
+    return advisor_backtest.backtest(adv.cost, decide.UtilityParams(), adv.ctx)
 
 
 def test_real_backtest_reports_all_policies(adv_backtest):
@@ -460,7 +461,7 @@ def test_stored_fit_gives_the_same_numbers(adv, adv_backtest, tmp_path):
     pd.testing.assert_frame_equal(back.cost.oof, adv.cost.oof, check_exact=True)
     pd.testing.assert_frame_equal(back.ctx.priors, adv.ctx.priors, check_exact=True)
     assert back.cost.metrics == adv.cost.metrics and back.jobs_rows == adv.jobs_rows
-    assert decide.backtest(back.cost, u, back.ctx) == adv_backtest
+    assert advisor_backtest.backtest(back.cost, u, back.ctx) == adv_backtest
     (tmp_path / key / "manifest.json").write_text("{")  # a damaged entry is a miss
     assert persist.load(tmp_path, key) is None
     assert persist.save(adv, tmp_path, key, inputs) and persist.load(tmp_path, key) is not None

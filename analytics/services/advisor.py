@@ -12,6 +12,7 @@ import pandas as pd
 
 from analytics import advisor as advisor_pkg
 from analytics import store
+from analytics.advisor import backtest as advisor_backtest
 from analytics.advisor import decide, gate, persist, value
 from analytics.advisor import model as advisor_model
 from analytics.hardware import catalog as hardware
@@ -132,9 +133,9 @@ def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
 
 def backtest(adv: Advisor, value_per_token_usd: float = 2e-7) -> dict:
     """Leakage-free backtest (top-1, regret) of the advisor and five baselines
-    (:func:`analytics.advisor.decide.backtest`)."""
-    return decide.backtest(adv.cost, decide.UtilityParams(value_per_token_usd=value_per_token_usd),
-                           adv.ctx)
+    (:func:`analytics.advisor.backtest.backtest`)."""
+    return advisor_backtest.backtest(
+        adv.cost, decide.UtilityParams(value_per_token_usd=value_per_token_usd), adv.ctx)
 
 
 def backtest_document(con, adv: Advisor, value_per_token_usd: float = 2e-7,
