@@ -170,13 +170,23 @@ def publish(page: str) -> None:
 
 
 # --------------------------------------------------------------------------- named scenarios
-def saved(page: str) -> list[dict]:
-    """Scenarios saved for ``page``, newest first (:func:`analytics.store.scenarios`)."""
+@st.cache_data(show_spinner=False, max_entries=16)
+def _saved(db_path: str, stamp: tuple, page: str) -> list[dict]:
     from analytics import store
     from analytics.ui import cache
 
     with cache.connection() as con:
         return store.scenarios(con, page)
+
+
+def saved(page: str) -> list[dict]:
+    """Scenarios saved for ``page``, newest first (:func:`analytics.store.scenarios`); read
+    again only when the store file changes (:func:`analytics.ui.cache.store_stamp`), so a page
+    rerun opens no store connection."""
+    from analytics.ui import cache
+
+    path = cache.settings().db_path
+    return _saved(str(path), cache.store_stamp(path), page)
 
 
 def save_current(page: str) -> None:
