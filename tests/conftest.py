@@ -69,6 +69,16 @@ def week_grid():
     return g
 
 
+@pytest.fixture(scope="session")
+def week_envelope(week_grid):
+    """The envelope of the BurstGPT week-1 5-minute grid at the default parameters (100
+    bootstrap resamples: the capacity path never reads the MAE-gain interval); fitted once per
+    session and shared by the capacity tests. Treat as read-only."""
+    from analytics.envelope import pipeline
+
+    return pipeline.run_envelope(week_grid.copy(), 300, pipeline.EnvelopeParams(n_boot=100))
+
+
 @pytest.fixture
 def app_url(tmp_path, request):
     """URL of a Streamlit server running ``app.py`` on a fresh store and an empty data folder.

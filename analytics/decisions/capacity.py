@@ -8,10 +8,15 @@ and the demand above capacity is the workload shortfall (8.81 % there).
 * **Admission**: capacity per bin ``c_t``; demand above it is not admitted.
   violation rate = share of bins with ``y_t > c_t``; shortfall = ``sum max(0, y_t - c_t)``,
   also as a fraction of ``sum y_t``.
-* **Overbooking**: ``c_t = f * u_t`` with ``u_t`` the upper bound of an online envelope
-  (rolling conformal, which only uses data before ``t``). ``f`` is chosen on the calibration
-  window by Learn-then-Test (Angelopoulos et al. 2021): for each ``f`` on a grid, the binary
-  loss ``1{y_t > f u_t}`` has a Hoeffding-Bentkus p-value for ``H0: risk(f) > target``
+* **Overbooking**: ``c_t = f * u_t`` with ``u_t`` the upper bound of the envelope's rolling
+  conformal band on the test window (its window seeded with the calibration residuals and
+  refreshed as bins arrive). Both windows read ONE out-of-sample residual stream
+  (:func:`analytics.envelope.pipeline.residual_stream`): on a calibration bin ``u_t`` comes
+  from the other calibration residuals (leave-one-out), never from in-sample fit residuals,
+  which are far smaller (issue 18 item 9: mean |r| 610 fit vs 3,873 calibration on BurstGPT
+  week 1) and made the calibration bands too narrow and ``f`` too large. ``f`` is chosen on
+  the calibration window by Learn-then-Test (Angelopoulos et al. 2021): for each ``f`` on a
+  grid, the binary loss ``1{y_t > f u_t}`` has a Hoeffding-Bentkus p-value for ``H0: risk(f) > target``
   (MAPIE ``compute_hoeffding_bentkus_p_value``, binary form); testing ``f`` from the largest
   down with fixed-sequence testing controls the family-wise error at ``delta``, and the
   smallest ``f`` still rejected is chosen. With probability ``1 - delta`` its violation risk on
@@ -32,7 +37,9 @@ from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
 
 from analytics.config import GPUKind
 from analytics.decisions.mix import hourly_mix
-from analytics.envelope.online import online_conformal
+from analytics.envelope.online import leave_one_out_bounds
+from analytics.envelope.pipeline import residual_stream
+from analytics.envelope.repair import repair_band
 
 FACTOR_GRID = np.round(np.arange(0.50, 2.001, 0.01), 2)
 
@@ -58,14 +65,40 @@ def shortfall(y: np.ndarray, cap: np.ndarray) -> dict:
     return {"units": units, "fraction": units / total if total else 0.0}
 
 
-def online_upper(y: np.ndarray, yhat: np.ndarray, init_residuals: np.ndarray, alpha: float
-                 ) -> np.ndarray:
-    """Upper bound of the rolling-conformal envelope over a stream (see
-    :func:`analytics.envelope.online.online_conformal`), each bin using only earlier residuals.
+def calibration_upper(stream: pd.DataFrame, alpha: float) -> np.ndarray:
+    """Out-of-sample upper bound on each calibration bin of a residual stream.
 
-    Returns ndarray of the shape of ``y``, in the target's unit."""
-    _, hi, _ = online_conformal(y, yhat, init_residuals, alpha, 0.0)
-    return hi
+    Bin ``t``'s band comes from the other calibration residuals
+    (:func:`analytics.envelope.online.leave_one_out_bounds`), repaired like every envelope
+    band (:func:`analytics.envelope.repair.repair_band`: clipped at 0, extended to the point),
+    so the factor is learned on bands built as the test window's rolling band is: from
+    out-of-sample residuals of the same model, never from its fit residuals.
+
+    Parameters
+    ----------
+    stream : :func:`analytics.envelope.pipeline.residual_stream` (its calibration rows are used)
+    alpha : miscoverage of the envelope
+
+    Returns ndarray (n_cal,), in the target's unit.
+    """
+    cal = stream[stream["part"] == "calibration"]
+    yhat = cal["yhat"].to_numpy(float)
+    lo, hi = leave_one_out_bounds(yhat, cal["residual"].to_numpy(float), alpha)
+    return repair_band(yhat, lo, hi, yhat)[1]
+
+
+def ltt_bound(risk: np.ndarray, n: int, delta: float) -> np.ndarray:
+    """Learn-then-Test upper confidence bound of each empirical risk: the smallest target on a
+    0.001 grid whose Hoeffding-Bentkus p-value (binary loss) is at most ``delta``, i.e. the
+    least target the test would certify at that risk (1.0 when none). The HB p-value falls as
+    the target grows, so a factor is certified below a target on the grid exactly when its
+    bound is at most that target.
+
+    Returns ndarray of the shape of ``risk`` (a rate)."""
+    targets = np.round(np.arange(0.001, 1.0, 0.001), 3)
+    p = compute_hoeffding_bentkus_p_value(np.asarray(risk, float), n, targets, binary=True)
+    ok = p <= delta
+    return np.where(ok.any(axis=1), targets[np.argmax(ok, axis=1)], 1.0)
 
 
 def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, violation_target: float = 0.05,
@@ -78,7 +111,7 @@ def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, violation_target: float 
     Parameters
     ----------
     y_cal : ndarray (n,), demand on the calibration window
-    u_cal : ndarray (n,), envelope upper bound on the same bins (out of sample)
+    u_cal : ndarray (n,), envelope upper bound on the same bins (out of sample), >= 0
     violation_target : tolerated bin-level violation rate
     delta : probability that the certificate fails
     grid : candidate factors
@@ -86,7 +119,8 @@ def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, violation_target: float 
     Returns
     -------
     factor : the chosen factor, or None if even the largest factor is not certified
-    curve : DataFrame with factor, violation (empirical, calibration), p_value, certified
+    curve : DataFrame sorted by factor: factor, violation (empirical, calibration), p_value,
+        ltt_bound (:func:`ltt_bound`), certified
     """
     y_cal, u_cal = np.asarray(y_cal, float), np.asarray(u_cal, float)
     grid = np.sort(np.asarray(grid, float))[::-1]
@@ -99,6 +133,7 @@ def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, violation_target: float 
             break
         certified[i] = True
     curve = pd.DataFrame({"factor": grid, "violation": risk, "p_value": p,
+                          "ltt_bound": ltt_bound(risk, len(y_cal), delta),
                           "certified": certified}).sort_values("factor", ignore_index=True)
     chosen = curve.loc[curve["certified"], "factor"]
     return (float(chosen.min()) if len(chosen) else None), curve
@@ -111,8 +146,8 @@ class Overbooking:
     Attributes
     ----------
     factor : chosen f (None if no factor could be certified)
-    curve : factor -> calibration and test violation rate, p-value, certified
-    frame : calibration + test bins: ts, part, y, upper, capacity, violated
+    curve : factor -> calibration and test violation rate, p-value, LTT bound, certified
+    frame : calibration + test bins: ts, part, y, yhat, residual, upper, capacity, violated
     test : dict with violation_rate, shortfall_units, shortfall_fraction on the test window
     calibration : same on the calibration window
     violation_target : tolerated bin-level violation rate
@@ -128,37 +163,35 @@ class Overbooking:
     delta: float
 
 
-def overbook(ts: pd.Series, y: np.ndarray, yhat: np.ndarray, cal: np.ndarray, test: np.ndarray,
-             init_residuals: np.ndarray, alpha: float = 0.1, violation_target: float = 0.05,
-             delta: float = 0.1) -> Overbooking:
+def overbook(stream: pd.DataFrame, upper_test: np.ndarray, alpha: float = 0.1,
+             violation_target: float = 0.05, delta: float = 0.1) -> Overbooking:
     """Choose the overbooking factor on the calibration window, then measure it on test.
 
     Parameters
     ----------
-    ts, y, yhat : full-grid arrays (bin start, demand, point forecast)
-    cal, test : row positions of the calibration and test windows (contiguous, cal first)
-    init_residuals : residuals ``y - yhat`` that start the rolling window (the end of the fit
-        window); the window then refreshes with out-of-sample residuals as bins arrive
+    stream : the out-of-sample residual stream,
+        :func:`analytics.envelope.pipeline.residual_stream` (calibration rows, then test rows)
+    upper_test : ndarray (n_test,), the envelope's rolling upper bound on the test bins (its
+        window seeded with the stream's calibration residuals, refreshed with its test ones)
     alpha : miscoverage of the envelope whose upper bound is scaled
     violation_target, delta : tolerated violation rate and Learn-then-Test failure probability
     """
-    stream = np.concatenate([cal, test])
-    upper = online_upper(y[stream], yhat[stream], init_residuals, alpha)
-    n_cal = len(cal)
-    factor, curve = choose_factor(y[cal], upper[:n_cal], violation_target, delta)
-    curve["test_violation"] = [violation_rate(y[test], f * upper[n_cal:])
+    n_cal = int((stream["part"] == "calibration").sum())
+    upper = np.concatenate([calibration_upper(stream, alpha), np.asarray(upper_test, float)])
+    y = stream["y"].to_numpy(float)
+    factor, curve = choose_factor(y[:n_cal], upper[:n_cal], violation_target, delta)
+    curve["test_violation"] = [violation_rate(y[n_cal:], f * upper[n_cal:])
                                for f in curve["factor"]]
     f = factor if factor is not None else float(curve["factor"].max())
     cap = f * upper
-    frame = pd.DataFrame({"ts": np.asarray(ts)[stream], "y": y[stream], "upper": upper,
-                          "capacity": cap, "violated": y[stream] > cap,
-                          "part": ["calibration"] * n_cal + ["test"] * len(test)})
+    frame = stream[["ts", "part", "y", "yhat", "residual"]].reset_index(drop=True).assign(
+        upper=upper, capacity=cap, violated=y > cap)
 
     def summary(rows: slice) -> dict:
-        s = shortfall(frame["y"].to_numpy()[rows], cap[rows])
-        return {"violation_rate": violation_rate(frame["y"].to_numpy()[rows], cap[rows]),
+        s = shortfall(y[rows], cap[rows])
+        return {"violation_rate": violation_rate(y[rows], cap[rows]),
                 "violations": int(frame["violated"].to_numpy()[rows].sum()),
-                "bins": int(len(frame["y"].to_numpy()[rows])),
+                "bins": int(len(y[rows])),
                 "shortfall_units": s["units"], "shortfall_fraction": s["fraction"]}
 
     return Overbooking(factor, curve, frame, summary(slice(n_cal, None)),
@@ -239,16 +272,12 @@ def plan(result, bin_s: int, kinds: list[GPUKind], demand_target: str = "weighte
     ValueError : from the GPU mix (uncoverable demand, a missing price or intensity)
     """
     s = result.series
-    base = result.params.base_model
-    y, yhat = s["y"].to_numpy(float), s[base].to_numpy(float)
-    part = s["part"].to_numpy()
-    cal, test = np.flatnonzero(part == "calibration"), np.flatnonzero(part == "test")
-    fit = np.flatnonzero((part == "fit") & np.isfinite(yhat))
-    init = (y - yhat)[fit][-len(cal):]
-    ob = overbook(s["ts"], y, yhat, cal, test, init, result.params.alpha, violation_target,
-                  delta)
+    stream = residual_stream(s, result.params.base_model)  # the envelope's own residuals
+    ob = overbook(stream, result.test["rolling_hi"].to_numpy(float), result.params.alpha,
+                  violation_target, delta)
     cap_test = ob.frame.loc[ob.frame["part"] == "test", "capacity"].to_numpy() * scale
-    peak = float(y[np.concatenate([fit, cal])].max()) * scale  # known before the test window
+    known = (s["part"].to_numpy() != "test") & np.isfinite(s[result.params.base_model])
+    peak = float(s["y"].to_numpy(float)[known].max()) * scale  # known before the test window
 
     excluded = {}
     if demand_target == "gpu_seconds":
@@ -272,8 +301,19 @@ def plan(result, bin_s: int, kinds: list[GPUKind], demand_target: str = "weighte
                         scale)
 
 
+def curve_json(curve: pd.DataFrame) -> list[dict]:
+    """The factor / violation trade-off as strict-JSON records, by increasing factor: factor,
+    violation_rate (calibration, empirical), ltt_bound (:func:`ltt_bound`), p_value, certified,
+    test_violation_rate."""
+    return [{"factor": float(r.factor), "violation_rate": float(r.violation),
+             "ltt_bound": float(r.ltt_bound), "p_value": float(r.p_value),
+             "certified": bool(r.certified), "test_violation_rate": float(r.test_violation)}
+            for r in curve.itertuples()]
+
+
 def to_json(p: CapacityPlan) -> dict:
-    """The CLI document (DESIGN.md): factor, test violation rate, shortfall, GPUs per kind."""
+    """The CLI document (DESIGN.md): factor, test violation rate, shortfall, GPUs per kind, and
+    ``curve`` (:func:`curve_json`), the factor / violation trade-off the factor was chosen on."""
     ob = p.overbooking
     gpu_hours = {r.kind: {"envelope_gpu_h": r.envelope_gpu_h, "peak_gpu_h": r.peak_gpu_h,
                           "saved_gpu_h": r.saved_gpu_h, "saved_fraction": r.saved_fraction}
@@ -292,6 +332,7 @@ def to_json(p: CapacityPlan) -> dict:
         "scale": p.scale,
         "gpus": gpu_hours,
         "excluded_kinds": p.excluded,
+        "curve": curve_json(ob.curve),
     }
     if not p.mix.empty:
         kinds = [c for c in p.mix.columns

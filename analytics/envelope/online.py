@@ -38,6 +38,63 @@ def _signed_bounds(sorted_scores: np.ndarray, alpha_t: float) -> tuple[float, fl
     return lower, upper
 
 
+def residuals(y: np.ndarray, yhat: np.ndarray) -> np.ndarray:
+    """Signed conformity scores ``y - yhat``: the one definition of a residual that every
+    rolling window reads (the rolling and ACI envelopes, and the capacity path through
+    :func:`analytics.envelope.pipeline.residual_stream`).
+
+    Returns ndarray of the shape of ``y``, in the target's unit.
+
+    >>> residuals(np.array([5.0, 2.0]), np.array([3.0, 4.0])).tolist()
+    [2.0, -2.0]
+    """
+    return np.asarray(y, float) - np.asarray(yhat, float)
+
+
+def leave_one_out_bounds(yhat: np.ndarray, scores: np.ndarray, alpha: float
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-sample band on each calibration bin from the *other* calibration residuals.
+
+    Bin ``t`` gets ``yhat[t] + [lower, upper]`` with the offsets of :func:`_signed_bounds`
+    (MAPIE's finite-sample quantile rule, as the rolling window uses) over ``scores`` without
+    ``scores[t]``: its own residual never widens its own band, so the band is out of sample
+    while every bin is scored against a window of ``n - 1`` out-of-sample residuals, the size
+    of the rolling window that follows on the test window. This is the jackknife (leave-one-out)
+    form of split conformal with a fixed model (Barber, Candes, Ramdas & Tibshirani 2021, "Predictive
+    inference with the jackknife+", Sec. 2), whose scores are exchangeable with a new bin's.
+
+    Parameters
+    ----------
+    yhat : ndarray (n,), point forecast on the calibration bins
+    scores : ndarray (n,), their signed residuals (:func:`residuals`), n >= 2
+    alpha : miscoverage of the band
+
+    Returns
+    -------
+    lo, hi : ndarray (n,), unrepaired (may be infinite when ``n - 1`` residuals are too few for
+        ``alpha``, like the rolling window)
+
+    Raises
+    ------
+    ValueError : fewer than 2 residuals, or shapes that differ
+    """
+    yhat, scores = np.asarray(yhat, float), np.asarray(scores, float)
+    n = len(scores)
+    if n < 2 or yhat.shape != scores.shape:
+        raise ValueError("leave-one-out bounds need at least 2 residuals, one per forecast")
+    order = np.sort(scores, kind="stable")
+    pos = np.searchsorted(order, scores)  # where each bin's own residual sits (ties: equal)
+    k = int(np.ceil((1 - alpha / 2) * n))  # level of _signed_bounds over n - 1 others
+    if k > n - 1:
+        return np.full(n, -np.inf), np.full(n, np.inf)
+    j, m = k - 1, (n - 1) - 1 - (k - 1)  # upper / lower index among the n - 1 others
+
+    def other(i: int) -> np.ndarray:  # i-th smallest of the others, per bin
+        return np.where(i < pos, order[i], order[i + 1])
+
+    return yhat + other(m), yhat + other(j)
+
+
 def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, alpha: float,
                      gamma: float = 0.0, floor: float | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -66,6 +123,7 @@ def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, a
     """
     y = np.asarray(y, float)
     yhat = np.asarray(yhat, float)
+    scores = residuals(y, yhat)
     window = np.asarray(init_scores, float).copy()
     n_w = len(window)
     order = np.sort(window)
@@ -80,7 +138,7 @@ def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, a
                          else (max(lo[t], floor), max(hi[t], floor)))
             err = not (low <= y[t] <= high)  # closed: see the module doc
             alpha_t = min(1.0, max(0.0, alpha_t + gamma * (alpha - err)))
-        new = y[t] - yhat[t]
+        new = scores[t]
         old = window[head]
         window[head] = new
         head = (head + 1) % n_w
@@ -101,8 +159,8 @@ class RollingConformal(IntervalMethod):
 
     def predict_interval(self, data: IntervalData) -> Intervals:
         """See :func:`online_conformal` with ``gamma = 0``."""
-        lo, hi, _ = online_conformal(data.y_test, data.yhat_test, data.y_cal - data.yhat_cal,
-                                     data.alpha, 0.0)
+        lo, hi, _ = online_conformal(data.y_test, data.yhat_test,
+                                     residuals(data.y_cal, data.yhat_cal), data.alpha, 0.0)
         return Intervals(lo, hi)
 
 
@@ -128,6 +186,7 @@ class ACI(IntervalMethod):
     def predict_interval(self, data: IntervalData) -> Intervals:
         """See :func:`online_conformal`; misses are judged on the band clipped at 0 (demand is
         never negative), as it is reported."""
-        lo, hi, path = online_conformal(data.y_test, data.yhat_test, data.y_cal - data.yhat_cal,
-                                        data.alpha, self.gamma, floor=0.0)  # demand >= 0
+        lo, hi, path = online_conformal(data.y_test, data.yhat_test,
+                                        residuals(data.y_cal, data.yhat_cal), data.alpha,
+                                        self.gamma, floor=0.0)  # demand >= 0
         return Intervals(lo, hi, {"alpha": path})

@@ -21,7 +21,7 @@ from analytics.envelope.conformal_methods import split_conformal
 from analytics.envelope.grid import chronological_split
 from analytics.envelope.intervals import IntervalData, Intervals
 from analytics.envelope.mondrian import regimes, tercile_edges
-from analytics.envelope.online import online_conformal
+from analytics.envelope.online import online_conformal, residuals
 from analytics.envelope.registry import METHODS
 from analytics.params import check, knob
 
@@ -168,6 +168,36 @@ def _point_metrics(y: np.ndarray, preds: dict[str, np.ndarray], test: np.ndarray
     return pd.DataFrame(rows), gain
 
 
+def residual_stream(series: pd.DataFrame, base_model: str) -> pd.DataFrame:
+    """The base model's out-of-sample residual stream of a run, in time order.
+
+    The calibration bins the model forecasts (full features), then every test bin: the model
+    was fitted on the fit window only, so none of these residuals is in sample. The envelope's
+    rolling and ACI methods are seeded with the calibration part and refreshed with the test
+    part (:func:`run_envelope` cuts its calibration and test windows from this frame), and the
+    capacity path (:func:`analytics.decisions.capacity.plan`) reads the same frame, so both
+    see the same residuals (issue 18 item 9: the capacity path used to seed its window with
+    in-sample fit residuals).
+
+    Parameters
+    ----------
+    series : :attr:`EnvelopeResult.series` (``ts``, ``y``, ``part`` and the model columns)
+    base_model : the model column whose residuals are streamed
+
+    Returns
+    -------
+    DataFrame (n_cal + n_test rows): ``row`` (position in ``series``), ``ts``, ``part``
+    (``calibration`` / ``test``), ``y``, ``yhat`` and ``residual`` = ``y - yhat``
+    (:func:`analytics.envelope.online.residuals`), in the target's unit.
+    """
+    part = series["part"].to_numpy()
+    yhat = series[base_model].to_numpy(float)
+    rows = np.flatnonzero(((part == "calibration") & np.isfinite(yhat)) | (part == "test"))
+    y = series["y"].to_numpy(float)[rows]
+    return pd.DataFrame({"row": rows, "ts": series["ts"].to_numpy()[rows], "part": part[rows],
+                         "y": y, "yhat": yhat[rows], "residual": residuals(y, yhat[rows])})
+
+
 def interval_bands(data: IntervalData, params: EnvelopeParams) -> dict[str, Intervals]:
     """Every registered interval method (:data:`analytics.envelope.registry.METHODS`, in order)
     on one run's windows.
@@ -248,7 +278,9 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
     part = np.empty(n, dtype=object)
     part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
     series = pd.DataFrame({"ts": ts, "y": y, "part": part, **preds})
-    cal, test = rows.cal, rows.test
+    stream = residual_stream(series, params.base_model)  # the windows every method reads
+    cal = stream.loc[stream["part"] == "calibration", "row"].to_numpy()
+    test = stream.loc[stream["part"] == "test", "row"].to_numpy()
     point_metrics, gain = _point_metrics(y, preds, test, params)
 
     X, base = feats.X, repair.NonNegative(fitted[params.base_model])

@@ -64,12 +64,17 @@ def folder_for(db_path: str | Path | None) -> Path | None:
     return db.parent / f"{db.stem}-cache" / "envelope"
 
 
+def code_files() -> list[Path]:
+    """The sources whose bytes key the cache: every module of :mod:`analytics.envelope` (the
+    point models, the residual stream, every interval method and the repairs) and this one."""
+    return [*sorted(Path(pipeline.__file__).parent.glob("*.py")), Path(__file__)]
+
+
 @functools.cache
 def code_version() -> str:
-    """sha256 (hex) of the envelope package's sources, this module and the library versions."""
+    """sha256 (hex) of :func:`code_files` and the library versions."""
     h = hashlib.sha256()
-    package = Path(pipeline.__file__).parent
-    for path in [*sorted(package.glob("*.py")), Path(__file__)]:
+    for path in code_files():
         h.update(path.name.encode())
         h.update(path.read_bytes())
     for lib in _LIBS:

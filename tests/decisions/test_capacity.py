@@ -1,5 +1,6 @@
 """Capacity: hand-checked violation / shortfall, Learn-then-Test factor derived from the
-calibration bins, MILP vs brute force, one power formula."""
+calibration bins, MILP vs brute force, one power formula; the capacity path and the envelope
+reading one out-of-sample residual stream, and the factor / violation trade-off curve."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from scipy.stats import binom
 
 from analytics.config import GPU_CATALOG, GPUKind
 from analytics.decisions import capacity, mix
-from analytics.envelope import pipeline as envelope
+from analytics.envelope import online, pipeline, repair
 
 
 def test_violation_and_shortfall_by_hand():
@@ -78,12 +79,6 @@ def test_kind_weights_power_model():
 
 
 @pytest.fixture(scope="module")
-def week_envelope(week_grid):
-    g = week_grid.copy()
-    return envelope.run_envelope(g, 300, envelope.EnvelopeParams(n_boot=100))
-
-
-@pytest.fixture(scope="module")
 def week_plan(week_envelope):
     return capacity.plan(week_envelope, 300, list(GPU_CATALOG), violation_target=0.05,
                          scale=1000)
@@ -136,11 +131,13 @@ def test_ltt_factor_derived_from_calibration_bins(week_plan):
 
 
 def test_snapshot_overbooking_factor(week_plan):
-    """Regression pin, not a derivation: f = 1.40 on BurstGPT week 1 (5-minute grid, alpha 0.1,
+    """Regression pin, not a derivation: f = 1.09 on BurstGPT week 1 (5-minute grid, alpha 0.1,
     target 5 %, delta 0.1) was recorded from ``capacity.plan`` at seed 0 (README, "From
-    envelopes to decisions"). ``test_ltt_factor_derived_from_calibration_bins`` derives f; this
-    pin catches silent changes of the envelope under it (0.1 of tolerance for library drift)."""
-    assert week_plan.overbooking.factor == pytest.approx(1.40, abs=0.1)
+    envelopes to decisions"; 1.40 before issue 18 item 9, when the calibration bands were built
+    from in-sample fit residuals). ``test_ltt_factor_derived_from_calibration_bins`` derives f;
+    this pin catches silent changes of the envelope under it (0.1 of tolerance for library
+    drift)."""
+    assert week_plan.overbooking.factor == pytest.approx(1.09, abs=0.1)
 
 
 def test_cli_capacity(tmp_path, capsys, week_envelope):
@@ -159,8 +156,16 @@ def test_cli_capacity(tmp_path, capsys, week_envelope):
     ref = json.loads(json.dumps(capacity.to_json(capacity.plan(week_envelope, 300,
                                                                 list(GPU_CATALOG)))))
     for key in ("overbooking_factor", "slo_violation_rate", "violations", "shortfall_fraction",
-                "calibration_violation_rate", "gpus", "mix"):
+                "calibration_violation_rate", "gpus", "mix", "curve"):
         assert doc[key] == ref[key], key
+    # the trade-off curve: one strict record per grid factor, by increasing factor
+    curve = doc["curve"]
+    assert [c["factor"] for c in curve] == sorted(capacity.FACTOR_GRID.tolist())
+    assert set(curve[0]) == {"factor", "violation_rate", "ltt_bound", "p_value", "certified",
+                             "test_violation_rate"}
+    chosen = [c for c in curve if c["factor"] == doc["overbooking_factor"]]
+    assert len(chosen) == 1 and chosen[0]["certified"]
+    assert chosen[0]["test_violation_rate"] == doc["slo_violation_rate"]
 
 
 def test_carbon_objective_mix(week_envelope):
@@ -170,3 +175,78 @@ def test_carbon_objective_mix(week_envelope):
     assert p.mix["kgco2"].to_numpy() == pytest.approx(p.mix["power_kw"].to_numpy() * 0.4)
     # no price needed for carbon: B200 (no price) may be used, A100-80GB has no throughput
     assert "B200" in p.mix.columns and "A100-80GB" not in p.mix.columns
+
+
+# --- issue 18 item 9: one out-of-sample residual stream, and the trade-off curve
+
+def test_capacity_and_envelope_read_the_same_residuals(week_envelope, week_plan):
+    env, ob = week_envelope, week_plan.overbooking
+    s = env.series
+    stream = pipeline.residual_stream(s, "hgb")
+    cal = stream[stream["part"] == "calibration"]
+    test = stream[stream["part"] == "test"]
+    # the stream is the calibration bins then the test bins, out of sample (never a fit bin)
+    assert (s["part"].to_numpy()[stream["row"]] != "fit").all()
+    assert len(cal) == (s["part"] == "calibration").sum() and len(test) == 323
+    # hand-checked bins: residual = demand - the hgb forecast of that bin
+    for i in (0, 1, len(cal) // 2, len(cal) - 1, len(cal), len(stream) - 1):
+        r = stream.iloc[i]
+        assert r["residual"] == s.loc[r["row"], "y"] - s.loc[r["row"], "hgb"]
+        assert r["ts"] == s.loc[r["row"], "ts"]
+    # the capacity path reads exactly these residuals ...
+    np.testing.assert_array_equal(ob.frame["residual"], stream["residual"])
+    np.testing.assert_array_equal(ob.frame["ts"], stream["ts"])
+    # ... and so does the envelope: its rolling band is this stream's calibration residuals
+    # rolled over its test residuals, and the capacity path scales that very band on test
+    _, hi, _ = online.online_conformal(test["y"], test["yhat"], cal["residual"], 0.1)
+    hi = repair.repair_band(test["yhat"].to_numpy(), hi, hi, test["yhat"].to_numpy())[1]
+    np.testing.assert_allclose(env.test["rolling_hi"], hi, rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(ob.frame.loc[ob.frame["part"] == "test", "upper"],
+                                  env.test["rolling_hi"])
+    # the calibration residuals are the large out-of-sample ones (issue: mean |r| 3,873 here,
+    # the fit residuals the capacity path used to read are about 610)
+    fit = s[(s["part"] == "fit") & s["hgb"].notna()]
+    assert np.abs(cal["residual"]).mean() > 3 * np.abs(fit["y"] - fit["hgb"]).mean()
+
+
+def test_calibration_band_is_leave_one_out_by_hand(week_plan):
+    """Each calibration bin's upper bound = its forecast + the ceil(0.95 n)-th smallest of the
+    OTHER n - 1 calibration residuals (MAPIE's finite-sample rule at 1 - alpha/2, alpha 0.1)."""
+    frame = week_plan.overbooking.frame
+    cal = frame[frame["part"] == "calibration"]
+    r, yhat = cal["residual"].to_numpy(), cal["yhat"].to_numpy()
+    n = len(r)
+    k = int(np.ceil(0.95 * n))
+    for t in (0, 7, n // 3, n - 1):
+        others = np.sort(np.delete(r, t))
+        assert cal["upper"].iloc[t] == pytest.approx(max(yhat[t] + others[k - 1], yhat[t], 0))
+    assert (cal["upper"].to_numpy() >= yhat).all()
+
+
+def test_leave_one_out_bounds_small_by_hand():
+    scores = np.array([3.0, -1.0, 4.0, 1.0, -5.0, 9.0, 2.0, 6.0, 5.0, 3.0, -2.0, 0.0])
+    yhat = np.arange(12.0)
+    lo, hi = online.leave_one_out_bounds(yhat, scores, 0.5)
+    for t in range(12):  # brute force with the rolling window's own quantile rule
+        low, up = online._signed_bounds(np.sort(np.delete(scores, t)), 0.5)
+        assert (lo[t], hi[t]) == (yhat[t] + low, yhat[t] + up)
+    lo, hi = online.leave_one_out_bounds(yhat, scores, 0.1)  # 11 others: too few for alpha 0.1
+    assert np.isinf(hi).all() and np.isinf(lo).all()
+
+
+def test_tradeoff_curve_monotone_and_chosen_is_smallest_meeting_ltt(week_plan):
+    ob = week_plan.overbooking
+    c = ob.curve
+    assert c["factor"].is_monotonic_increasing
+    for col in ("violation", "test_violation", "ltt_bound", "p_value"):
+        assert c[col].is_monotonic_decreasing, col  # non-increasing as the factor grows
+    assert (c["ltt_bound"] >= c["violation"]).all()
+    meets = c[c["ltt_bound"] <= ob.violation_target]
+    assert ob.factor == meets["factor"].min() == c.loc[c["certified"], "factor"].min()
+    below = c[c["factor"] < ob.factor]
+    assert (below["ltt_bound"] > ob.violation_target).all() and not below["certified"].any()
+    # the bound at the chosen factor, derived: HB p-value <= delta there, > delta 0.001 below
+    n = ob.calibration["bins"]
+    row = c[c["factor"] == ob.factor].iloc[0]
+    assert _hoeffding_bentkus_p(row["violation"], n, row["ltt_bound"]) <= ob.delta
+    assert _hoeffding_bentkus_p(row["violation"], n, row["ltt_bound"] - 0.001) > ob.delta

@@ -23,10 +23,10 @@ def week_store(con):
     return con
 
 
-@pytest.fixture(scope="module")
-def week_result(week_grid):
-    """One real envelope of the week (the only fit of this module)."""
-    return pipeline.run_envelope(week_grid.copy(), 300, pipeline.EnvelopeParams(n_boot=200))
+@pytest.fixture
+def week_result(week_envelope):
+    """The session's real envelope of the week (conftest; n_boot 100): no fit of this module."""
+    return week_envelope
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def _same(a: pipeline.EnvelopeResult, b: pipeline.EnvelopeResult) -> None:
 
 def test_hit_is_identical_and_does_not_refit(week_store, fits, monkeypatch):
     req = demand.GridRequest(DATASET, 300)
-    params = pipeline.EnvelopeParams(n_boot=200)
+    params = pipeline.EnvelopeParams(n_boot=100)
     g = demand.grid(week_store, req)
     first, c1 = demand.envelope_of_grid(week_store, g, 300, params)
     again, c2 = demand.envelope_of_grid(week_store, demand.grid(week_store, req), 300, params)
@@ -68,7 +68,7 @@ def test_hit_is_identical_and_does_not_refit(week_store, fits, monkeypatch):
     assert demand.envelope_document(week_store, req, params)["cache"] == "hit"
     assert len(fits) == 1
 
-    changed = pipeline.EnvelopeParams(n_boot=200, alpha=0.2)
+    changed = pipeline.EnvelopeParams(n_boot=100, alpha=0.2)
     assert demand.envelope_of_grid(week_store, g, 300, changed)[1] == "miss"
     assert demand.envelope_of_grid(week_store, g, 300, changed)[1] == "hit"
     other = g.copy()
@@ -83,7 +83,7 @@ def test_hit_is_identical_and_does_not_refit(week_store, fits, monkeypatch):
 def test_unreadable_entry_misses_and_no_cache_without_a_file(week_store, fits, monkeypatch,
                                                              tmp_path):
     g = demand.grid(week_store, demand.GridRequest(DATASET, 300))
-    params = pipeline.EnvelopeParams(n_boot=200)
+    params = pipeline.EnvelopeParams(n_boot=100)
     assert demand.envelope_of_grid(week_store, g, 300, params)[1] == "miss"
     folder = envelope_cache.folder_for(store.db_path(week_store))
     assert folder == tmp_path / "test-cache" / "envelope"  # Settings.cache_dir, with the advisor's
@@ -99,3 +99,10 @@ def test_unreadable_entry_misses_and_no_cache_without_a_file(week_store, fits, m
     assert demand.envelope_of_grid(mem, g, 300, params)[1] == "off"
     mem.close()
     assert len(fits) == 4
+
+
+def test_key_covers_the_residual_stream_code():
+    """Issue 18 item 9: the key hashes the bytes of every module of the envelope package, so a
+    change to the residual stream (online.py, pipeline.py) or to the repairs is a miss."""
+    hashed = {p.name for p in envelope_cache.code_files()}
+    assert {"online.py", "pipeline.py", "repair.py", "envelope_cache.py"} <= hashed

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import datetime
 
+import numpy as np
 import pytest
 from harness import metrics, new_app, seed, shared, strict_loads, table_with
 
@@ -196,6 +199,13 @@ def test_first_run_ingests_recognised_files_in_the_data_folder(app_env):
     assert any("17 failed requests" in w for w in warned["warning"])
 
 
+def _values(v) -> np.ndarray:
+    """A Plotly JSON array: a list, or numpy's typed-array form ``{"dtype", "bdata"}``."""
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+    return np.asarray(v)
+
+
 def test_capacity_page_factor_moves_with_the_target(app_env):
     seed(app_env["db"], WEEK)
     at = new_app().run()
@@ -206,7 +216,19 @@ def test_capacity_page_factor_moves_with_the_target(app_env):
     after = metrics(at)
     assert float(after["overbooking factor"]) < float(before["overbooking factor"])
     assert int(after["test violations"].split("/")[0]) > int(before["test violations"].split("/")[0])
-    assert len(at.get("plotly_chart")) == 3
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 3
+    # issue 18 item 9: the factor / violation trade-off curve, the LTT bound and the chosen f
+    (curve,) = [c for c in charts
+                if c["layout"].get("xaxis", {}).get("title", {}).get("text") ==
+                "overbooking factor f"]
+    traces = {t["name"]: t for t in curve["data"]}
+    assert {"calibration (empirical)", "test", "LTT bound (calibration)"} <= set(traces)
+    factor = float(after["overbooking factor"])
+    assert _values(traces[f"chosen f = {factor:.2f}"]["x"]).tolist() == [factor]
+    x, bound = (_values(traces["LTT bound (calibration)"][k]) for k in ("x", "y"))
+    assert x[0] == 0.5 and x[-1] == 2.0 and (np.diff(bound) <= 0).all()
+    assert any("target 20%" in str(a.get("text")) for a in curve["layout"]["annotations"])
 
 
 def test_dispatch_page_with_real_sites(app_env):

@@ -40,22 +40,35 @@ def capacity_chart(frame: pd.DataFrame, factor: float | None, unit: str, bin_lab
 
 def overbooking_chart(curve: pd.DataFrame, target: float, factor: float | None,
                       synthetic: bool = False) -> go.Figure:
-    """Overbooking factor -> bin-level violation rate on calibration and test."""
+    """The factor / violation trade-off: overbooking factor (x) -> bin-level violation rate
+    (y) on calibration (empirical) and test, the Learn-then-Test upper confidence bound
+    (``curve["ltt_bound"]``, :func:`analytics.decisions.capacity.ltt_bound`), the target, and
+    the chosen factor (the smallest whose bound meets the target)."""
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=curve["factor"], y=curve["violation"], mode="lines",
-                             name="calibration"))
+                             name="calibration (empirical)"))
     fig.add_trace(go.Scatter(x=curve["factor"], y=curve["test_violation"], mode="lines",
                              name="test"))
+    if "ltt_bound" in curve:
+        fig.add_trace(go.Scatter(x=curve["factor"], y=curve["ltt_bound"], mode="lines",
+                                 name="LTT bound (calibration)",
+                                 line={"dash": "dash", "color": "#9467bd"}))
     fig.add_hline(y=target, line_dash="dash", line_color="#d62728",
                   annotation_text=f"target {target:.0%}")
     if factor is not None:
         fig.add_vline(x=factor, line_dash="dot", line_color="#555",
                       annotation_text=f"chosen f = {factor:.2f}")
+        at = curve[np.isclose(curve["factor"], factor)]
+        y = at["ltt_bound"] if "ltt_bound" in at else at["violation"]
+        fig.add_trace(go.Scatter(x=at["factor"], y=y, mode="markers",
+                                 name=f"chosen f = {factor:.2f}", marker={
+                                     "size": 10, "color": "#555", "symbol": "diamond"}))
     title = "Overbooking factor vs SLO violations"
     if synthetic:
         title += f" - {SYNTHETIC_LABEL}"
     fig.update_layout(title=title, height=360, xaxis_title="overbooking factor f",
-                      yaxis={"tickformat": ".0%", "title": "bins over capacity"},
+                      yaxis={"tickformat": ".0%", "title": "bins over capacity",
+                             "rangemode": "tozero"},
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return label_synthetic(fig, synthetic)
 
