@@ -89,10 +89,19 @@ else:
                f"({ob.calibration['bins']} bins); the test window is never used to choose it.")
 out.chart(charts.capacity_chart(ob.frame, ob.factor, plan.unit, bin_label, synthetic),
           key="capacity_chart", title="Demand, envelope and provisioned capacity")
+out.keep(ob.frame, "capacity_frame",
+         "Per-bin demand, forecast, out-of-sample residual, envelope and capacity")
+st.subheader("Factor / violation trade-off")
 out.chart(charts.overbooking_chart(ob.curve, target, ob.factor, synthetic),
           key="overbooking_chart", title="Violation rate against the overbooking factor")
-out.keep(ob.frame, "capacity_frame", "Per-bin demand, envelope and capacity")
-out.keep(ob.curve, "overbooking_curve", "Learn-then-Test curve (factor, violation rates)")
+st.caption("Each factor's calibration violation rate is measured on out-of-sample bands: each "
+           "calibration bin's band comes from the other calibration residuals, the same "
+           "residuals that seed the envelope's rolling window. The LTT bound is the least "
+           f"target Learn-then-Test certifies at that rate with probability {1 - delta:.0%}; "
+           "the chosen f is the smallest factor whose bound meets the target. The test curve "
+           "is shown for comparison and never used to choose f.")
+out.keep(ob.curve, "overbooking_curve",
+         "Learn-then-Test curve (factor, violation rates, p-value, LTT bound, certified)")
 
 st.subheader("GPU-hours on the test window: envelope vs peak provisioning")
 out.table(plan.gpu_hours, "gpu_hours_table", "GPU-hours on the test window", hide_index=True,

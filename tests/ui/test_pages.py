@@ -219,6 +219,7 @@ def test_capacity_page_factor_moves_with_the_target(app_env):
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(charts) == 3
     # issue 18 item 9: the factor / violation trade-off curve, the LTT bound and the chosen f
+    assert "Factor / violation trade-off" in [h.value for h in at.subheader]
     (curve,) = [c for c in charts
                 if c["layout"].get("xaxis", {}).get("title", {}).get("text") ==
                 "overbooking factor f"]
