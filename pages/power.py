@@ -107,7 +107,7 @@ for col, h in zip(cols[1:4], ("1min", "5min", "15min"), strict=True):
     col.metric(f"p50 ramp {h}", f"{m['ramp_p50'][h]:.2%}",
                help=f"median |P(t+{h}) - P(t)| / mean power")
 cols[4].metric("realised utilisation", f"{m['realized_utilization']:.0%}",
-               help="mean busy GPUs / pool (target is offered load)")
+               help="mean busy GPUs / pool (target: served inference + offered batch)")
 cols[5].metric("inference shortfall", f"{m['inference_shortfall']:.1%}",
                help="inference GPU-minutes demanded but not served (clipped by the pool or the "
                     "cap)")
@@ -118,6 +118,10 @@ cols[0].metric("realised inference share", share_txt,
                help="served inference GPU-minutes / all busy GPU-minutes")
 cols[1].metric("clipped inference GPU-h", f"{m['inference_clipped_gpu_min'] / 60:,.0f}",
                help="inference GPU-hours demanded but not served in the window")
+cols[2].metric("batch shortfall", f"{m['batch_shortfall']:.0%}",
+               help="1 - served batch GPUs / offered batch GPUs: the batch queue grew instead of "
+                    "filling the pool (a segment starts only where it fits beside the inference "
+                    "plan for its whole length)")
 if not m["inference_target_reached"]:
     st.warning("The inference target (share x utilisation x pool, served) is above what this "
                "trace can fill: its empty minutes stay empty however far it is scaled, so the "
@@ -127,6 +131,28 @@ title = (f"share {share:g}, U={utilization:g}, {gpus} GPUs, {scheduler}, checkpo
          f"{ckpt_label}, {'capped' if capped else 'uncapped'}")
 out.chart(cache.figure(charts.power_timeseries_chart, run["frame"], title, synthetic), key="power_ts")
 out.keep(run["frame"], "power_per_minute", "Power per minute (W)")
+
+if "request_model" in run["inputs"]:
+    rm = run["inputs"]["request_model"]
+    st.subheader("Request-group arrival model")
+    out.table(pd.DataFrame(rm["groups"]), hide_index=True, key="power_request_groups")
+    v = rm["validation"]
+    vc = st.columns(4)
+    vc[0].metric("requests/min: replay vs model",
+                 f"{v['mean_per_min']['replay']:.0f} vs {v['mean_per_min']['generated']:.0f}")
+    vc[1].metric("sd/min: replay vs model", f"{v['var_per_min']['replay'] ** 0.5:.0f} vs "
+                 f"{v['var_per_min']['generated'] ** 0.5:.0f}")
+    rc = v["revealed_capacity_per_min"]
+    vc[2].metric("revealed capacity (req/min): replay vs model",
+                 f"{rc['replay']:.0f} vs {rc['generated']:.0f}",
+                 help="running max of the daily 99th percentile (paper, Methods)")
+    vc[3].metric("PSD mean |log10 ratio|", f"{v['psd_log10_mad']:.2f}",
+                 help="Welch PSD of generated vs replayed per-minute requests; 0 = identical")
+    out.chart(cache.figure(charts.power_psd_chart, v), key="power_psd")
+    st.caption("Groups: code pooled, conversation Q1-Q4 at the context-token quartiles; "
+               "per-minute counts NB2 (Var = mu + alpha mu^2, moment fit), each group split over "
+               "7 templates with alpha x 7 so the sum keeps the group's variance. "
+               + " ".join(rm["notes"]))
 
 st.subheader("Variability and ramps vs inference share")
 utils = tuple(sorted({0.5, 0.8, float(utilization)}))
@@ -168,28 +194,6 @@ st.caption(f"Utilisation held on the {scenario.hold} inference GPU-time; x is th
              "where it fits beside the inference plan for its whole length.")
 with st.expander("Sweep table"):
     out.table(table, hide_index=True, key="power_sweep_table")
-
-if "request_model" in run["inputs"]:
-    rm = run["inputs"]["request_model"]
-    st.subheader("Request-group arrival model")
-    out.table(pd.DataFrame(rm["groups"]), hide_index=True, key="power_request_groups")
-    v = rm["validation"]
-    vc = st.columns(4)
-    vc[0].metric("requests/min: replay vs model",
-                 f"{v['mean_per_min']['replay']:.0f} vs {v['mean_per_min']['generated']:.0f}")
-    vc[1].metric("sd/min: replay vs model", f"{v['var_per_min']['replay'] ** 0.5:.0f} vs "
-                 f"{v['var_per_min']['generated'] ** 0.5:.0f}")
-    rc = v["revealed_capacity_per_min"]
-    vc[2].metric("revealed capacity (req/min): replay vs model",
-                 f"{rc['replay']:.0f} vs {rc['generated']:.0f}",
-                 help="running max of the daily 99th percentile (paper, Methods)")
-    vc[3].metric("PSD mean |log10 ratio|", f"{v['psd_log10_mad']:.2f}",
-                 help="Welch PSD of generated vs replayed per-minute requests; 0 = identical")
-    out.chart(cache.figure(charts.power_psd_chart, v), key="power_psd")
-    st.caption("Groups: code pooled, conversation Q1-Q4 at the context-token quartiles; "
-               "per-minute counts NB2 (Var = mu + alpha mu^2, moment fit), each group split over "
-               "7 templates with alpha x 7 so the sum keeps the group's variance. "
-               + " ".join(rm["notes"]))
 
 st.subheader("Daily profile")
 out.chart(cache.figure(charts.power_daily_chart, run["daily"], synthetic), key="power_daily")
