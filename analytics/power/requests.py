@@ -282,7 +282,9 @@ def validate(model: RequestModel, rng: np.random.Generator, n_templates: int = 7
     -------
     JSON-ready dict: ``replay_minutes``, ``generated_minutes``, ``mean_per_min`` and
     ``var_per_min`` (each ``{"replay", "generated"}``), ``revealed_capacity_per_min``
-    (``{"replay", "generated"}``: the last running-maximum value), ``psd_freq_per_min``,
+    (``{"replay", "generated"}``: the last running-maximum value; for the generated series the
+    median over its ``revealed_capacity_windows`` consecutive windows as long as the replayed
+    trace, since a percentile depends on the span it is taken over), ``psd_freq_per_min``,
     ``psd_replay``, ``psd_generated`` (lists, requests^2 per (1/min)), ``psd_log10_mad`` (mean
     over frequencies > 0 of ``|log10(PSD_generated / PSD_replay)|``; 0 = identical spectra),
     ``nperseg``.
@@ -292,6 +294,8 @@ def validate(model: RequestModel, rng: np.random.Generator, n_templates: int = 7
     replay = np.asarray(model.replay_counts, float)
     start = model.replay_start.hour * 60 + model.replay_start.minute
     gen = generate_requests(model, rng, n_min, n_templates, start)[0].sum(axis=1).astype(float)
+    # revealed capacity over windows as long as the replayed trace (a p99 depends on length)
+    windows = [gen[i:i + replay.size] for i in range(0, gen.size - replay.size + 1, replay.size)]
     seg = int(min(nperseg, replay.size))
     f, p_rep = welch(replay, fs=1.0, nperseg=seg)
     _, p_gen = welch(gen, fs=1.0, nperseg=seg)
@@ -302,7 +306,9 @@ def validate(model: RequestModel, rng: np.random.Generator, n_templates: int = 7
         "mean_per_min": {"replay": float(replay.mean()), "generated": float(gen.mean())},
         "var_per_min": {"replay": float(replay.var(ddof=1)), "generated": float(gen.var(ddof=1))},
         "revealed_capacity_per_min": {"replay": float(revealed_capacity(replay)[-1]),
-                                      "generated": float(revealed_capacity(gen)[-1])},
+                                      "generated": float(np.median(
+                                          [revealed_capacity(w)[-1] for w in windows]))},
+        "revealed_capacity_windows": len(windows),
         "psd_freq_per_min": f.tolist(), "psd_replay": p_rep.tolist(),
         "psd_generated": p_gen.tolist(), "psd_log10_mad": mad, "nperseg": seg,
     }
