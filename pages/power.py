@@ -37,9 +37,20 @@ inference_name = c2.selectbox(
     help="a request trace or per-minute series; 'synthetic' is a labelled daily envelope. "
          "Token traces come first; a trace that reports GPU-seconds only (Alibaba LoRA) is "
          "sparse and comes last")
-unit = ("tokens" if inference_name == "synthetic" else
-        DemandTarget(cache.targets(inference_name)[0]).label)
-c2.caption(f"Demand per minute in {unit} (what this trace carries).")
+arrivals = c2.radio(
+    "Inference arrivals", ["replay", "request groups"], horizontal=True, key="power_inf_model",
+    help="replay: the chosen trace, repeated. request groups: the paper's model (Methods, "
+         "'Inference request arrivals'): code and conversation Q1-Q4 groups with "
+         "negative-binomial minute counts, fitted on the Azure LLM 2023 traces in the store and "
+         "split over the 7 templates with the overdispersion rescaled")
+inference_model = "groups" if arrivals == "request groups" else "replay"
+if inference_model == "groups":
+    c2.caption("Request groups are fitted on the store's Azure LLM traces; the selection above "
+               "is not used.")
+else:
+    unit = ("tokens" if inference_name == "synthetic" else
+            DemandTarget(cache.targets(inference_name)[0]).label)
+    c2.caption(f"Demand per minute in {unit} (what this trace carries).")
 
 c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 1])
 share = c1.slider("inference share", 0.0, 1.0, 0.5, 0.05, key="power_share",
@@ -69,7 +80,7 @@ scenario = whatifs.power_scenario_of(
     days=float(days), scheduler=scheduler, checkpoint_min=ckpt, capped=bool(capped),
     speed=speed)
 try:
-    run = whatifs.power_run(jobs_name, inference_name, scenario, int(seed))
+    run = whatifs.power_run(jobs_name, inference_name, scenario, int(seed), inference_model)
 except ValueError as exc:
     st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
@@ -77,7 +88,8 @@ synthetic = run["synthetic"]
 out = Export("Power", [jobs_name, inference_name])
 out.param(jobs=jobs_name, inference=inference_name, inference_share=float(share),
           utilization=float(utilization), n_gpus=int(gpus), days=float(days),
-          scheduler=scheduler, checkpoint=ckpt_label, capped=bool(capped), seed=int(seed))
+          scheduler=scheduler, checkpoint=ckpt_label, capped=bool(capped), seed=int(seed),
+          inference_arrivals=inference_model)
 left_out = run["inputs"]["left_out_jobs"]
 if left_out:
     st.warning(f"{run['inputs']['left_out_jobs_total']} GPU job(s) of "
@@ -95,15 +107,52 @@ for col, h in zip(cols[1:4], ("1min", "5min", "15min"), strict=True):
     col.metric(f"p50 ramp {h}", f"{m['ramp_p50'][h]:.2%}",
                help=f"median |P(t+{h}) - P(t)| / mean power")
 cols[4].metric("realised utilisation", f"{m['realized_utilization']:.0%}",
-               help="mean busy GPUs / pool (target is offered load)")
+               help="mean busy GPUs / pool (target: served inference + offered batch)")
 cols[5].metric("inference shortfall", f"{m['inference_shortfall']:.1%}",
-               help="inference GPU-minutes demanded but not served (GPUs held by running batch "
-                    "segments or the cap)")
+               help="inference GPU-minutes demanded but not served (clipped by the pool or the "
+                    "cap)")
+cols = st.columns(6)
+share_txt = (f"{m['realized_inference_share']:.0%}"
+             if m["realized_inference_share"] == m["realized_inference_share"] else "-")
+cols[0].metric("realised inference share", share_txt,
+               help="served inference GPU-minutes / all busy GPU-minutes")
+cols[1].metric("clipped inference GPU-h", f"{m['inference_clipped_gpu_min'] / 60:,.0f}",
+               help="inference GPU-hours demanded but not served in the window")
+cols[2].metric("batch shortfall", f"{m['batch_shortfall']:.0%}",
+               help="1 - served batch GPUs / offered batch GPUs: the batch queue grew instead of "
+                    "filling the pool (a segment starts only where it fits beside the inference "
+                    "plan for its whole length)")
+if not m["inference_target_reached"]:
+    st.warning("The inference target (share x utilisation x pool, served) is above what this "
+               "trace can fill: its empty minutes stay empty however far it is scaled, so the "
+               "served inference GPU-time falls short of the target.")
 
 title = (f"share {share:g}, U={utilization:g}, {gpus} GPUs, {scheduler}, checkpoint "
          f"{ckpt_label}, {'capped' if capped else 'uncapped'}")
 out.chart(cache.figure(charts.power_timeseries_chart, run["frame"], title, synthetic), key="power_ts")
 out.keep(run["frame"], "power_per_minute", "Power per minute (W)")
+
+if "request_model" in run["inputs"]:
+    rm = run["inputs"]["request_model"]
+    st.subheader("Request-group arrival model")
+    out.table(pd.DataFrame(rm["groups"]), hide_index=True, key="power_request_groups")
+    v = rm["validation"]
+    vc = st.columns(4)
+    vc[0].metric("requests/min: replay vs model",
+                 f"{v['mean_per_min']['replay']:.0f} vs {v['mean_per_min']['generated']:.0f}")
+    vc[1].metric("sd/min: replay vs model", f"{v['var_per_min']['replay'] ** 0.5:.0f} vs "
+                 f"{v['var_per_min']['generated'] ** 0.5:.0f}")
+    rc = v["revealed_capacity_per_min"]
+    vc[2].metric("revealed capacity (req/min): replay vs model",
+                 f"{rc['replay']:.0f} vs {rc['generated']:.0f}",
+                 help="running max of the daily 99th percentile (paper, Methods)")
+    vc[3].metric("PSD mean |log10 ratio|", f"{v['psd_log10_mad']:.2f}",
+                 help="Welch PSD of generated vs replayed per-minute requests; 0 = identical")
+    out.chart(cache.figure(charts.power_psd_chart, v), key="power_psd")
+    st.caption("Groups: code pooled, conversation Q1-Q4 at the context-token quartiles; "
+               "per-minute counts NB2 (Var = mu + alpha mu^2, moment fit), each group split over "
+               "7 templates with alpha x 7 so the sum keeps the group's variance. "
+               + " ".join(rm["notes"]))
 
 st.subheader("Variability and ramps vs inference share")
 utils = tuple(sorted({0.5, 0.8, float(utilization)}))
@@ -118,7 +167,7 @@ if st.session_state.get("power_sweep_off"):
 bar = Progress(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
                "(2 seeds each)", "power_sweep")
 table, shape = whatifs.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed),
-                                 progress=bar)
+                                   progress=bar, inference_model=inference_model)
 bar.close()
 out.chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),
                 key="power_sweep")
@@ -128,9 +177,21 @@ for u, s in shape.items():
                  f"at share {s['cv_min_share']:g}); the 15-min ramp "
                  f"{'has a hump' if s['hump_15min'] else 'has no interior hump'} (maximum at "
                  f"share {s['ramp15_max_share']:g}).")
+held = []
+for u, g in table.groupby("utilization"):
+    short = g[g["inference_target_reached"] < 1]["inference_share"]
+    held.append(f"U={u:g}: realised utilisation {g['realized_utilization'].min():.2f}-"
+                f"{g['realized_utilization'].max():.2f}, clipped inference up to "
+                f"{g['inference_clipped_gpu_min'].max() / 60:,.0f} GPU-h"
+                + (f"; served inference target not reachable at share "
+                   f"{', '.join(f'{x:g}' for x in short)}" if len(short) else "") + ".")
 st.caption("On these inputs: " + " ".join(lines) + " Each point averages 2 seeds with the "
            "same random numbers at every share; curves still carry noise from the daily "
            "arrival counts.")
+st.caption(f"Utilisation held on the {scenario.hold} inference GPU-time; x is the realised "
+           "inference share (served inference / busy GPU-minutes). " + " ".join(held)
+           + " Batch below its target means its queue grew: a checkpoint segment starts only "
+             "where it fits beside the inference plan for its whole length.")
 with st.expander("Sweep table"):
     out.table(table, hide_index=True, key="power_sweep_table")
 

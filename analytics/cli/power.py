@@ -9,7 +9,10 @@ DESIGN.md contract::
 runs every share of ``--shares`` at every utilisation of ``--sweep-utilizations`` (default 11
 shares x 2 utilisations). Extra keys: ``scenario``, ``metrics``, ``shape`` (whether the sweep
 shows a U-shaped CV and a 15-minute ramp hump), ``inputs`` (datasets, resource groups, LLM
-templates, power sources) and ``synthetic``.
+templates, power sources; with ``--inference-model groups`` the request groups and their replay
+validation under ``inputs.request_model``) and ``synthetic``. Every sweep row and ``metrics``
+carry the realised utilisation and inference share and the clipped inference GPU-minutes;
+``--hold served`` (default) scales inference so its *served* GPU-time is share x U x pool.
 """
 
 from __future__ import annotations
@@ -72,6 +75,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--inference", default=None,
                    help="demand dataset at <= 1 min resolution, or 'synthetic' (default: the "
                         "longest in the store, else the synthetic envelope)")
+    p.add_argument("--inference-model", choices=("replay", "groups"), default="replay",
+                   help="inference arrivals: replay the --inference trace (default) or draw from "
+                        "the paper's request groups (code / conversation Q1-Q4, negative-binomial "
+                        "minute counts) fitted on the store's Azure LLM traces")
     p.add_argument("--clock-offset-h", type=float, default=None,
                    help="hours from UTC to the job trace's site clock (default: -5 for MIT "
                         "SuperCloud, else 0)")
@@ -99,7 +106,7 @@ def run(args, settings) -> dict:
     with open_store(settings.db_path) as con:
         log("fitting the batch arrival model")
         inputs = power.load_inputs(con, args.jobs, args.inference, args.seed,
-                                   args.clock_offset_h)
+                                   args.clock_offset_h, args.inference_model)
     if not args.sweep:
         return power.document(inputs, scenario, args.seed)
     total = len(args.shares) * len(args.sweep_utilizations) * args.replications

@@ -20,6 +20,11 @@ Modules, in data-flow order:
   length drawn from the fitted model).
 * :mod:`~analytics.power.inference` - per-minute inference demand split over the templates and
   scaled to the scenario's inference share (:func:`inference_load`).
+* :mod:`~analytics.power.requests` - the paper's request-group arrival model (Methods, "Inference
+  request arrivals"): code / conversation Q1-Q4 groups, negative-binomial minute counts split
+  over the templates with the overdispersion rescaled (:func:`fit_request_model`,
+  :func:`generate_requests`), and its replay validation (:func:`validate`: revealed capacity,
+  Welch PSD).
 * :mod:`~analytics.power.inputs` - :class:`PowerInputs` (fitted once per sweep),
   :func:`prepare_inputs`, :func:`describe_inputs`.
 * :mod:`~analytics.power.entities`, :mod:`~analytics.power.scheduler`,
@@ -85,6 +90,13 @@ from analytics.power.measured import (
     templates_from_mlenergy,
 )
 from analytics.power.metrics import RAMP_HORIZONS_MIN, power_metrics
+from analytics.power.requests import (
+    RequestGroup,
+    RequestModel,
+    fit_request_model,
+    generate_requests,
+    revealed_capacity,
+)
 from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS, SCHEDULERS
 
 __all__ = [
@@ -92,10 +104,10 @@ __all__ = [
     "DEFAULT_UTILIZATIONS", "GROUP_NAMES", "HW_FACTOR_A100_TO_H100", "NO_JOBS_HINT",
     "QUEUE_ORDERS", "RAMP_HORIZONS_MIN", "SCHEDULERS", "SPEEDS", "TEMPLATES", "TEMPLATE_MODELS",
     "ArrivalModel", "GroupModel", "InferenceLoad", "JobArrays", "LLMTemplate", "PowerInputs",
-    "PowerPoolEngine", "Scenario", "ScenarioResult", "SimParams", "SimResult",
-    "acme_power_quantiles", "alr_inverse", "candidate_datasets", "clock_offset_for",
-    "daily_profile", "demand_shape", "describe_inputs", "fit_arrival_model",
-    "generate_jobs", "inference_load", "left_out_jobs", "power_metrics", "prepare_inputs",
-    "resource_groups", "run_scenario", "sample_batch_power", "shape_report", "simulate", "sweep",
-    "synthetic_demand", "templates_from_mlenergy",
+    "PowerPoolEngine", "RequestGroup", "RequestModel", "Scenario", "ScenarioResult", "SimParams",
+    "SimResult", "acme_power_quantiles", "alr_inverse", "candidate_datasets", "clock_offset_for",
+    "daily_profile", "demand_shape", "describe_inputs", "fit_arrival_model", "fit_request_model",
+    "generate_jobs", "generate_requests", "revealed_capacity", "inference_load", "left_out_jobs",
+    "power_metrics", "prepare_inputs", "resource_groups", "run_scenario", "sample_batch_power",
+    "shape_report", "simulate", "sweep", "synthetic_demand", "templates_from_mlenergy",
 ]

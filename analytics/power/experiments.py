@@ -20,7 +20,11 @@ from analytics.power.inputs import PowerInputs
 from analytics.power.jobs import generate_jobs
 from analytics.power.measured import TEMPLATES
 from analytics.power.metrics import power_metrics
+from analytics.power.requests import generate_requests
 from analytics.power.scheduler import SCHEDULERS
+
+#: What a scenario's utilisation holds fixed for inference (:attr:`Scenario.hold`).
+HOLDS = ("served", "offered")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class Scenario:
     capped : inference may hold at most ``cap_factor`` x its mean allocation
     cap_factor : see ``capped``
     speed : serving speed setting of the LLM templates, ``"F"``, ``"M"``, ``"S"``
+    hold : what ``utilization x inference_share`` fixes for inference: ``"served"`` (default;
+        the GPUs inference is actually given after the pool / cap clip, so clipping cannot
+        drain the realised utilisation, issue 18 item 13) or ``"offered"`` (its demand before
+        the clip, the paper's utilisation proxy and the behaviour before)
 
     Raises
     ------
@@ -63,6 +71,9 @@ class Scenario:
                              "(with capped)", lo=1.0)
     speed: str = knob("M", "LLM serving speed: F/M/S = vLLM max_num_seqs 32/64/128 (ML.ENERGY)",
                       choices=tuple(TEMPLATES))
+    hold: str = knob("served", "what utilisation x share fixes for inference: served (GPUs it "
+                     "is given after the pool/cap clip) or offered (its demand before the clip)",
+                     choices=HOLDS)
 
     def __post_init__(self):
         check(self)
@@ -76,6 +87,10 @@ class ScenarioResult:
     ----------
     frame : per-minute ``ts`` plus the columns of :attr:`SimResult.minutes` for the window
     metrics : :func:`power_metrics` of total power plus ``realized_utilization``,
+        ``realized_inference_share``, ``inference_clipped_gpu_min``,
+        ``inference_target_reached`` (False: the served inference target was above what the
+        trace can fill, :func:`inference_load`), ``batch_shortfall`` (1 - served batch GPUs /
+        offered batch GPUs: the batch queue grew instead of filling the pool),
         ``inference_shortfall`` (share of inference GPU-minutes demanded but not served),
         ``batch_jobs`` (arrived in the window), ``mean_wait_h`` (submit to first start, jobs
         started in the window), ``mean_power_w``, ``events``, ``cv_batch``, ``cv_inference``
@@ -92,8 +107,12 @@ def run_scenario(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generat
     """Simulate one scenario and measure its window.
 
     Offered load is ``utilization x n_gpus`` GPUs on average: inference gets
-    ``inference_share`` of it (:func:`inference_load`), batch the rest, by scaling the fitted
-    arrival rate by ``(1 - share) x U x C / offered_gpus(trace)``. Runtimes are capped at the
+    ``inference_share`` of it (:func:`inference_load`; with ``hold="served"`` the mean GPUs it is
+    *served* after the pool / cap clip, found by bisection on that clipped mean, a cheap
+    quantity that needs no simulation), batch the rest, by scaling the fitted arrival rate by
+    ``(1 - share) x U x C / offered_gpus(trace)``. Inference demand is the replayed trace, or a
+    draw of the request-group model when ``inputs.request_model`` is set
+    (:mod:`analytics.power.requests`). Runtimes are capped at the
     simulated length (a job longer than the run cannot contribute more), and the run starts
     from the equilibrium prefill of :func:`generate_jobs` followed by ``warmup_days``.
 
@@ -111,9 +130,11 @@ def run_scenario(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generat
     n_min = warm_min + int(round(scenario.days * 1440))
     horizon_s = n_min * 60.0
     offered = scenario.utilization * scenario.n_gpus
-    demand_idx = (np.arange(n_min) - warm_min) % inputs.demand_tokens_per_min.size
-    load = inference_load(inputs.demand_tokens_per_min[demand_idx],
-                          offered * scenario.inference_share, TEMPLATES[scenario.speed])
+    load = inference_load(_inference_demand(inputs, scenario, rng, n_min, warm_min),
+                          offered * scenario.inference_share, TEMPLATES[scenario.speed],
+                          **({"served_pool_gpus": scenario.n_gpus,
+                              "cap_factor": scenario.cap_factor if scenario.capped else None}
+                             if scenario.hold == "served" else {}))
     batch_gpus = offered * (1.0 - scenario.inference_share)
     natural = inputs.arrivals.offered_gpus(horizon_s)
     scale = batch_gpus / natural if natural > 0 else 0.0
@@ -128,8 +149,27 @@ def run_scenario(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generat
     window = res.minutes.iloc[warm_min:].reset_index(drop=True)
     window.insert(0, "ts", inputs.demand_start
                   + pd.to_timedelta(window["minute"] - warm_min, unit="min"))
-    return ScenarioResult(window, window_metrics(window, res, warm_min * 60.0, scenario.n_gpus),
-                          scenario)
+    metrics = window_metrics(window, res, warm_min * 60.0, scenario.n_gpus)
+    metrics["inference_target_reached"] = bool(load.target_reached)
+    served_batch = float(window["batch_gpus"].mean()) if len(window) else 0.0
+    metrics["batch_shortfall"] = (max(0.0, 1.0 - served_batch / batch_gpus) if batch_gpus > 0
+                                  else 0.0)
+    return ScenarioResult(window, metrics, scenario)
+
+
+def _inference_demand(inputs: PowerInputs, scenario: Scenario, rng: np.random.Generator,
+                      n_min: int, warm_min: int) -> np.ndarray:
+    """Tokens per minute for the run: the replayed shape indexed modulo its length (the window
+    starts at its first minute), or, when the inputs carry a request-group model, a fresh draw
+    per template (:func:`~analytics.power.requests.generate_requests`) from a child generator
+    spawned from ``rng`` (so the batch draws are those of the replay run with the same seed)."""
+    if inputs.request_model is None:
+        idx = (np.arange(n_min) - warm_min) % inputs.demand_tokens_per_min.size
+        return inputs.demand_tokens_per_min[idx]
+    start = inputs.demand_start - pd.Timedelta(minutes=warm_min)
+    child = rng.spawn(1)[0]
+    return generate_requests(inputs.request_model, child, n_min, len(TEMPLATES[scenario.speed]),
+                             start.hour * 60 + start.minute)[1]
 
 
 def window_metrics(window: pd.DataFrame, res: SimResult, window_start_s: float, gpus: int
@@ -146,8 +186,12 @@ def window_metrics(window: pd.DataFrame, res: SimResult, window_start_s: float, 
     Returns
     -------
     dict: :func:`power_metrics` of total power (``cv``, ``ramp_p50``) plus
-    ``realized_utilization``, ``inference_shortfall``, ``batch_jobs``, ``mean_wait_h`` (h; NaN
-    when no job started in the window), ``mean_power_w`` (W), ``cv_batch``, ``cv_inference``,
+    ``realized_utilization`` (mean busy GPUs / pool), ``realized_inference_share`` (served
+    inference GPU-minutes / all busy GPU-minutes; NaN when nothing ran),
+    ``inference_clipped_gpu_min`` (inference GPU-minutes demanded but not served, by the pool
+    or the cap), ``inference_shortfall`` (that as a share of the demand), ``batch_jobs``,
+    ``mean_wait_h`` (h; NaN when no job started in the window), ``mean_power_w`` (W),
+    ``cv_batch``, ``cv_inference``,
     ``events``.
     """
     metrics = power_metrics(window["total_power_w"].to_numpy())
@@ -156,9 +200,12 @@ def window_metrics(window: pd.DataFrame, res: SimResult, window_start_s: float, 
     in_window = (jobs["submit_s"] >= window_start_s)
     started = jobs["first_start_s"] >= window_start_s
     wait = (jobs["first_start_s"] - jobs["submit_s"])[started]
+    served = float(window["inference_gpus"].sum())
+    busy = float((window["batch_gpus"] + window["inference_gpus"]).sum())
     metrics.update({
-        "realized_utilization": float((window["batch_gpus"] + window["inference_gpus"]).mean()
-                                      / gpus),
+        "realized_utilization": busy / len(window) / gpus if len(window) else math.nan,
+        "realized_inference_share": served / busy if busy > 0 else math.nan,
+        "inference_clipped_gpu_min": max(0.0, float(demand) - served),
         "inference_shortfall": max(0.0, float(1 - window["inference_gpus"].sum() / demand))
         if demand > 0 else 0.0,
         "batch_jobs": int(in_window.sum()),

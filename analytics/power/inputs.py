@@ -22,6 +22,7 @@ from analytics.power.measured import (
     SPEEDS,
     TEMPLATES,
 )
+from analytics.power.requests import RequestModel
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class PowerInputs:
         "runtime_s"}`` (:func:`left_out_jobs`)
     left_out_total : how many GPU jobs were left out (``left_out`` lists at most
         :data:`LEFT_OUT_LISTED`)
+    request_model : the request-group arrival model (:mod:`analytics.power.requests`); when
+        set, scenarios draw inference from it instead of replaying ``demand_tokens_per_min``
     """
 
     arrivals: ArrivalModel
@@ -60,6 +63,7 @@ class PowerInputs:
     notes: tuple[str, ...] = field(default_factory=tuple)
     left_out: tuple[dict, ...] = field(default_factory=tuple)
     left_out_total: int = 0
+    request_model: RequestModel | None = None
 
 
 #: Most left-out jobs a result lists one by one (the total is always given).
@@ -180,8 +184,12 @@ def describe_inputs(inputs: PowerInputs, scenario) -> dict:
     (:meth:`ArrivalModel.summary`), ``fit_window``, ``clock_offset_h`` (h), ``templates`` (ML.ENERGY
     v3 rows), ``templates_source``, ``batch_power``, ``hw_factor`` and its source, ``notes``,
     ``jobs_used`` (GPU jobs the arrival model was fitted on), ``left_out_jobs`` (each GPU job not
-    used and why; at most :data:`LEFT_OUT_LISTED`) and ``left_out_jobs_total``.
+    used and why; at most :data:`LEFT_OUT_LISTED`), ``left_out_jobs_total``,
+    ``inference_model`` (``"replay"`` or ``"groups"``) and, for ``"groups"``,
+    ``request_model``: ``{"groups": RequestModel.summary(), "validation":
+    RequestModel.validation, "notes"}``.
     """
+    rm = inputs.request_model
     return {
         "jobs": inputs.jobs_label,
         "inference": inputs.inference_label,
@@ -203,6 +211,10 @@ def describe_inputs(inputs: PowerInputs, scenario) -> dict:
         "jobs_used": inputs.arrivals.jobs,
         "left_out_jobs": [dict(j) for j in inputs.left_out],
         "left_out_jobs_total": inputs.left_out_total,
+        "inference_model": "replay" if rm is None else "groups",
+        **({} if rm is None else {"request_model": {"groups": rm.summary(),
+                                                    "validation": dict(rm.validation),
+                                                    "notes": list(rm.notes)}}),
     }
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from analytics import power, store
 from analytics.ingest.localtime import zone_offset_h
+from analytics.power import requests
 from analytics.services import demand
 
 #: Inference shares of the sweep (0, 0.1, ..., 1).
@@ -32,8 +33,42 @@ def candidates(con) -> tuple[list[str], list[str]]:
     return power.candidate_datasets(ledger, without)
 
 
+#: Inference arrival models: replay a trace, or the paper's request groups (NB minute counts).
+INFERENCE_MODELS = ("replay", "groups")
+
+GROUPS_HINT = ("the request-group model is fitted on the Azure LLM 2023 code and conversation "
+               "traces: ingest AzureLLMInferenceTrace_code.csv and AzureLLMInferenceTrace_conv.csv "
+               "(`headroom ingest FILE` or the Data page)")
+
+
+def request_traces(con) -> list[str]:
+    """Names of the Azure LLM request datasets in the store (the request-group model's
+    inputs), oldest first."""
+    ledger = store.list_datasets(con)
+    rows = ledger[(ledger["kind"] == "requests") & (ledger["format"] == "azure_llm")]
+    return rows.sort_values("dataset_id")["name"].tolist()
+
+
+def fit_request_model(con, seed: int = 0, n_templates: int = 7):
+    """Fit :class:`~analytics.power.requests.RequestModel` on every Azure LLM request dataset of
+    the store and attach its replay validation (:func:`analytics.power.requests.validate`,
+    generator seeded with ``seed``).
+
+    Raises
+    ------
+    ValueError
+        No Azure LLM trace in the store (the message says what to ingest).
+    """
+    names = request_traces(con)
+    if not names:
+        raise ValueError(GROUPS_HINT)
+    model = requests.fit_request_model([(n, store.dataset_rows(con, n)) for n in names])
+    return dataclasses.replace(model, validation=requests.validate(
+        model, np.random.default_rng(seed), n_templates))
+
+
 def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: int = 0,
-                clock_offset_h: float | None = None):
+                clock_offset_h: float | None = None, inference_model: str = "replay"):
     """Read a job trace and an inference trace and fit :class:`~analytics.power.PowerInputs`.
 
     Parameters
@@ -44,6 +79,9 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     seed : seed of the arrival-model fit
     clock_offset_h : hours from UTC to the job trace's site clock (``None``: the offset of the
         dataset's ``source_tz`` at its median submit time, else from its format)
+    inference_model : ``"replay"`` (the inference trace, repeated) or ``"groups"`` (the paper's
+        request-group model fitted on the store's Azure LLM traces, :func:`fit_request_model`;
+        ``inference_name`` is then not used)
 
     GPU jobs the arrival model cannot use (never started, no end, End before Start, zero run
     time) are named with the reason in the inputs' ``left_out`` and counted in a note; none is
@@ -53,8 +91,13 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     ------
     ValueError
         No job trace (the message says how to add one), a dataset of the wrong kind, or fewer
-        than 10 GPU jobs. ``store.UnknownDataset`` for an unknown name.
+        than 10 GPU jobs, an unknown ``inference_model``, or ``"groups"`` without an Azure LLM
+        trace. ``store.UnknownDataset`` for an unknown name.
     """
+    if inference_model not in INFERENCE_MODELS:
+        raise ValueError(f"inference_model must be one of {INFERENCE_MODELS}, got "
+                         f"{inference_model!r}")
+    model = fit_request_model(con, seed) if inference_model == "groups" else None
     jobs_all, demand_all = candidates(con)
     jobs_name = jobs_name or (jobs_all[0] if jobs_all else None)
     if jobs_name is None:
@@ -78,7 +121,9 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
                       "submit time (the dataset's time zone)")
     if clock_offset_h is None:
         clock_offset_h = power.clock_offset_for(info["format"])
-    if inference_name is None:
+    if model is not None:
+        inference_name = request_traces(con)[0]
+    elif inference_name is None:
         inference_name = demand_all[0] if demand_all else None
     grid = None
     if inference_name not in (None, "synthetic"):
@@ -86,8 +131,15 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     inputs = power.prepare_inputs(jobs, grid, np.random.default_rng(seed), jobs_name,
                                   inference_name, clock_offset_h, store.reference_cdfs(con))
     notes = tuple(n for n in (left_note, clock_note) if n)
-    return dataclasses.replace(inputs, notes=(*inputs.notes, *notes), left_out=left_out,
-                               left_out_total=len(dropped))
+    inputs = dataclasses.replace(inputs, notes=(*inputs.notes, *notes), left_out=left_out,
+                                 left_out_total=len(dropped))
+    if model is None:
+        return inputs
+    label = ("request groups (negative-binomial minute counts) fitted on "
+             + " + ".join(g for g in dict.fromkeys(g.source for g in model.groups)))
+    kept = tuple(n for n in inputs.notes if not n.startswith("the inference trace"))
+    return dataclasses.replace(inputs, request_model=model, demand_start=model.replay_start,
+                               inference_label=label, notes=(*model.notes, *kept))
 
 
 def run(inputs, scenario, seed: int = 0) -> dict:

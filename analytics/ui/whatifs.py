@@ -206,9 +206,11 @@ def power_no_jobs_hint() -> str:
 
 
 @st.cache_data(show_spinner="Fitting the batch arrival model ...", max_entries=8)
-def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: str, seed: int):
+def _power_inputs(db_path: str, version: int, jobs_name: str, inference_name: str, seed: int,
+                  inference_model: str = "replay"):
     with connection() as con:
-        return power.load_inputs(con, jobs_name, inference_name, seed)
+        return power.load_inputs(con, jobs_name, inference_name, seed,
+                                 inference_model=inference_model)
 
 
 def power_help(field: str) -> str:
@@ -223,20 +225,24 @@ def power_scenario_of(**kwargs):
 
 @st.cache_data(show_spinner="Simulating the scenario ...", max_entries=32)
 def _power_run(db_path: str, version: int, jobs_name: str, inference_name: str, scenario,
-               seed: int) -> dict:
-    inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed)
+               seed: int, inference_model: str = "replay") -> dict:
+    inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed, inference_model)
     return power.run(inputs, scenario, seed)
 
 
-def power_run(jobs_name: str, inference_name: str, scenario, seed: int = 0) -> dict:
+def power_run(jobs_name: str, inference_name: str, scenario, seed: int = 0,
+              inference_model: str = "replay") -> dict:
     """One scenario: ``frame`` (per minute), ``metrics``, ``daily`` profile, ``inputs``
-    (provenance) and ``synthetic``. Raises ValueError (no / too few GPU jobs), GridError."""
+    (provenance) and ``synthetic``. ``inference_model``: ``"replay"`` the inference trace or
+    ``"groups"`` (the request-group model on the store's Azure LLM traces). Raises ValueError
+    (no / too few GPU jobs, no Azure LLM trace for ``"groups"``), GridError."""
     return _power_run(str(settings().db_path), data_version(), jobs_name, inference_name,
-                      scenario, seed)
+                      scenario, seed, inference_model)
 
 
 def power_sweep(jobs_name: str, inference_name: str, base, utilizations: tuple,
-                replications: int = 2, seed: int = 0, progress=None) -> tuple:
+                replications: int = 2, seed: int = 0, progress=None,
+                inference_model: str = "replay") -> tuple:
     """Inference-share sweep (0, 0.1, ..., 1) at each utilization: (table, shape report).
     The base scenario's share is ignored, so moving the share slider reuses the cached sweep.
     ``progress(done, total)`` hears of each simulation (not part of the cache key)."""
@@ -244,7 +250,7 @@ def power_sweep(jobs_name: str, inference_name: str, base, utilizations: tuple,
     db, version, utils = str(settings().db_path), data_version(), tuple(sorted(utilizations))
 
     def compute() -> tuple:
-        inputs = _power_inputs(db, version, jobs_name, inference_name, seed)
+        inputs = _power_inputs(db, version, jobs_name, inference_name, seed, inference_model)
         return power.sweep(inputs, base, utils, replications, seed, progress=progress)
     return memo("power_sweep", (db, version, jobs_name, inference_name, base, utils,
-                                replications, seed), compute)
+                                replications, seed, inference_model), compute)

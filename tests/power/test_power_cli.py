@@ -53,3 +53,33 @@ def test_cli_powersim_without_jobs_says_how_to_add_them(tmp_path, capsys):
     assert rc == 2 and "no job trace" in doc["error"] and "headroom ingest" in doc["error"]
     with pytest.raises(SystemExit):
         cli.main(["--db", str(tmp_path / "e.duckdb"), "powersim", "--inference-share", "1.5"])
+
+
+def test_cli_powersim_request_groups_json(tmp_path, capsys):
+    """Issue 18 items 13-14 in the CLI JSON: ``--inference-model groups`` names the groups and
+    their replay validation; metrics carry the realised share, clipped GPU-minutes and the
+    batch shortfall; ``--hold offered`` gives back the demand-based scaling."""
+    import math
+
+    db = tmp_path / "g.duckdb"
+    con = store.connect(db)
+    files = [shared("mit_supercloud/slurm-log-queueing-clean.csv"),
+             shared("azure_llm/AzureLLMInferenceTrace_code.csv"),
+             shared("azure_llm/AzureLLMInferenceTrace_conv.csv")]
+    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in files])
+    con.close()
+    args = ("--db", str(db), "powersim", "--inference-model", "groups", "--inference-share",
+            "0.5", "--days", "1", "--warmup-days", "0.5", "--gpus", "64")
+    rc, doc = _cli(capsys, *args)
+    assert rc == 0 and doc["inputs"]["inference_model"] == "groups"
+    rm = doc["inputs"]["request_model"]
+    assert len(rm["groups"]) == 5 and all(g["alpha"] > 0 for g in rm["groups"])
+    assert math.isfinite(rm["validation"]["psd_log10_mad"])
+    assert set(rm["validation"]["revealed_capacity_per_min"]) == {"replay", "generated"}
+    m = doc["metrics"]
+    assert 0 < m["realized_inference_share"] < 1 and m["inference_clipped_gpu_min"] >= 0
+    assert 0 <= m["batch_shortfall"] <= 1 and m["inference_target_reached"] is True
+    assert doc["scenario"]["hold"] == "served"
+    rc, offered = _cli(capsys, *args, "--hold", "offered")
+    assert rc == 0 and offered["scenario"]["hold"] == "offered"
+    assert offered["metrics"]["realized_inference_share"] <= m["realized_inference_share"]

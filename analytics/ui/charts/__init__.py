@@ -38,6 +38,7 @@ from analytics.ui.charts.demand import (
 )
 from analytics.ui.charts.power import (
     power_daily_chart,
+    power_psd_chart,
     power_sweep_chart,
     power_timeseries_chart,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "policy_bars",
     "power_cdf_chart",
     "power_daily_chart",
+    "power_psd_chart",
     "power_sweep_chart",
     "power_timeseries_chart",
     "pue_chart",

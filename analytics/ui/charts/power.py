@@ -77,46 +77,75 @@ def power_timeseries_chart(frame: pd.DataFrame, title: str, synthetic: bool = Fa
 
 def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
                       utilization: float | None = None, synthetic: bool = False) -> go.Figure:
-    """CV of total power and median ramps vs inference share, one line per utilisation.
+    """CV of total power and median ramps vs the *realised* inference share (served inference
+    GPU-minutes / busy GPU-minutes, issue 18 item 13), one line per utilisation; the hover
+    gives the nominal share and the realised utilisation. Tables without
+    ``realized_inference_share`` are drawn against the nominal share.
 
     Parameters
     ----------
     table : sweep rows with ``utilization``, ``inference_share``, ``cv``, ``ramp_1min``,
-        ``ramp_5min``, ``ramp_15min``
-    share, utilization : the scenario shown above the chart (marked on the curves)
+        ``ramp_5min``, ``ramp_15min`` and optionally ``realized_inference_share``,
+        ``realized_utilization``
+    share, utilization : the scenario shown above the chart (its sweep point is circled)
     synthetic : label the figure as synthetic
     """
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "coefficient of variation of total power", "median |change| of normalised power"))
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]
     dashes = {"ramp_15min": "solid", "ramp_5min": "dash", "ramp_1min": "dot"}
+    realised = "realized_inference_share" in table.columns
+    xcol = "realized_inference_share" if realised else "inference_share"
     for i, (u, g) in enumerate(table.sort_values("inference_share").groupby("utilization")):
         color = palette[i % len(palette)]
-        fig.add_trace(go.Scatter(x=g["inference_share"], y=g["cv"], mode="lines+markers",
+        hover = [f"nominal share {s:g}" + (f", realised U {r:.2f}" if realised else "")
+                 for s, r in zip(g["inference_share"], g.get("realized_utilization",
+                                                              g["inference_share"]),
+                                 strict=True)]
+        fig.add_trace(go.Scatter(x=g[xcol], y=g["cv"], mode="lines+markers", text=hover,
                                  name=f"CV, U={u:g}", line={"color": color}), row=1, col=1)
         for col, dash in dashes.items():
-            fig.add_trace(go.Scatter(x=g["inference_share"], y=g[col], mode="lines+markers",
+            fig.add_trace(go.Scatter(x=g[xcol], y=g[col], mode="lines+markers", text=hover,
                                      name=f"{col.split('_')[1]} ramp, U={u:g}",
                                      line={"color": color, "dash": dash}), row=1, col=2)
-    if share is not None:
-        for c in (1, 2):
-            fig.add_vline(x=share, line={"color": "grey", "dash": "dot"}, row=1, col=c)
-        if utilization is not None:
-            mine = table[(table["utilization"] - utilization).abs() < 1e-9]
-            if not mine.empty:
-                near = mine.iloc[(mine["inference_share"] - share).abs().argsort()[:1]]
-                fig.add_trace(go.Scatter(
-                    x=near["inference_share"], y=near["cv"], mode="markers",
-                    name=f"this scenario (share {share:g})",
-                    marker={"size": 14, "symbol": "circle-open", "color": "black"}),
-                    row=1, col=1)
-    fig.update_xaxes(title_text="inference share of offered GPU-time", range=[-0.03, 1.03])
+    if share is not None and utilization is not None:
+        mine = table[(table["utilization"] - utilization).abs() < 1e-9]
+        if not mine.empty:
+            near = mine.iloc[(mine["inference_share"] - share).abs().argsort()[:1]]
+            fig.add_trace(go.Scatter(
+                x=near[xcol], y=near["cv"], mode="markers",
+                name=f"this scenario (share {share:g})",
+                marker={"size": 14, "symbol": "circle-open", "color": "black"}), row=1, col=1)
+    fig.update_xaxes(title_text=("realised inference share of busy GPU-time" if realised else
+                                 "inference share of offered GPU-time"), range=[-0.03, 1.03])
     fig.update_yaxes(title_text="CV", row=1, col=1)
     fig.update_yaxes(title_text="fraction of mean power", row=1, col=2)
     title = "Inference-share sweep (GPU count and utilisation fixed)"
     fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=430,
                       margin={"l": 60, "r": 20, "t": 80, "b": 40})
     return label_synthetic(fig, synthetic)
+
+
+def power_psd_chart(validation: dict) -> go.Figure:
+    """Welch power spectral density of the replayed and the generated per-minute request
+    counts (the request-group model's replay validation,
+    :func:`analytics.power.requests.validate`), log scale.
+
+    Parameters
+    ----------
+    validation : ``psd_freq_per_min``, ``psd_replay``, ``psd_generated``, ``psd_log10_mad``
+    """
+    fig = go.Figure()
+    f = validation["psd_freq_per_min"]
+    for key, name, color in (("psd_replay", "replayed trace", "#1f77b4"),
+                             ("psd_generated", "request-group model", "#ff7f0e")):
+        fig.add_trace(go.Scatter(x=f[1:], y=validation[key][1:], mode="lines+markers",
+                                 name=name, line={"color": color}))
+    fig.update_layout(title=("Replay validation: PSD of per-minute requests (mean |log10 "
+                             f"ratio| {validation['psd_log10_mad']:.2f})"), height=340,
+                      xaxis_title="frequency (1/min)", yaxis={"title": "PSD", "type": "log"},
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return fig
 
 
 def power_daily_chart(profile: pd.DataFrame, synthetic: bool = False) -> go.Figure:
