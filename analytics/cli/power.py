@@ -9,7 +9,8 @@ DESIGN.md contract::
 runs every share of ``--shares`` at every utilisation of ``--sweep-utilizations`` (default 11
 shares x 2 utilisations). Extra keys: ``scenario``, ``metrics``, ``shape`` (whether the sweep
 shows a U-shaped CV and a 15-minute ramp hump), ``inputs`` (datasets, resource groups, LLM
-templates, power sources) and ``synthetic``.
+templates, power sources, ``demand_density``), ``synthetic`` and ``warnings`` (the inference
+trace is too sparse to represent serving load: half or more of its minutes empty).
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ def add_parsers(sub) -> None:
                    help="jobs dataset (default: the largest in the store)")
     p.add_argument("--inference", default=None,
                    help="demand dataset at <= 1 min resolution, or 'synthetic' (default: the "
-                        "longest in the store, else the synthetic envelope)")
+                        "longest dense token trace in the store, else the synthetic envelope; "
+                        "a trace with half or more of its minutes empty is too sparse and "
+                        "comes last, and its result carries a warning)")
     p.add_argument("--clock-offset-h", type=float, default=None,
                    help="hours from UTC to the job trace's site clock (default: -5 for MIT "
                         "SuperCloud, else 0)")

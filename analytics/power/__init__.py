@@ -21,7 +21,8 @@ Modules, in data-flow order:
 * :mod:`~analytics.power.inference` - per-minute inference demand split over the templates and
   scaled to the scenario's inference share (:func:`inference_load`).
 * :mod:`~analytics.power.inputs` - :class:`PowerInputs` (fitted once per sweep),
-  :func:`prepare_inputs`, :func:`describe_inputs`.
+  :func:`prepare_inputs`, :func:`describe_inputs`, the sparsity rule of inference traces
+  (:func:`demand_density`, :func:`too_sparse`).
 * :mod:`~analytics.power.entities`, :mod:`~analytics.power.scheduler`,
   :mod:`~analytics.power.engine` - the discrete-event engine (:class:`PowerPoolEngine`,
   :func:`simulate`): immutable records, registered scheduling policies, the event loop.
@@ -64,12 +65,15 @@ from analytics.power.inference import (
 )
 from analytics.power.inputs import (
     NO_JOBS_HINT,
+    SPARSE_EMPTY_SHARE,
     PowerInputs,
     candidate_datasets,
     clock_offset_for,
+    demand_density,
     describe_inputs,
     left_out_jobs,
     prepare_inputs,
+    too_sparse,
 )
 from analytics.power.jobs import JobArrays, generate_jobs
 from analytics.power.measured import (
@@ -90,12 +94,13 @@ from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS, SCHEDULER
 __all__ = [
     "ACME_KALOS_POWER_W", "ACME_PCT", "BACKFILL_POLICIES", "DEFAULT_SHARES",
     "DEFAULT_UTILIZATIONS", "GROUP_NAMES", "HW_FACTOR_A100_TO_H100", "NO_JOBS_HINT",
-    "QUEUE_ORDERS", "RAMP_HORIZONS_MIN", "SCHEDULERS", "SPEEDS", "TEMPLATES", "TEMPLATE_MODELS",
+    "QUEUE_ORDERS", "RAMP_HORIZONS_MIN", "SCHEDULERS", "SPARSE_EMPTY_SHARE", "SPEEDS",
+    "TEMPLATES", "TEMPLATE_MODELS",
     "ArrivalModel", "GroupModel", "InferenceLoad", "JobArrays", "LLMTemplate", "PowerInputs",
     "PowerPoolEngine", "Scenario", "ScenarioResult", "SimParams", "SimResult",
     "acme_power_quantiles", "alr_inverse", "candidate_datasets", "clock_offset_for",
-    "daily_profile", "demand_shape", "describe_inputs", "fit_arrival_model",
+    "daily_profile", "demand_density", "demand_shape", "describe_inputs", "fit_arrival_model",
     "generate_jobs", "inference_load", "left_out_jobs", "power_metrics", "prepare_inputs",
     "resource_groups", "run_scenario", "sample_batch_power", "shape_report", "simulate", "sweep",
-    "synthetic_demand", "templates_from_mlenergy",
+    "synthetic_demand", "templates_from_mlenergy", "too_sparse",
 ]
