@@ -21,20 +21,23 @@ from analytics.services import demand
 SWEEP_SHARES = tuple(round(x / 10, 1) for x in range(11))
 
 
-def candidates(con) -> tuple[list[str], list[str]]:
+def candidates(con, dense_first: bool = True) -> tuple[list[str], list[str]]:
     """Job datasets (most rows first) and demand datasets at 1-minute resolution or finer
     (inference inputs: dense traces first, then token traces before GPU-seconds-only ones, then
     longest span first; a trace is sparse by :func:`analytics.power.too_sparse` on its share of
-    empty minutes, :func:`analytics.store.demand_minutes`)."""
+    empty minutes, :func:`analytics.store.demand_minutes`, one pass over the request rows that
+    ``dense_first=False`` skips when the order of the demand datasets does not matter)."""
     ledger = store.list_datasets(con)
     requests = ledger[ledger["kind"] == "requests"]
     without = frozenset(name for name, dataset_id in zip(requests["name"], requests["dataset_id"],
                                                          strict=True)
                         if not store.request_fields(con, int(dataset_id))["tokens"])
-    minutes = store.demand_minutes(con)
-    sparse = frozenset(name for name, active, span in zip(
-        minutes["name"], minutes["active_min"], minutes["span_min"], strict=True)
-        if span > 0 and power.too_sparse(1.0 - active / span))
+    sparse = frozenset()
+    if dense_first:
+        minutes = store.demand_minutes(con)
+        sparse = frozenset(name for name, active, span in zip(
+            minutes["name"], minutes["active_min"], minutes["span_min"], strict=True)
+            if span > 0 and power.too_sparse(1.0 - active / span))
     return power.candidate_datasets(ledger, without, sparse)
 
 
@@ -64,7 +67,7 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
         No job trace (the message says how to add one), a dataset of the wrong kind, or fewer
         than 10 GPU jobs. ``store.UnknownDataset`` for an unknown name.
     """
-    jobs_all, demand_all = candidates(con)
+    jobs_all, demand_all = candidates(con, dense_first=inference_name is None)
     jobs_name = jobs_name or (jobs_all[0] if jobs_all else None)
     if jobs_name is None:
         raise ValueError(power.NO_JOBS_HINT)
