@@ -35,8 +35,8 @@ inference_name = c2.selectbox(
     "Inference demand", inf_options, key="power_inference",
     index=inf_options.index(default_inf) if default_inf in inf_options else len(inf_options) - 1,
     help="a request trace or per-minute series; 'synthetic' is a labelled daily envelope. "
-         "Token traces come first; a trace that reports GPU-seconds only (Alibaba LoRA) is "
-         "sparse and comes last")
+         "Dense token traces come first; a trace with half or more of its minutes empty (the "
+         "Alibaba LoRA trace: 70 %) is too sparse to represent serving load and comes last")
 arrivals = c2.radio(
     "Inference arrivals", ["replay", "request groups"], horizontal=True, key="power_inf_model",
     help="replay: the chosen trace, repeated. request groups: the paper's model (Methods, "
@@ -96,6 +96,8 @@ if left_out:
                f"{widgets.plain(jobs_name)} left out of the simulation "
                f"({run['inputs']['jobs_used']} used); each one and why:")
     out.table(pd.DataFrame(left_out), hide_index=True, key="power_left_out")
+for warning in run["warnings"]:
+    st.warning(widgets.plain(warning))
 if synthetic:
     st.warning("SYNTHETIC inference demand: a generated daily envelope, not measured traffic. "
                "Ingest a request trace (e.g. BurstGPT per-minute tokens) for real inference.")

@@ -9,10 +9,12 @@ DESIGN.md contract::
 runs every share of ``--shares`` at every utilisation of ``--sweep-utilizations`` (default 11
 shares x 2 utilisations). Extra keys: ``scenario``, ``metrics``, ``shape`` (whether the sweep
 shows a U-shaped CV and a 15-minute ramp hump), ``inputs`` (datasets, resource groups, LLM
-templates, power sources; with ``--inference-model groups`` the request groups and their replay
-validation under ``inputs.request_model``) and ``synthetic``. Every sweep row and ``metrics``
-carry the realised utilisation and inference share and the clipped inference GPU-minutes;
-``--hold served`` (default) scales inference so its *served* GPU-time is share x U x pool.
+templates, power sources, ``demand_density``; with ``--inference-model groups`` the
+request groups and their replay validation under ``inputs.request_model``), ``synthetic``
+and ``warnings`` (the inference trace is too sparse to represent serving load: half or
+more of its minutes empty). Every sweep row and ``metrics`` carry the realised
+utilisation and inference share and the clipped inference GPU-minutes; ``--hold served``
+(default) scales inference so its *served* GPU-time is share x U x pool.
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ def add_parsers(sub) -> None:
                    help="jobs dataset (default: the largest in the store)")
     p.add_argument("--inference", default=None,
                    help="demand dataset at <= 1 min resolution, or 'synthetic' (default: the "
-                        "longest in the store, else the synthetic envelope)")
+                        "longest dense token trace in the store, else the synthetic envelope; "
+                        "a trace with half or more of its minutes empty is too sparse and "
+                        "comes last, and its result carries a warning)")
     p.add_argument("--inference-model", choices=("replay", "groups"), default="replay",
                    help="inference arrivals: replay the --inference trace (default) or draw from "
                         "the paper's request groups (code / conversation Q1-Q4, negative-binomial "

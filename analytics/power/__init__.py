@@ -26,7 +26,8 @@ Modules, in data-flow order:
   :func:`generate_requests`), and its replay validation (:func:`validate`: revealed capacity,
   Welch PSD).
 * :mod:`~analytics.power.inputs` - :class:`PowerInputs` (fitted once per sweep),
-  :func:`prepare_inputs`, :func:`describe_inputs`.
+  :func:`prepare_inputs`, :func:`describe_inputs`, the sparsity rule of inference traces
+  (:func:`demand_density`, :func:`too_sparse`).
 * :mod:`~analytics.power.entities`, :mod:`~analytics.power.scheduler`,
   :mod:`~analytics.power.engine` - the discrete-event engine (:class:`PowerPoolEngine`,
   :func:`simulate`): immutable records, registered scheduling policies, the event loop.
@@ -69,12 +70,15 @@ from analytics.power.inference import (
 )
 from analytics.power.inputs import (
     NO_JOBS_HINT,
+    SPARSE_EMPTY_SHARE,
     PowerInputs,
     candidate_datasets,
     clock_offset_for,
+    demand_density,
     describe_inputs,
     left_out_jobs,
     prepare_inputs,
+    too_sparse,
 )
 from analytics.power.jobs import JobArrays, generate_jobs
 from analytics.power.measured import (
@@ -102,12 +106,14 @@ from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS, SCHEDULER
 __all__ = [
     "ACME_KALOS_POWER_W", "ACME_PCT", "BACKFILL_POLICIES", "DEFAULT_SHARES",
     "DEFAULT_UTILIZATIONS", "GROUP_NAMES", "HW_FACTOR_A100_TO_H100", "NO_JOBS_HINT",
-    "QUEUE_ORDERS", "RAMP_HORIZONS_MIN", "SCHEDULERS", "SPEEDS", "TEMPLATES", "TEMPLATE_MODELS",
+    "QUEUE_ORDERS", "RAMP_HORIZONS_MIN", "SCHEDULERS", "SPARSE_EMPTY_SHARE", "SPEEDS",
+    "TEMPLATES", "TEMPLATE_MODELS",
     "ArrivalModel", "GroupModel", "InferenceLoad", "JobArrays", "LLMTemplate", "PowerInputs",
     "PowerPoolEngine", "RequestGroup", "RequestModel", "Scenario", "ScenarioResult", "SimParams",
     "SimResult", "acme_power_quantiles", "alr_inverse", "candidate_datasets", "clock_offset_for",
-    "daily_profile", "demand_shape", "describe_inputs", "fit_arrival_model", "fit_request_model",
+    "daily_profile", "demand_density", "demand_shape", "describe_inputs", "fit_arrival_model",
+    "fit_request_model",
     "generate_jobs", "generate_requests", "revealed_capacity", "inference_load", "left_out_jobs",
     "power_metrics", "prepare_inputs", "resource_groups", "run_scenario", "sample_batch_power",
-    "shape_report", "simulate", "sweep", "synthetic_demand", "templates_from_mlenergy",
+    "shape_report", "simulate", "sweep", "synthetic_demand", "templates_from_mlenergy", "too_sparse",
 ]

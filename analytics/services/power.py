@@ -22,15 +22,24 @@ from analytics.services import demand
 SWEEP_SHARES = tuple(round(x / 10, 1) for x in range(11))
 
 
-def candidates(con) -> tuple[list[str], list[str]]:
+def candidates(con, dense_first: bool = True) -> tuple[list[str], list[str]]:
     """Job datasets (most rows first) and demand datasets at 1-minute resolution or finer
-    (inference inputs: token traces first, longest span first)."""
+    (inference inputs: dense traces first, then token traces before GPU-seconds-only ones, then
+    longest span first; a trace is sparse by :func:`analytics.power.too_sparse` on its share of
+    empty minutes, :func:`analytics.store.demand_minutes`, one pass over the request rows that
+    ``dense_first=False`` skips when the order of the demand datasets does not matter)."""
     ledger = store.list_datasets(con)
     requests = ledger[ledger["kind"] == "requests"]
     without = frozenset(name for name, dataset_id in zip(requests["name"], requests["dataset_id"],
                                                          strict=True)
                         if not store.request_fields(con, int(dataset_id))["tokens"])
-    return power.candidate_datasets(ledger, without)
+    sparse = frozenset()
+    if dense_first:
+        minutes = store.demand_minutes(con)
+        sparse = frozenset(name for name, active, span in zip(
+            minutes["name"], minutes["active_min"], minutes["span_min"], strict=True)
+            if span > 0 and power.too_sparse(1.0 - active / span))
+    return power.candidate_datasets(ledger, without, sparse)
 
 
 #: Inference arrival models: replay a trace, or the paper's request groups (NB minute counts).
@@ -75,7 +84,10 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     ----------
     jobs_name : a ``jobs`` dataset (``None``: the one with the most rows)
     inference_name : a demand dataset at 1-minute resolution or finer, ``"synthetic"`` for the
-        labelled synthetic envelope, or ``None`` for the longest one (synthetic when none)
+        labelled synthetic envelope, or ``None`` for the first of :func:`candidates` (the
+        longest dense token trace; synthetic when there is none). A trace too sparse to
+        represent serving load is simulated as asked, with the warning in the inputs'
+        ``density``
     seed : seed of the arrival-model fit
     clock_offset_h : hours from UTC to the job trace's site clock (``None``: the offset of the
         dataset's ``source_tz`` at its median submit time, else from its format)
@@ -98,7 +110,7 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
         raise ValueError(f"inference_model must be one of {INFERENCE_MODELS}, got "
                          f"{inference_model!r}")
     model = fit_request_model(con, seed) if inference_model == "groups" else None
-    jobs_all, demand_all = candidates(con)
+    jobs_all, demand_all = candidates(con, dense_first=inference_name is None)
     jobs_name = jobs_name or (jobs_all[0] if jobs_all else None)
     if jobs_name is None:
         raise ValueError(power.NO_JOBS_HINT)
@@ -144,10 +156,18 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
 
 def run(inputs, scenario, seed: int = 0) -> dict:
     """One scenario: ``frame`` (per minute), ``metrics`` (CV, ramps), ``daily`` profile,
-    ``inputs`` (provenance) and ``synthetic``."""
+    ``inputs`` (provenance), ``synthetic`` and ``warnings`` (:func:`warnings`)."""
     res = power.run_scenario(inputs, scenario, np.random.default_rng(seed))
     return {"frame": res.frame, "metrics": res.metrics, "daily": power.daily_profile(res.frame),
-            "inputs": power.describe_inputs(inputs, scenario), "synthetic": inputs.synthetic}
+            "inputs": power.describe_inputs(inputs, scenario), "synthetic": inputs.synthetic,
+            "warnings": warnings(inputs)}
+
+
+def warnings(inputs) -> list[str]:
+    """What a result must say before its numbers: the inference trace is too sparse to
+    represent serving load (:func:`analytics.power.demand_density`)."""
+    warning = inputs.density.get("warning")
+    return [warning] if warning else []
 
 
 def sweep(inputs, base, utilizations: tuple[float, ...], replications: int = 2, seed: int = 0,
@@ -164,7 +184,8 @@ def document(inputs, scenario, seed: int = 0, sweep_utilizations: tuple[float, .
              shares: tuple[float, ...] = SWEEP_SHARES, replications: int = 2,
              progress: Callable[[int, int], None] | None = None) -> dict:
     """The ``headroom powersim`` document (one scenario, plus the sweep when
-    ``sweep_utilizations`` is given)."""
+    ``sweep_utilizations`` is given); ``warnings`` lists :func:`warnings` (empty when none) and
+    ``inputs.demand_density`` the figures behind them."""
     result = power.run_scenario(inputs, scenario, np.random.default_rng(seed))
     metrics = dict(result.metrics)
     out = {"cv": metrics.pop("cv"), "ramp_p50": metrics.pop("ramp_p50"), "sweep": [],
@@ -176,4 +197,5 @@ def document(inputs, scenario, seed: int = 0, sweep_utilizations: tuple[float, .
         out["shape"] = power.shape_report(table)
     out["inputs"] = power.describe_inputs(inputs, scenario)
     out["synthetic"] = inputs.synthetic
+    out["warnings"] = warnings(inputs)
     return out

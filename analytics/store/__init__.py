@@ -49,6 +49,7 @@ from analytics.store.reads import (  # noqa: F401
     dataset,
     dataset_rows,
     dataset_summary,
+    demand_minutes,
     gpu_jobs,
     gpu_jobs_left_out,
     jobs,

@@ -312,6 +312,34 @@ def series_grid(con, dataset_id: int, bin_s: int) -> pd.DataFrame:
         return _run(cur, sql, {"bin": bin_s, "id": dataset_id}).df()
 
 
+def demand_minutes(con) -> pd.DataFrame:
+    """Minutes with demand in every request and demand-series dataset (one pass per table).
+
+    Returns
+    -------
+    DataFrame ``name``, ``active_min`` (distinct epoch-aligned minutes holding at least one
+    request, or a series value with tokens > 0) and ``span_min`` (minutes from the first row's
+    minute to the last one's, both included: the 1-minute grid's length). The share of empty
+    minutes, ``1 - active_min / span_min``, is what the power simulator's sparsity rule judges
+    (:func:`analytics.power.inputs.too_sparse`).
+    """
+    sql = """
+    SELECT d.name, a.active_min,
+           (epoch(d.ts_max)::BIGINT // 60 - epoch(d.ts_min)::BIGINT // 60 + 1) AS span_min
+    FROM datasets d JOIN (
+      SELECT dataset_id, count(DISTINCT epoch(ts)::BIGINT // 60) AS active_min
+      FROM requests GROUP BY dataset_id
+      UNION ALL
+      SELECT dataset_id, count(DISTINCT epoch(ts)::BIGINT // 60) AS active_min
+      FROM demand_series WHERE tokens > 0 OR requests > 0 GROUP BY dataset_id
+    ) a USING (dataset_id)
+    WHERE d.ts_min IS NOT NULL
+    ORDER BY d.dataset_id
+    """
+    with con.cursor() as cur:
+        return _run(cur, sql).df()
+
+
 SITE_TABLES = {"carbon_intensity": "gco2_per_kwh", "weather": "temp_c", "prices": "usd_per_mwh"}
 
 

@@ -194,8 +194,9 @@ def power_datasets() -> tuple[list[str], list[str]]:
 
 
 def power_default_inference() -> str | None:
-    """The default inference input: the token trace spanning the longest time (a GPU-seconds
-    trace only when there is no token trace)."""
+    """The default inference input: the dense token trace spanning the longest time (a
+    GPU-seconds trace only when there is no dense token trace, a sparse one only when there is
+    no dense one; :func:`analytics.services.power.candidates`)."""
     demand_names = power_datasets()[1]
     return demand_names[0] if demand_names else None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
@@ -83,3 +84,74 @@ def test_cli_powersim_request_groups_json(tmp_path, capsys):
     rc, offered = _cli(capsys, *args, "--hold", "offered")
     assert rc == 0 and offered["scenario"]["hold"] == "offered"
     assert offered["metrics"]["realized_inference_share"] <= m["realized_inference_share"]
+
+
+# --- issue 18 item 15: a trace too sparse to represent serving load -------------------
+
+SPARSE_STORE = ("mit_supercloud/slurm-log-queueing-clean.csv",
+                "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv",
+                "azure_llm/AzureLLMInferenceTrace_code.csv")
+
+
+@pytest.fixture(scope="module")
+def sparse_db(tmp_path_factory):
+    """MIT SuperCloud jobs, the Alibaba LoRA trace (longest span, 70 % empty minutes) and the
+    Azure code trace (58 minutes, 22 % empty)."""
+    db = tmp_path_factory.mktemp("sparse") / "s.duckdb"
+    con = store.connect(db)
+    paths = [shared(rel) for rel in SPARSE_STORE]
+    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in paths])
+    con.close()
+    return db
+
+
+def test_sparse_lora_trace_is_never_the_default(sparse_db):
+    """The staged figures behind the rule: LoRA's share of empty minutes is 0.704 (9,805 of
+    33,157 minutes hold a request), Azure code's 0.241 on its whole span; only LoRA is at or
+    above :data:`analytics.power.SPARSE_EMPTY_SHARE`, so the dense Azure trace is the default
+    although LoRA spans 23 days and Azure under an hour."""
+    from analytics import power as powersim
+    from analytics.services import power
+
+    con = store.connect(sparse_db, read_only=True)
+    minutes = store.demand_minutes(con).set_index("name")
+    _, demand = power.candidates(con)
+    con.close()
+    assert minutes.loc["lora_request_trace"].tolist() == [9805, 33157]
+    assert minutes.loc["AzureLLMInferenceTrace_code"].tolist() == [44, 58]
+    assert demand == ["AzureLLMInferenceTrace_code", "lora_request_trace"]
+    assert powersim.too_sparse(1 - 9805 / 33157) and not powersim.too_sparse(1 - 44 / 58)
+
+
+def test_candidates_put_sparse_traces_after_dense_ones_whatever_their_kind():
+    """Dense before sparse comes first, then token traces before GPU-seconds ones, then span."""
+    from analytics import power as powersim
+
+    day = pd.Timestamp("2023-01-02")
+    ledger = pd.DataFrame({
+        "dataset_id": [1, 2, 3, 4], "kind": ["requests", "requests", "demand_series", "jobs"],
+        "name": ["sparse_tokens_long", "dense_gpu_s", "dense_tokens_short", "jobs"],
+        "rows": [10, 10, 10, 10], "resolution_s": [None, None, 60, None],
+        "ts_min": [day] * 4,
+        "ts_max": [day + pd.Timedelta(days=30), day + pd.Timedelta(days=2),
+                   day + pd.Timedelta(hours=1), day]})
+    _, demand = powersim.candidate_datasets(ledger, frozenset({"dense_gpu_s"}),
+                                            frozenset({"sparse_tokens_long"}))
+    assert demand == ["dense_tokens_short", "dense_gpu_s", "sparse_tokens_long"]
+    density = powersim.demand_density(np.array([0.0, 0.0, 3.0, 0.0]), "t")
+    assert density["empty_minute_share"] == 0.75 and density["median_per_min"] == 0.0
+    assert density["too_sparse"] and "t is too sparse" in density["warning"]
+    assert powersim.demand_density(np.array([0.0, 2.0, 3.0, 1.0]), "t")["warning"] is None
+
+
+def test_cli_powersim_json_warns_when_the_trace_is_too_sparse(sparse_db, capsys):
+    rc, doc = _cli(capsys, "--db", str(sparse_db), "powersim", "--inference",
+                   "lora_request_trace", "--days", "1", "--warmup-days", "1", "--gpus", "32")
+    assert rc == 0
+    density = doc["inputs"]["demand_density"]
+    # the simulated shape is the trace's 22 whole days from its first midnight
+    assert density["minutes"] == 31_680 and density["too_sparse"] is True
+    assert 0.69 < density["empty_minute_share"] < 0.71 and density["median_per_min"] == 0.0
+    assert doc["warnings"] == [density["warning"]]
+    assert doc["warnings"][0].startswith("lora_request_trace is too sparse to represent "
+                                         "serving load: 70% of its 31,680 minutes")

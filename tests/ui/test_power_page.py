@@ -3,7 +3,7 @@ BurstGPT per-minute series it simulates, and moving the inference share changes 
 
 from __future__ import annotations
 
-from harness import metrics, new_app, seed, table_with
+from harness import case_file, metrics, new_app, seed, table_with
 
 
 def test_power_page_without_jobs_says_how_to_add_them(app_env):
@@ -103,3 +103,32 @@ def test_power_page_request_groups_show_the_model_and_its_replay_validation(app_
     assert groups["group"].tolist() == ["code", *(f"conversation Q{k}" for k in range(1, 5))]
     assert (groups["alpha"] > 0).all()
     assert any("Replay validation: PSD" in c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_power_page_defaults_to_a_dense_trace_and_warns_on_the_sparse_lora_trace(app_env):
+    """Issue 18 item 15: with the LoRA trace (23 days, 70 % empty minutes) beside the 1-hour
+    Azure conv trace, the page opens on Azure conv without a sparsity warning; choosing LoRA
+    shows the warning the JSON carries. The sweep is cancelled ahead (one scenario per run)."""
+    seed(app_env["db"], "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv",
+         "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    from analytics import store
+    from analytics.ingest import files as ingest
+
+    jobs = case_file("22-sacct-dst-local-times.txt")  # 12 Slurm jobs: a cheap batch fit
+    con = store.connect(app_env["db"])
+    ingest.ingest_files(con, [ingest.FileIn(jobs, jobs.name)])
+    con.close()
+    at = new_app().run()
+    at.session_state["power_days"] = 1
+    at.session_state["power_gpus"] = 16
+    at.session_state["power_sweep_cancelled"] = True
+    at.switch_page("pages/power.py").run()
+    assert not at.exception
+    box = at.selectbox(key="power_inference")
+    assert box.value == "AzureLLMInferenceTrace_conv"
+    assert box.options[-2:] == ["lora_request_trace", "synthetic"]
+    assert not any("too sparse" in w.value for w in at.warning)
+    box.set_value("lora_request_trace").run()
+    assert not at.exception
+    sparse = [w.value for w in at.warning if "too sparse" in w.value]
+    assert len(sparse) == 1 and "70% of its 31,680 minutes carry no inference demand" in sparse[0]
