@@ -4,6 +4,7 @@ ranking, backtest and promotion gate - on the real staged benchmarks and job his
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -104,6 +105,39 @@ def test_no_job_history_falls_back_to_the_flat_default(con):
     u = decide.UtilityParams()
     assert ctx.p_launch(4, "H100-80GB", u) == u.default_launch_success == 0.95
     assert ctx.wait_h(4) == 0.0
+
+
+def test_launch_prior_is_per_gpu_kind_and_count_shrunk_to_the_pool():
+    """Issue 18 item 2 (OmniPilot Sec. 3.3.2 / 5.2): 4 x H100 and 4 x A100 get their own
+    launch priors when their job histories differ, each the beta-binomial posterior mean
+    (s + a) / (n + a + b); a kind with few jobs is pulled toward the pooled prior mean by
+    w = (a + b) / (n + a + b) of the way from its raw rate (hand-computed below from the
+    fitted a, b); a kind without history at that count gets the count pooled over kinds."""
+    def jobs_of(kind, n_gpus, ok, bad):
+        return pd.DataFrame({"gpu_kind": kind, "n_gpus": n_gpus,
+                             "state": ["COMPLETED"] * ok + ["FAILED"] * bad})
+    jobs = pd.concat([jobs_of("h100", 4, 16, 24), jobs_of("a100", 4, 32, 8),
+                      jobs_of("h100", 1, 45, 5), jobs_of("a100", 1, 40, 10),
+                      jobs_of("h200", 4, 3, 0)], ignore_index=True)
+    pri = priors.launch_priors(jobs)
+    assert set(pri["gpu_kind"]) == {"H100-80GB", "A100-40GB", "H200-141GB"}  # catalog keys
+    a, b = pri["prior_a"].iloc[0], pri["prior_b"].iloc[0]
+    ctx, u = decide.Context(pri), decide.UtilityParams()
+    h100, a100 = ctx.p_launch(4, "H100-80GB", u), ctx.p_launch(4, "A100-40GB", u)
+    assert h100 == pytest.approx((16 + a) / (40 + a + b))
+    assert a100 == pytest.approx((32 + a) / (40 + a + b))
+    assert h100 < 0.5 < a100  # raw 0.40 vs 0.80: different priors for the same GPU count
+    # the sparse kind (3 of 3 at x4): pulled from its raw 1.0 toward the prior mean by w
+    m, w = a / (a + b), (a + b) / (3 + a + b)
+    h200 = ctx.p_launch(4, "H200-141GB", u)
+    assert h200 == pytest.approx(1.0 + w * (m - 1.0))
+    row = pri[(pri["gpu_kind"] == "H200-141GB") & (pri["n_gpus"] == 4)].iloc[0]
+    assert row["shrinkage"] == pytest.approx(w) and row["shrinkage"] > pri["shrinkage"].max() - 1e-12
+    assert m == pytest.approx(136 / 183, abs=0.05)  # the prior mean sits at the pooled rate
+    # no B200 history at x4: the x4 rate pooled over kinds (trial-weighted posterior means)
+    x4 = pri[pri["n_gpus"] == 4]
+    assert ctx.p_launch(4, "B200", u) == pytest.approx(
+        np.average(x4["posterior_mean"], weights=x4["trials"]))
 
 
 # ------------------------------------------------------------------ cost model
@@ -212,18 +246,68 @@ def test_held_out_cell_and_random_fold_coverage_are_both_reported(adv):
         assert abs(cov["random_fold"] - cov["nominal"]) < 0.05
 
 
-def test_ttft_is_left_unfitted_when_its_cells_are_fewer_than_folds(bench_db):
-    """TTFT has too few measured cells on the staged grids for cell-grouped folds: the model
-    says so (rows, cells, fitted False) instead of fitting; the counts are the data's."""
+def test_ttft_is_fitted_with_one_fold_per_cell_on_the_argonne_tables(bench_db):
+    """Issue 18 item 6: the Argonne TTFT table (Fig. 22) measures TTFT in 3 workload cells
+    (one per model at 1024 input tokens, batch 16), fewer than the 5 folds of the other
+    targets: TTFT is fitted with min(5, 3) = 3 grouped folds, i.e. leave-one-cell-out, and says
+    so; its support is that one operating point. A target with fewer than 3 cells is not
+    fitted and says why."""
     con = store.connect(bench_db)
     runs = store.bench_runs(con)
     con.close()
     p = model.FitParams(targets=("ttft_ms",))
     df = model.prepare(runs)
     has = df[df["ttft_ms"].notna() & (df["ttft_ms"] > 0)]
-    assert has["cell"].nunique() < p.n_splits  # the premise, from the data
-    assert model.fit(runs, p).metrics["ttft_ms"] == {
-        "rows": len(has), "cells": has["cell"].nunique(), "fitted": False}
+    assert has["cell"].nunique() == 3 < p.n_splits  # the premise, from the data
+    cost = model.fit(runs, p)
+    m = cost.metrics["ttft_ms"]
+    assert m["fitted"] and m["folds"] == 3 and m["cells"] == 3 and m["rows"] == len(has)
+    assert 0 <= m["coverage"]["held_out_cell"] <= 1 and m["coverage"]["nominal"] == 0.8
+    assert m["support"]["numeric"]["in_len"] == [1024.0, 1024.0]
+    assert m["support"]["numeric"]["concurrency"] == [16.0, 16.0]
+    oof = cost.oof[cost.oof["ttft_ms"].notna()]
+    assert oof["ttft_ms_q50"].notna().all()  # every measured row has a held-out prediction
+    two = runs[runs["model"].isin(has["model"].unique()[:2])]
+    m2 = model.fit(two, p).metrics["ttft_ms"]
+    assert m2["fitted"] is False and m2["cells"] == 2 and "3 cells" in m2["reason"]
+
+
+QUANT = ["llm_inference_bench_argonne/Fig_3__A100_H100_quant_all_results.csv",
+         "llm_inference_bench_argonne/Fig_3__qaunt_results__quant_all_results.csv"]
+
+
+def test_quantised_arms_where_the_argonne_tables_measure_them(tmp_path):
+    """Issue 18 item 6: the staged Argonne Fig. 3 quantisation tables measure Llama-3-8B with
+    fp16, fp8 and int8 weights (int8 SmoothQuant, ``int8_sq``, on A100 with TensorRT-LLM;
+    ``full_prec`` is the fp16 baseline). The arm grid carries int8, AWQ and GPTQ; the int8 arm
+    on the A100 is inside measured support and ranked, int8 elsewhere and AWQ / GPTQ (measured
+    nowhere in the staged data) abstain, flagged on the precision axis, never ranked."""
+    con = store.connect(tmp_path / "q.duckdb")
+    ingest.ingest_files(con, [ingest.FileIn(shared(r), shared(r).name) for r in QUANT])
+    runs = store.bench_runs(con)
+    con.close()
+    assert {"full_prec", "int8_sq"} <= set(runs["precision"])  # as the upstream table names
+    assert set(model.prepare(runs)["precision"]) == {"fp16", "fp8", "int8"}
+    cost = model.fit(runs, model.FitParams(targets=("throughput_tok_s",), n_estimators=30))
+    assert "A100-40GB/int8" in cost.envelope["combos"]
+    assert not any(c.endswith(("/awq", "/gptq")) for c in cost.envelope["combos"])
+    req = decide.Request("meta-llama/Meta-Llama-3-8B", 8, 16, 1024, 1024,
+                         task="argonne-offline", framework="TensorRT-LLM")
+    scored = decide.advise(cost, req, decide.UtilityParams())
+    assert set(scored["precision"]) == {"bf16", "fp16", "fp8", "int8", "awq", "gptq"}
+    a100 = scored[(scored["hardware"] == "A100-40GB") & (scored["tp"] == 1)].set_index(
+        "precision")
+    assert not a100.loc["int8", "abstain"] and a100.loc["int8", "rank"] >= 1
+    assert a100.loc["int8", "weights_gb"] == 8.0 and a100.loc["awq", "weights_gb"] == 4.0
+    measured_hw = scored["hardware"].isin(["A100-40GB", "H100-80GB"])
+    assert scored.loc[~measured_hw, "abstain"].all()  # other GPU kinds: hardware axis
+    for prec in ("awq", "gptq"):
+        arm = scored[(scored["precision"] == prec) & measured_hw]
+        assert arm["abstain"].all() and arm["rank"].isna().all()
+        assert arm["abstain_axis"].str.startswith(f"precision '{prec}' was never measured").all()
+    h100 = scored[(scored["hardware"] == "H100-80GB") & (scored["precision"] == "int8")]
+    assert h100["abstain_axis"].str.startswith(
+        "precision int8 was never measured on H100-80GB").all()
 
 
 # ------------------------------------------------------------------ decisions
@@ -243,7 +327,11 @@ def test_abstains_outside_envelope_and_names_the_axis(adv):
     scored = decide.advise(adv.cost, req, decide.UtilityParams(), adv.ctx)
     assert scored["abstain"].all() and scored["rank"].isna().all()
     known = scored[scored["hardware"] == "H100-80GB"]
-    assert known["abstain_axis"].str.startswith("params_b 5000 outside").all()
+    measured = known["precision"].isin(["bf16", "fp16", "fp8"])
+    assert known.loc[measured, "abstain_axis"].str.startswith("params_b 5000 outside").all()
+    # AWQ / GPTQ are measured nowhere in the staged data: outside support on the precision axis
+    assert known.loc[known["precision"].isin(["awq", "gptq"]), "abstain_axis"].str.match(
+        r"precision '(awq|gptq)' was never measured").all()
     req = decide.Request("meta-llama/Llama-3.1-8B-Instruct", 8, 64, 1024, 256)
     scored = decide.advise(adv.cost, req, decide.UtilityParams(), adv.ctx)
     h200 = scored[scored["hardware"] == "H200-141GB"]  # no H200 in the staged benchmarks
@@ -292,6 +380,84 @@ def test_kv_saturation_penalty_and_feasibility():
     assert not chk["feasible"] and "KV cache" in chk["why"]
 
 
+def _kv_oof(n_cells: int = 4) -> pd.DataFrame:
+    """Held-out predictions of cells where an 8B model serves 18 x (4096 + 4096) tokens:
+    A100-40GB x1 (1,000 tok/s) fills 0.97 of its KV memory (KV factor 1 - 2 x 0.12 = 0.77),
+    H100-80GB x1 (1,200 tok/s) 0.34. At 1e-5 USD per token (value 36 vs 43 USD an hour, price
+    4.10 vs 12.29 USD) the A100 is best without the KV term (31.8 vs 30.5 USD), the H100 with
+    it (A100 about 23.5 USD)."""
+    rows = []
+    for i in range(n_cells):
+        for hw, thr in (("A100-40GB", 1000.0), ("H100-80GB", 1200.0)):
+            rows.append({"cell": f"c{i}", "hardware": hw, "tp": 1, "precision": "bf16",
+                         "model": f"m{i}", "task": "t", "params_b": 8.0, "in_len": 4096.0,
+                         "out_len": 4096.0, "concurrency": 18.0, "n_gpus": 1,
+                         "throughput_tok_s": thr, "throughput_tok_s_q10": thr * 0.9,
+                         "throughput_tok_s_q50": thr, "throughput_tok_s_q90": thr * 1.1,
+                         "itl_ms": 40.0 if hw == "A100-40GB" else 60.0,
+                         "itl_ms_q10": 30.0, "itl_ms_q50": 40.0 if hw == "A100-40GB" else 60.0,
+                         "itl_ms_q90": 55.0 if hw == "A100-40GB" else 80.0})
+    return pd.DataFrame(rows)
+
+
+def test_backtest_kv_term_changes_the_chosen_arm():
+    """Issue 18 item 3: the backtest scores arms with the live ranking's KV-saturation term
+    (knee 0.85), so the knee changes which arm the advisor picks and which one is best; an ITL
+    SLO adds the violation term (measured ITL over the SLO: the arm's value is lost)."""
+    cost = SimpleNamespace(oof=_kv_oof())
+    v = 1e-5
+    with_kv = advisor_backtest.backtest(cost, decide.UtilityParams(value_per_token_usd=v))
+    no_kv = advisor_backtest.backtest(cost, decide.UtilityParams(value_per_token_usd=v,
+                                                                 kv_knee=math.inf))
+    u = decide.UtilityParams(value_per_token_usd=v)
+    arms_df = advisor_backtest._arms(cost, u)
+    advisor_backtest._utilities(arms_df, u, decide.Context(), {"ttft_ms": None, "itl_ms": None})
+    a100 = arms_df[arms_df["hardware"] == "A100-40GB"].iloc[0]
+    occ = 18 * 8192 * 131_072 / 1e9 / (40 * 0.9 - 16)
+    assert a100["occupancy"] == pytest.approx(occ)
+    assert a100["kv_factor"] == pytest.approx(1 - 2.0 * (occ - 0.85))
+    picks = {}
+    for name, uu in (("kv", u), ("none", decide.UtilityParams(value_per_token_usd=v,
+                                                              kv_knee=math.inf))):
+        df = advisor_backtest._arms(cost, uu)
+        advisor_backtest._utilities(df, uu, decide.Context(), {"ttft_ms": None, "itl_ms": None})
+        picks[name] = df.loc[advisor_backtest._pick_advisor("c0", df[df["cell"] == "c0"]),
+                             "hardware"]
+    assert picks == {"kv": "H100-80GB", "none": "A100-40GB"}
+    assert with_kv["terms"]["kv_penalised_arms"] == 4 and no_kv["terms"]["kv_penalised_arms"] == 0
+    assert with_kv["policies"]["advisor"]["top1"] == no_kv["policies"]["advisor"]["top1"] == 1.0
+    # the cheapest-fit baseline (the A100) is right only without the KV term
+    assert no_kv["policies"]["cheapest_fit"]["top1"] == 1.0
+    assert with_kv["policies"]["cheapest_fit"]["top1"] == 0.0
+    # an ITL SLO of 50 ms: the H100's measured 60 ms violates it, so the A100 is best again
+    slo = advisor_backtest.backtest(cost, u, itl_slo_ms=50.0)
+    assert slo["terms"]["slo"] == {"ttft_ms": None, "itl_ms": 50.0}
+    assert slo["policies"]["cheapest_fit"]["top1"] == 1.0
+    assert (decide.p_slo(arms_df, {"itl_ms": 50.0}, measured=True) == [0.0, 1.0] * 4).all()
+
+
+def test_bootstrap_intervals_contain_the_estimate_and_narrow_with_more_cells():
+    """Percentile bootstrap of the per-cell mean (1,000 resamples, seed 0): the interval holds
+    the mean, is reproducible, and shrinks about as 1 / sqrt(cells) (4x the cells: half the
+    width, within the bootstrap's own noise)."""
+    pattern = [1.0, 0.0, 1.0, 1.0]  # top-1 hits: mean 0.75
+    widths = []
+    for reps in (10, 40):
+        v = pattern * reps
+        lo, hi = advisor_backtest.bootstrap_ci(v)
+        assert lo <= np.mean(v) <= hi and advisor_backtest.bootstrap_ci(v) == [lo, hi]
+        widths.append(hi - lo)
+    assert widths[1] < widths[0] and widths[1] / widths[0] == pytest.approx(0.5, abs=0.1)
+    # sd of the mean over 40 cells: sqrt(0.75 x 0.25 / 40) = 0.0685; 95 % width ~ 3.92 sd
+    assert widths[0] == pytest.approx(3.92 * math.sqrt(0.75 * 0.25 / 40), rel=0.15)
+    few = advisor_backtest.backtest(SimpleNamespace(oof=_kv_oof(4)),
+                                    decide.UtilityParams(value_per_token_usd=1e-5))
+    many = advisor_backtest.backtest(SimpleNamespace(oof=_kv_oof(40)),
+                                     decide.UtilityParams(value_per_token_usd=1e-5))
+    assert few["cells"] == 4 and many["cells"] == 40
+    assert few["policies"]["size_rule"]["top1_ci95"] == [0.0, 0.0]  # no spread: no width
+
+
 @pytest.fixture(scope="session")
 def adv_backtest(adv):
     """The backtest of the session's fitted advisor (a few seconds: computed once)."""
@@ -301,10 +467,18 @@ def adv_backtest(adv):
 def test_real_backtest_reports_all_policies(adv_backtest):
     bt = adv_backtest
     assert bt["cells"] > 50
-    assert set(bt["policies"]) == {"advisor", "size_rule", "h100_fp8_recipe", "throughput_max",
-                                   "nearest_neighbour", "cheapest_fit"}
+    assert set(bt["policies"]) == {"advisor", "advisor_ignoring_memory_model", "size_rule",
+                                   "h100_fp8_recipe", "throughput_max", "nearest_neighbour",
+                                   "cheapest_fit"}
     for p in bt["policies"].values():
         assert 0 <= p["top1"] <= 1 and p["regret"] >= 0
+        # issue 18 item 3: 95 % bootstrap intervals over cells contain the point estimates
+        assert p["top1_ci95"][0] <= p["top1"] <= p["top1_ci95"][1]
+        assert p["regret_ci95"][0] <= p["regret"] <= p["regret_ci95"][1]
+    assert bt["bootstrap"] == {"resamples": 1000, "seed": 0, "level": 0.95,
+                               "method": "percentile bootstrap over cells"}
+    # the KV term is live: the Argonne cells measure input lengths, so occupancies are known
+    assert bt["terms"]["kv_arms"] > 0 and bt["terms"]["kv_penalised_arms"] > 0
     assert bt["policies"]["advisor"]["regret"] < bt["policies"]["throughput_max"]["regret"]
 
 
@@ -484,9 +658,18 @@ def test_cli_advise_and_backtest(bench_db, capsys):
     flagged = [a for a in doc["arms"][len(ranked):] if a["abstain"]]
     assert doc["arms"][:len(ranked)] == ranked and flagged
     assert all(a["support"].startswith("outside measured support (axis ") for a in flagged)
+    # issue 18 item 6: each SLO says whether it has a model and where it extrapolates
+    ttft = doc["slo_models"]["ttft_ms"]
+    assert ttft["fitted"] and ttft["folds"] == ttft["cells"] == 3
+    assert ttft["outside_support"].startswith("task 'lm-arena-chat' was never measured")
+    assert doc["slo_models"]["itl_ms"]["folds"] == 5
     code = cli.main(["--db", str(bench_db), "advisor-backtest"])
     doc = strict_loads(capsys.readouterr().out)
-    assert code == 0 and len(doc["policies"]) == 6
+    assert code == 0 and len(doc["policies"]) == 7
+    assert all(len(p["top1_ci95"]) == len(p["regret_ci95"]) == 2
+               for p in doc["policies"].values())
+    assert doc["bootstrap"]["resamples"] == 1000 and doc["terms"]["slo"]["itl_ms"] is None
+    assert doc["slos_without_model"] == []  # TTFT fitted with 3 folds, ITL with 5
     assert doc["model_cache"] == "hit"  # same data, same fit
     assert set(doc["coverage"]) >= {"held_out_cell", "random_fold"}
     assert doc["model_version"]["promoted"] is True
