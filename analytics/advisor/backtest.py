@@ -82,18 +82,20 @@ def bootstrap_ci(values, n_resamples: int = N_RESAMPLES, seed: int = BOOT_SEED,
 
 def _arms(cost: cm.CostModel, u: UtilityParams) -> pd.DataFrame:
     """One row per (cell, arm) with two or more measured, priced arms in the cell: medians of
-    the measured targets and of their held-out q10 / q50 / q90 predictions."""
+    the measured targets and of their held-out q10 / q50 / q90 predictions; ``n_gpus`` is the
+    GPUs the run used (TP x pipeline stages: a TP 1 x PP 4 run is priced as 4 GPUs)."""
     o = cost.oof
     o = o[o["throughput_tok_s"].notna() & o["throughput_tok_s_q50"].notna()]
     o = o[o["hardware"].isin(list(u.prices_usd_per_gpu_h))]
     agg = {"throughput_tok_s": "median", "throughput_tok_s_q50": "median",
-           "params_b": "first", "concurrency": "first", "out_len": "median", "in_len": "first"}
+           "params_b": "first", "concurrency": "first", "out_len": "median", "in_len": "first",
+           "n_gpus": "max"}
     for t in ("power_w", "itl_ms", "ttft_ms"):
         for c in (t, f"{t}_q10", f"{t}_q50", f"{t}_q90"):
             if c in o:
                 agg[c] = "median"
     arms_df = o.groupby(["cell", *cm.ARM], as_index=False).agg(agg)
-    arms_df["n_gpus"] = arms_df["tp"]
+    arms_df["n_gpus"] = arms_df["n_gpus"].fillna(arms_df["tp"]).astype(int)
     counts = arms_df.groupby("cell")["hardware"].transform("size")
     return arms_df[counts >= 2].reset_index(drop=True)
 

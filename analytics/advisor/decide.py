@@ -154,13 +154,14 @@ def memory_fit(params_b: float, concurrency: float, tokens: float, arm: dict,
     if mem is None:
         return {"weights_gb": weights, "kv_gb": None, "occupancy": None, "feasible": False,
                 "why": f"memory of {arm['hardware']} unknown"}
-    usable = arm["tp"] * mem * u.gpu_mem_util
+    gpus = arm.get("n_gpus") or arm["tp"]  # pipeline stages split the weights too
+    usable = gpus * mem * u.gpu_mem_util
     kvb = u.kv_bytes_per_token or kv_bytes_per_token(params_b)
     kv = concurrency * tokens * kvb / 1e9
     if weights >= usable:
         return {"weights_gb": weights, "kv_gb": kv, "occupancy": None, "feasible": False,
                 "why": f"weights {weights:.0f} GB do not fit {usable:.0f} GB "
-                       f"({arm['tp']} x {mem:g} GB x {u.gpu_mem_util})"}
+                       f"({gpus} x {mem:g} GB x {u.gpu_mem_util})"}
     occ = kv / (usable - weights)
     if occ > 1:
         return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": False,
@@ -390,12 +391,14 @@ def score_arms(arms_df: pd.DataFrame, throughput_tok_s, power_w, p_slo_arm,
     """
     hw, tp = arms_df["hardware"].tolist(), arms_df["tp"].tolist()
     tokens = (arms_df["in_len"].astype(float) + arms_df["out_len"].astype(float)).tolist()
-    mems = [memory_fit(float(pb), float(c), tok, {"hardware": h, "tp": t, "precision": p}, u)
-            for h, t, p, pb, c, tok in zip(hw, tp, arms_df["precision"], arms_df["params_b"],
-                                           arms_df["concurrency"], tokens, strict=True)]
+    n = arms_df["n_gpus"].tolist()
+    mems = [memory_fit(float(pb), float(c), tok,
+                       {"hardware": h, "tp": t, "precision": p, "n_gpus": k}, u)
+            for h, t, p, k, pb, c, tok in zip(hw, tp, arms_df["precision"], n,
+                                              arms_df["params_b"], arms_df["concurrency"],
+                                              tokens, strict=True)]
     occ = np.array([np.nan if m["occupancy"] is None else m["occupancy"] for m in mems],
                    dtype=float)
-    n = arms_df["n_gpus"].tolist()
     p_launch = np.array([ctx.p_launch(k, h, u) for h, k in zip(hw, n, strict=True)], dtype=float)
     wait = np.array([ctx.wait_h(k) for k in n], dtype=float)
     terms = utility_many(throughput_tok_s, power_w, n, hw, occ, p_slo_arm, p_launch, wait, u)
