@@ -308,6 +308,14 @@ def test_quantised_arms_where_the_argonne_tables_measure_them(tmp_path):
     h100 = scored[(scored["hardware"] == "H100-80GB") & (scored["precision"] == "int8")]
     assert h100["abstain_axis"].str.startswith(
         "precision int8 was never measured on H100-80GB").all()
+    # int8 on the A100 is measured for the 8B model only: a 70B request is outside its support
+    assert cost.envelope["combo_params_b"]["A100-40GB/int8"] == [8.0, 8.0]
+    env = {**cost.envelope, "numeric": {**cost.envelope["numeric"], "params_b": [2.0, 671.0]}}
+    row = {"hardware": "A100-40GB", "precision": "int8", "task": "argonne-offline",
+           "framework": "vLLM", "params_b": 70.0, "tp": 1}
+    assert model.outside(env, row) == ("precision int8 on A100-40GB was measured for 8-8 B "
+                                       "parameters only, not 70 B")
+    assert model.outside(env, {**row, "params_b": 8.0}) is None
 
 
 # ------------------------------------------------------------------ decisions

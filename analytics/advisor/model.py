@@ -213,13 +213,20 @@ def support_envelope(df: pd.DataFrame) -> dict:
 
     Returns
     -------
-    dict with ``numeric`` {axis: [min, max]}, ``categorical`` {axis: sorted values} and
-    ``combos`` (hardware, precision) pairs measured.
+    dict with ``numeric`` {axis: [min, max]}, ``categorical`` {axis: sorted values},
+    ``combos`` (hardware, precision) pairs measured and ``combo_params_b`` {"hw/precision":
+    [min, max] parameters, billions}: a precision measured on a GPU kind for one model size
+    only (the Argonne int8 runs: Llama-3-8B on A100) does not vouch for other sizes there.
     """
     num = {a: [float(df[a].min()), float(df[a].max())] for a in NUMERIC_AXES if df[a].notna().any()}
     cat = {a: sorted(df[a].dropna().astype(str).unique().tolist()) for a in CATEGORICAL_AXES}
     combos = sorted({f"{h}/{p}" for h, p in zip(df["hardware"], df["precision"], strict=True)})
-    return {"numeric": num, "categorical": cat, "combos": combos}
+    sizes = df[df["params_b"].notna()].assign(
+        combo=df["hardware"].astype(str) + "/" + df["precision"].astype(str)).groupby("combo")[
+        "params_b"].agg(["min", "max"])
+    combo_params = {c: [float(r["min"]), float(r["max"])] for c, r in sizes.iterrows()}
+    return {"numeric": num, "categorical": cat, "combos": combos,
+            "combo_params_b": combo_params}
 
 
 def outside(envelope: dict, row: dict) -> str | None:
@@ -235,6 +242,11 @@ def outside(envelope: dict, row: dict) -> str | None:
         v = row.get(axis)
         if v is not None and not (isinstance(v, float) and math.isnan(v)) and not lo <= v <= hi:
             return f"{axis} {v:g} outside the measured range [{lo:g}, {hi:g}]"
+    size, rng = row.get("params_b"), envelope.get("combo_params_b", {}).get(combo)
+    if rng and size is not None and not (isinstance(size, float) and math.isnan(size)) \
+            and not rng[0] <= size <= rng[1]:
+        return (f"precision {row.get('precision')} on {row.get('hardware')} was measured for "
+                f"{rng[0]:g}-{rng[1]:g} B parameters only, not {size:g} B")
     return None
 
 
