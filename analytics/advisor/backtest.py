@@ -23,33 +23,42 @@ def _size_tp(params_b: float) -> int:
 _HW_PREF = ("A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "B200")
 
 
+_PREC_RANK = {"bf16": 0, "fp16": 1}
+
+
 def _pick_size_rule(cell: pd.DataFrame) -> int:
+    """Size rule: the arms nearest the size's TP, then by hardware preference (:data:`_HW_PREF`,
+    unknown last), then bf16, fp16, other; first in cell order on ties (a stable sort)."""
     want = _size_tp(float(cell["params_b"].iloc[0]))
-    tp_dist = (cell["tp"] - want).abs()
-    c = cell[tp_dist == tp_dist.min()]
-    hw_rank = c["hardware"].map(lambda h: _HW_PREF.index(h) if h in _HW_PREF else 99)
-    prec_rank = c["precision"].map({"bf16": 0, "fp16": 1}).fillna(2)
-    return c.assign(_h=hw_rank, _p=prec_rank).sort_values(["_h", "_p"]).index[0]
+    dist = np.abs(cell["tp"].to_numpy() - want)
+    idx = np.flatnonzero(dist == dist.min())
+    hw = [_HW_PREF.index(h) if h in _HW_PREF else 99 for h in cell["hardware"].to_numpy()[idx]]
+    prec = [_PREC_RANK.get(p, 2) for p in cell["precision"].to_numpy()[idx]]
+    return cell.index[idx[np.lexsort((prec, hw))[0]]]
 
 
 def _pick_h100_fp8(cell: pd.DataFrame) -> int:
-    h = cell[cell["hardware"] == "H100-80GB"]
-    if h.empty:
+    """H100/FP8 recipe: an H100 arm, fp8 first, then the smallest TP; the size rule without
+    an H100 arm."""
+    idx = np.flatnonzero(cell["hardware"].to_numpy() == "H100-80GB")
+    if not len(idx):
         return _pick_size_rule(cell)
-    return h.assign(_p=(h["precision"] != "fp8").astype(int)).sort_values(["_p", "tp"]).index[0]
+    not_fp8 = cell["precision"].to_numpy()[idx] != "fp8"
+    return cell.index[idx[np.lexsort((cell["tp"].to_numpy()[idx], not_fp8))[0]]]
 
 
-def _peak_tflops(row) -> float:
-    spec = hardware.CATALOG.get(row["hardware"])
+def _peak_tflops(hw: str, precision: str, tp) -> float:
+    spec = hardware.CATALOG.get(hw)
     if spec is None:
         return 0.0
-    t = spec.fp8_tflops if row["precision"] == "fp8" and spec.fp8_tflops else spec.bf16_tflops
-    return (t or 0.0) * row["tp"]
+    t = spec.fp8_tflops if precision == "fp8" and spec.fp8_tflops else spec.bf16_tflops
+    return (t or 0.0) * tp
 
 
 def _pick_throughput_max(cell: pd.DataFrame) -> int:
-    return cell.assign(_t=cell.apply(_peak_tflops, axis=1)).sort_values(
-        "_t", ascending=False).index[0]
+    peak = [_peak_tflops(h, p, t) for h, p, t in zip(cell["hardware"], cell["precision"],
+                                                      cell["tp"], strict=True)]
+    return pd.Series(peak, index=cell.index).sort_values(ascending=False).index[0]
 
 
 def _pick_cheapest(cell: pd.DataFrame) -> int:
