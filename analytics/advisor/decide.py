@@ -22,6 +22,10 @@ a violated SLO is the value of the tokens it would have served). Memory model (f
 weights ``params_b * bits / 8`` GB must fit ``tp * memory_gb * gpu_mem_util``; the KV cache for
 ``concurrency x (in_len + out_len)`` tokens at ``kv_bytes_per_token`` must fit what is left
 (occupancy <= 1), else the arm is infeasible and never ranked.
+
+One scoring path: :func:`score_arms` (memory model, launch prior per GPU kind and count, queue
+wait, utility terms) and :func:`p_slo` serve both the live ranking (:func:`advise`) and the
+backtest (:mod:`analytics.advisor.backtest`), so the KV knee and the SLO term act in both.
 """
 
 from __future__ import annotations
