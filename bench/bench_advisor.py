@@ -5,7 +5,8 @@ Goal: < 50 ms CPU per advise call; the CLI reuses a stored fit instead of refitt
 
 Store: the staged real benchmarks and job history the advisor tests use (ML.ENERGY v2 / v3,
 Argonne, MIT SuperCloud Slurm log). Request: Llama-3.1-405B, 64 x (1024 + 512) tokens, TTFT
-and ITL SLOs (every term of the utility is exercised), 132 arms.
+and ITL SLOs (every term of the utility is exercised), 264 arms (11 GPU kinds x 4 TP x 6
+precisions).
 
 Baseline in the same run (no pre-change code ships): :func:`naive_advise` below is the per-arm
 pandas path the product used before issue 15 (a pandas filter of the priors and waits tables per
@@ -59,10 +60,14 @@ GOAL_MS = 50.0
 
 
 # --------------------------------------------------------------------- the pre-change path
-def naive_success_for(priors: pd.DataFrame, n_gpus: int) -> float | None:
-    """Pooled launch success of one arm by filtering the priors frame (pre-change)."""
+def naive_success_for(priors: pd.DataFrame, n_gpus: int, hw: str) -> float | None:
+    """Launch success of one arm by filtering the priors frame (pre-change): the (kind, count)
+    row, else the count pooled over kinds, else the prior mean."""
     if priors is None or priors.empty:
         return None
+    own = priors[(priors["n_gpus"] == n_gpus) & (priors["gpu_kind"] == hw)]
+    if not own.empty:
+        return float(own["posterior_mean"].iloc[0])
     hit = priors[(priors["n_gpus"] == n_gpus)]
     if not hit.empty:
         return float(np.average(hit["posterior_mean"], weights=hit["trials"]))
@@ -136,7 +141,7 @@ def naive_advise(cost, req, u, ctx) -> pd.DataFrame:
             if slo and f"{tgt}_q50" in p:
                 pe = naive_p_exceed(p[f"{tgt}_q10"], p[f"{tgt}_q50"], p[f"{tgt}_q90"], slo)
                 p_slo = 1 - (1 - p_slo) * (1 - (0.0 if np.isnan(pe) else pe))
-        s = naive_success_for(ctx.priors, a["tp"])
+        s = naive_success_for(ctx.priors, a["tp"], a["hardware"])
         p_launch = u.default_launch_success if s is None else s
         wait = naive_wait_h(ctx.waits, a["tp"])
         terms = naive_utility(p.get("throughput_tok_s_q50", float("nan")), p.get("power_w_q50"),

@@ -129,6 +129,10 @@ elif dec["decision"] == "launch":
                f"{dec['best_utility_usd']:.2f} USD over {float(runtime):g} h. {be_text}.")
 if val["support_warning"]:
     st.warning("Outside measured support: " + widgets.plain(val["support_warning"]) + ".")
+slo_notes = [m["note"] for m in whatifs.advisor_slo_models(request).values()
+             if m["note"] and (m["slo_ms"] or not m["fitted"])]
+if slo_notes:  # issue 18 item 6: which SLOs have no model, or only an extrapolating one
+    st.info("SLO models: " + "; ".join(widgets.plain(n) for n in slo_notes) + ".")
 out.chart(cache.figure(charts.advisor_arms_chart, scored), key="arms_chart")
 
 tab_arms, tab_val, tab_bt, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
@@ -173,9 +177,22 @@ with tab_bt:
         st.info("No workload cell has two or more measured, priced arms: nothing to backtest.")
     else:
         out.chart(cache.figure(charts.backtest_chart, bt), key="backtest_chart")
-        out.table(pd.DataFrame(bt["policies"]).T, key="backtest_table")
+        out.table(pd.DataFrame([
+            {"policy": k, "top-1": p["top1"], "top-1 95% CI low": p["top1_ci95"][0],
+             "top-1 95% CI high": p["top1_ci95"][1], "regret": p["regret"],
+             "regret 95% CI low": p["regret_ci95"][0], "regret 95% CI high": p["regret_ci95"][1]}
+            for k, p in bt["policies"].items()]), hide_index=True, key="backtest_table")
+        terms = bt["terms"]
         st.caption("Each cell's predictions come from a GroupKFold model that never saw the "
-                   "cell; the true utility uses the measured throughput and power.")
+                   "cell; the true utility uses the measured throughput and power, and both "
+                   "use the ranking's own terms: KV-saturation penalty above occupancy "
+                   f"{terms['kv_knee']:g} ({terms['kv_penalised_arms']} of {bt['arms']} arms "
+                   f"penalised, in {terms['kv_cells']} cells; occupancy is known only where "
+                   "the source measures input lengths), launch prior, queue wait. "
+                   f"{terms['infeasible_measured_arms']} measured arms are infeasible by the "
+                   "memory model; the advisor never picks them (advisor_ignoring_memory_model "
+                   "may). Intervals: percentile bootstrap over cells, "
+                   f"{bt['bootstrap']['resamples']:,} resamples, seed {bt['bootstrap']['seed']}.")
 with tab_cal:
     out.chart(cache.figure(charts.calibration_chart, adv.cost.metrics), key="calibration_chart")
     out.table(pd.DataFrame({t: {"rows": m["rows"], "cells": m["cells"],

@@ -22,6 +22,10 @@ a violated SLO is the value of the tokens it would have served). Memory model (f
 weights ``params_b * bits / 8`` GB must fit ``tp * memory_gb * gpu_mem_util``; the KV cache for
 ``concurrency x (in_len + out_len)`` tokens at ``kv_bytes_per_token`` must fit what is left
 (occupancy <= 1), else the arm is infeasible and never ranked.
+
+One scoring path: :func:`score_arms` (memory model, launch prior per GPU kind and count, queue
+wait, utility terms) and :func:`p_slo` serve both the live ranking (:func:`advise`) and the
+backtest (:mod:`analytics.advisor.backtest`), so the KV knee and the SLO term act in both.
 """
 
 from __future__ import annotations
@@ -124,11 +128,15 @@ class Request:
 
 
 ARM_TP = (1, 2, 4, 8)
-ARM_PRECISIONS = ("bf16", "fp16", "fp8")
+#: arm precisions: the paper's bf16 / FP8 / AWQ / GPTQ (Sec. 3.1) plus fp16 and int8 weights
+#: (the Argonne Fig. 3 tables measure int8 SmoothQuant on A100 with TensorRT-LLM). A precision
+#: never measured on a GPU kind (AWQ and GPTQ nowhere in the staged data) is outside measured
+#: support there: the arm abstains and is listed flagged, never ranked (no invented numbers).
+ARM_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
 
 
 def arms(hardware_keys=None) -> pd.DataFrame:
-    """The arm grid: hardware x TP in {1, 2, 4, 8} x precision in {bf16, fp16, fp8}."""
+    """The arm grid: hardware x TP in {1, 2, 4, 8} x :data:`ARM_PRECISIONS`."""
     keys = list(hardware_keys or hardware.CATALOG)
     return pd.DataFrame([{"hardware": h, "tp": t, "precision": p}
                          for h in keys for t in ARM_TP for p in ARM_PRECISIONS])
@@ -136,24 +144,33 @@ def arms(hardware_keys=None) -> pd.DataFrame:
 
 def memory_check(req: Request, arm: dict, u: UtilityParams) -> dict:
     """Weights, KV need and occupancy (GB) of one arm; ``feasible`` and ``why`` if not."""
+    return memory_fit(req.params_b, req.concurrency, req.in_len + req.out_len, arm, u)
+
+
+def memory_fit(params_b: float, concurrency: float, tokens: float, arm: dict,
+               u: UtilityParams) -> dict:
+    """:func:`memory_check` from numbers: ``tokens`` per sequence (input + output). A NaN
+    ``tokens`` (a source that does not measure the input length) gives a NaN KV need and
+    occupancy: the arm stays feasible by weights alone and gets no KV penalty."""
     mem = hardware.memory_gb(arm["hardware"])
-    bits = hardware.PRECISION_BITS.get(arm["precision"], 16.0)
-    weights = req.params_b * bits / 8
+    bits = hardware.PRECISION_BITS.get(hardware.precision(arm["precision"]), 16.0)
+    weights = params_b * bits / 8
     if mem is None:
         return {"weights_gb": weights, "kv_gb": None, "occupancy": None, "feasible": False,
                 "why": f"memory of {arm['hardware']} unknown"}
-    usable = arm["tp"] * mem * u.gpu_mem_util
-    kvb = u.kv_bytes_per_token or kv_bytes_per_token(req.params_b)
-    kv = req.concurrency * (req.in_len + req.out_len) * kvb / 1e9
+    gpus = arm.get("n_gpus") or arm["tp"]  # pipeline stages split the weights too
+    usable = gpus * mem * u.gpu_mem_util
+    kvb = u.kv_bytes_per_token or kv_bytes_per_token(params_b)
+    kv = concurrency * tokens * kvb / 1e9
     if weights >= usable:
         return {"weights_gb": weights, "kv_gb": kv, "occupancy": None, "feasible": False,
                 "why": f"weights {weights:.0f} GB do not fit {usable:.0f} GB "
-                       f"({arm['tp']} x {mem:g} GB x {u.gpu_mem_util})"}
+                       f"({gpus} x {mem:g} GB x {u.gpu_mem_util})"}
     occ = kv / (usable - weights)
     if occ > 1:
         return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": False,
-                "why": f"KV cache {kv:.0f} GB for {req.concurrency:g} x "
-                       f"{req.in_len + req.out_len:g} tokens exceeds the "
+                "why": f"KV cache {kv:.0f} GB for {concurrency:g} x "
+                       f"{tokens:g} tokens exceeds the "
                        f"{usable - weights:.0f} GB left after weights"}
     return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": True, "why": ""}
 
@@ -213,7 +230,9 @@ class Context:
 
     The lookup tables (:class:`~analytics.advisor.priors.LaunchTable`,
     :class:`~analytics.advisor.priors.WaitTable`) are built once here, so scoring an arm is a
-    dict lookup. Launch priors are pooled over GPU kinds (the arm's kind is not used yet).
+    dict lookup. The launch prior is per (GPU kind, GPU count), shrunk to the pooled rate
+    (OmniPilot Sec. 3.3.2 / 5.2; :mod:`analytics.advisor.priors`); an arm whose kind has no job
+    history at its count gets that count's rate pooled over kinds, else the prior mean.
     """
 
     priors: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -226,7 +245,7 @@ class Context:
         object.__setattr__(self, "wait_table", pr.WaitTable.from_waits(self.waits))
 
     def p_launch(self, n_gpus: int, hw: str, u: UtilityParams) -> float:
-        p = self.launch.get(n_gpus)
+        p = self.launch.get(n_gpus, hw)
         return u.default_launch_success if p is None else p
 
     def wait_h(self, n_gpus: int) -> float:
@@ -285,15 +304,110 @@ def _arm_grid(req: Request, hardware_keys) -> pd.DataFrame:
     return grid
 
 
+SLO_TARGETS = {"ttft_slo_ms": "ttft_ms", "itl_slo_ms": "itl_ms"}
+
+
+def p_slo(frame: pd.DataFrame, slos: dict, measured: bool = False) -> np.ndarray:
+    """Probability per arm that TTFT or ITL exceeds its SLO, ``1 - prod(1 - p_target)``.
+
+    Parameters
+    ----------
+    frame : one row per arm; predicted ``<target>_q10/_q50/_q90`` columns (``measured``
+        False: log-normal tail, :func:`p_exceed_many`) or the measured ``<target>`` column
+        (``measured`` True: 1 where the measurement exceeds the SLO, else 0)
+    slos : ``{"ttft_ms": slo_ms or None, "itl_ms": slo_ms or None}``
+
+    A target without a column or a value (NaN) adds 0: the live ranking and the backtest
+    share this rule (issue 18 item 3).
+    """
+    out = np.zeros(len(frame))
+    for tgt, slo in slos.items():
+        if not slo:
+            continue
+        if measured:
+            if tgt not in frame:
+                continue
+            v = frame[tgt].to_numpy(dtype=float)
+            pe = np.where(np.isnan(v), np.nan, (v > slo).astype(float))
+        elif f"{tgt}_q50" in frame:
+            pe = p_exceed_many(*(frame[f"{tgt}_{q}"].tolist() for q in ("q10", "q50", "q90")),
+                               slo)
+        else:
+            continue
+        out = 1 - (1 - out) * (1 - np.where(np.isnan(pe), 0.0, pe))
+    return out
+
+
+def slo_models(cost: cm.CostModel, req: Request) -> dict:
+    """Which SLO of the request has a fitted model, on how many folds and cells, and whether
+    the request lies inside that target's measured support.
+
+    Returns
+    -------
+    dict target (``ttft_ms``, ``itl_ms``) -> ``{slo_ms, fitted, rows, cells, folds,
+    coverage_held_out_cell, outside_support, note}``; ``note`` is a sentence for the page:
+    an SLO without a model adds no violation term (the ranking ignores it), one outside the
+    target's support is an extrapolation.
+    """
+    out = {}
+    row = {"hardware": None, "precision": None, "task": req.task, "framework": req.framework,
+           "params_b": req.params_b, "concurrency": req.concurrency, "in_len": req.in_len,
+           "out_len": req.out_len}
+    for key, tgt in SLO_TARGETS.items():
+        m, slo = cost.metrics.get(tgt, {}), getattr(req, key)
+        fitted = bool(m.get("fitted")) and tgt in cost.models
+        axis = cm.outside(m["support"], row) if fitted and "support" in m else None
+        if not fitted:
+            note = (f"no {tgt} model ({m.get('reason') or 'target not fitted'}): "
+                    + ("the SLO is not applied" if slo else "an SLO would not be applied"))
+        elif axis:
+            note = f"{tgt} model extrapolates: {axis}"
+        else:
+            note = None
+        out[tgt] = {"slo_ms": slo, "fitted": fitted, "rows": m.get("rows"),
+                    "cells": m.get("cells"), "folds": m.get("folds"),
+                    "coverage_held_out_cell": m.get("coverage", {}).get("held_out_cell"),
+                    "outside_support": axis, "note": note}
+    return out
+
+
 def _p_slo(req: Request, preds: pd.DataFrame) -> np.ndarray:
     """Probability per arm that TTFT or ITL exceeds its SLO (0 where a target is missing)."""
-    p_slo = np.zeros(len(preds))
-    for slo, tgt in ((req.ttft_slo_ms, "ttft_ms"), (req.itl_slo_ms, "itl_ms")):
-        if slo and f"{tgt}_q50" in preds:
-            pe = p_exceed_many(*(preds[f"{tgt}_{q}"].tolist() for q in ("q10", "q50", "q90")),
-                               slo)
-            p_slo = 1 - (1 - p_slo) * (1 - np.where(np.isnan(pe), 0.0, pe))
-    return p_slo
+    return p_slo(preds, {"ttft_ms": req.ttft_slo_ms, "itl_ms": req.itl_slo_ms})
+
+
+def score_arms(arms_df: pd.DataFrame, throughput_tok_s, power_w, p_slo_arm,
+               u: UtilityParams, ctx: Context) -> tuple[list[dict], dict]:
+    """Memory model and utility terms of many arms: the one scoring path of the live ranking
+    (:func:`advise`) and of the backtest (:mod:`analytics.advisor.backtest`).
+
+    Parameters
+    ----------
+    arms_df : one row per arm: hardware, tp, precision, n_gpus, params_b, concurrency,
+        in_len, out_len (tokens; NaN in_len: no KV term, :func:`memory_fit`)
+    throughput_tok_s, power_w : per arm (NaN power: TDP bound)
+    p_slo_arm : per arm probability of an SLO violation (:func:`p_slo`)
+
+    Returns
+    -------
+    (mems, terms): :func:`memory_fit` dict per arm; ``terms`` = :func:`utility_many` output plus
+    ``occupancy``, ``p_slo``, ``p_launch`` and ``wait_h`` arrays.
+    """
+    hw, tp = arms_df["hardware"].tolist(), arms_df["tp"].tolist()
+    tokens = (arms_df["in_len"].astype(float) + arms_df["out_len"].astype(float)).tolist()
+    n = arms_df["n_gpus"].tolist()
+    mems = [memory_fit(float(pb), float(c), tok,
+                       {"hardware": h, "tp": t, "precision": p, "n_gpus": k}, u)
+            for h, t, p, k, pb, c, tok in zip(hw, tp, arms_df["precision"], n,
+                                              arms_df["params_b"], arms_df["concurrency"],
+                                              tokens, strict=True)]
+    occ = np.array([np.nan if m["occupancy"] is None else m["occupancy"] for m in mems],
+                   dtype=float)
+    p_launch = np.array([ctx.p_launch(k, h, u) for h, k in zip(hw, n, strict=True)], dtype=float)
+    wait = np.array([ctx.wait_h(k) for k in n], dtype=float)
+    terms = utility_many(throughput_tok_s, power_w, n, hw, occ, p_slo_arm, p_launch, wait, u)
+    return mems, {**terms, "occupancy": occ, "p_slo": np.asarray(p_slo_arm, dtype=float),
+                  "p_launch": p_launch, "wait_h": wait}
 
 
 def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
@@ -319,28 +433,24 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
     preds = cm.predict(cost, grid).reset_index(drop=True)
     base = grid.head(1).to_dict("records")[0] if len(grid) else {}
     hw, tp, prec = grid["hardware"].tolist(), grid["tp"].tolist(), grid["precision"].tolist()
-    mems = [memory_check(req, {"hardware": h, "tp": t, "precision": p}, u)
-            for h, t, p in zip(hw, tp, prec, strict=True)]
     axes = [cm.outside(cost.envelope, {**base, "hardware": h, "tp": t, "precision": p,
                                        "n_gpus": t})
             for h, t, p in zip(hw, tp, prec, strict=True)]
-    p_slo = _p_slo(req, preds)
-    p_launch = [ctx.p_launch(t, h, u) for h, t in zip(hw, tp, strict=True)]
-    wait = [ctx.wait_h(t) for t in tp]
-    occ = [m["occupancy"] for m in mems]
     nan = np.full(len(grid), np.nan)
     thr = preds["throughput_tok_s_q50"].to_numpy() if "throughput_tok_s_q50" in preds else nan
     pw = preds["power_w_q50"].to_numpy() if "power_w_q50" in preds else nan
-    terms = utility_many(thr, pw, tp, hw, [np.nan if o is None else o for o in occ], p_slo,
-                         p_launch, wait, u)
+    mems, terms = score_arms(grid, thr, pw, _p_slo(req, preds), u, ctx)
+    occ = [m["occupancy"] for m in mems]
     out = pd.DataFrame({
         "hardware": hw, "tp": grid["tp"], "precision": prec, "n_gpus": grid["n_gpus"],
         "feasible": [m["feasible"] for m in mems], "why_infeasible": [m["why"] for m in mems],
         "abstain": [a is not None for a in axes], "abstain_axis": [a or "" for a in axes],
         "priced": [h in u.prices_usd_per_gpu_h for h in hw],
         "weights_gb": [m["weights_gb"] for m in mems], "kv_gb": [m["kv_gb"] for m in mems],
-        "occupancy": occ, **{c: preds[c] for c in preds.columns}, "p_slo": p_slo,
-        "p_launch": p_launch, "wait_h": wait, **terms})
+        "occupancy": occ, **{c: preds[c] for c in preds.columns},
+        **{k: terms[k] for k in ("p_slo", "p_launch", "wait_h")},
+        **{k: v for k, v in terms.items() if k not in ("occupancy", "p_slo", "p_launch",
+                                                        "wait_h")}})
     rankable = out["feasible"] & ~out["abstain"] & out["utility"].notna()
     out["rank"] = np.nan
     order = out[rankable].sort_values("utility", ascending=False).index
@@ -367,7 +477,7 @@ def rule_fallback(scored: pd.DataFrame, req: Request):
     ok = scored[scored["feasible"] & scored["priced"]]
     if ok.empty:
         return None
-    return ok.assign(_bits=ok["precision"].map(hardware.PRECISION_BITS) < 16,
+    return ok.assign(_bits=cm.bits(ok["precision"]).fillna(16.0) < 16,
                      _price=ok["compute_usd"]).sort_values(["_bits", "_price", "tp"]).index[0]
 
 

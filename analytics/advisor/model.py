@@ -3,7 +3,11 @@
 Method: OmniPilot paper, Sec. 3.2 (cost model) and Appendix C.3 (recalibration):
 
 * per target, LightGBM quantile regressors for q0.1 / q0.5 / q0.9 **in log space** (targets span
-  orders of magnitude; errors are multiplicative); a target is fit only with >= 15 rows;
+  orders of magnitude; errors are multiplicative); a target is fit only with >= 15 rows and
+  >= 3 workload cells, with ``min(n_splits, cells)`` grouped folds (issue 18 item 6: TTFT is
+  measured in 3 cells on the staged Argonne tables, so it is fit with 3 folds, i.e.
+  leave-one-cell-out; ``metrics[target]["folds"]`` says how many were used, and
+  ``metrics[target]["support"]`` the measured ranges of that target alone);
 * features: log parameters, log active parameters (MoE), TP, GPU count, precision one-hot +
   effective bits, hardware one-hot + datasheet numbers (:mod:`analytics.hardware.catalog`), framework and
   task one-hot, log input / output length, log concurrency (lengths the source does not measure
@@ -33,6 +37,12 @@ from analytics.hardware import catalog as hardware
 TARGETS = ("throughput_tok_s", "ttft_ms", "itl_ms", "power_w", "energy_per_token_j")
 QUANTILES = (0.1, 0.5, 0.9)
 MIN_ROWS = 15
+#: fewest workload cells a target is fitted on: grouped folds need two cells, and the held-out
+#: cell coverage calibrates on half of them and measures on the other half
+MIN_CELLS = 3
+#: precision labels of the sources that name a canonical precision otherwise (Argonne Fig. 3
+#: quantisation tables: ``full_prec`` is the fp16 baseline, ``int8_sq`` SmoothQuant W8A8 int8)
+PRECISION_ALIASES = {"full_prec": "fp16", "int8_sq": "int8"}
 CELL = ("model", "task", "in_len", "out_len", "concurrency")
 ARM = ("hardware", "tp", "precision")
 NUMERIC_AXES = ("params_b", "concurrency", "in_len", "out_len", "tp")
@@ -105,8 +115,16 @@ def prepare(bench: pd.DataFrame) -> pd.DataFrame:
     df["framework"] = df["framework"].fillna("unknown")
     df["task"] = df["task"].fillna("unknown")
     df["active_params_b"] = df["active_params_b"].fillna(df["params_b"])
+    df["precision"] = df["precision"].replace(PRECISION_ALIASES)
     df["cell"] = cell_key(df)
     return df.reset_index(drop=True)
+
+
+def bits(precision: pd.Series) -> pd.Series:
+    """Effective bits per weight of each precision label (``awq`` / ``gptq`` -> int4 -> 4;
+    :func:`analytics.hardware.catalog.precision`); NaN for an unknown label."""
+    return precision.map(lambda p: hardware.PRECISION_BITS.get(hardware.precision(p))
+                         ).astype(float)
 
 
 def make_schema(df: pd.DataFrame) -> dict:
@@ -129,7 +147,7 @@ def featurize(df: pd.DataFrame, schema: dict) -> pd.DataFrame:
         "log_active_params_b": log("active_params_b"),
         "tp": df["tp"].astype(float),
         "n_gpus": df["n_gpus"].astype(float),
-        "bits": df["precision"].map(hardware.PRECISION_BITS).astype(float),
+        "bits": bits(df["precision"]),
         "log_in_len": log("in_len"),
         "log_out_len": log("out_len"),
         "log_concurrency": log("concurrency"),
@@ -195,13 +213,20 @@ def support_envelope(df: pd.DataFrame) -> dict:
 
     Returns
     -------
-    dict with ``numeric`` {axis: [min, max]}, ``categorical`` {axis: sorted values} and
-    ``combos`` (hardware, precision) pairs measured.
+    dict with ``numeric`` {axis: [min, max]}, ``categorical`` {axis: sorted values},
+    ``combos`` (hardware, precision) pairs measured and ``combo_params_b`` {"hw/precision":
+    [min, max] parameters, billions}: a precision measured on a GPU kind for one model size
+    only (the Argonne int8 runs: Llama-3-8B on A100) does not vouch for other sizes there.
     """
     num = {a: [float(df[a].min()), float(df[a].max())] for a in NUMERIC_AXES if df[a].notna().any()}
     cat = {a: sorted(df[a].dropna().astype(str).unique().tolist()) for a in CATEGORICAL_AXES}
     combos = sorted({f"{h}/{p}" for h, p in zip(df["hardware"], df["precision"], strict=True)})
-    return {"numeric": num, "categorical": cat, "combos": combos}
+    sizes = df[df["params_b"].notna()].assign(
+        combo=df["hardware"].astype(str) + "/" + df["precision"].astype(str)).groupby("combo")[
+        "params_b"].agg(["min", "max"])
+    combo_params = {c: [float(r["min"]), float(r["max"])] for c, r in sizes.iterrows()}
+    return {"numeric": num, "categorical": cat, "combos": combos,
+            "combo_params_b": combo_params}
 
 
 def outside(envelope: dict, row: dict) -> str | None:
@@ -217,6 +242,11 @@ def outside(envelope: dict, row: dict) -> str | None:
         v = row.get(axis)
         if v is not None and not (isinstance(v, float) and math.isnan(v)) and not lo <= v <= hi:
             return f"{axis} {v:g} outside the measured range [{lo:g}, {hi:g}]"
+    size, rng = row.get("params_b"), envelope.get("combo_params_b", {}).get(combo)
+    if rng and size is not None and not (isinstance(size, float) and math.isnan(size)) \
+            and not rng[0] <= size <= rng[1]:
+        return (f"precision {row.get('precision')} on {row.get('hardware')} was measured for "
+                f"{rng[0]:g}-{rng[1]:g} B parameters only, not {size:g} B")
     return None
 
 
@@ -232,10 +262,14 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
     -------
     CostModel
 
+    A target with fewer than ``MIN_ROWS`` rows or ``MIN_CELLS`` cells is not fitted
+    (``metrics[target]`` = rows, cells, ``fitted`` False, ``reason``); the others use
+    ``min(params.n_splits, cells)`` grouped folds (``metrics[target]["folds"]``).
+
     Raises
     ------
     ValueError
-        Fewer than ``MIN_ROWS`` usable throughput rows, or fewer workload cells than folds.
+        Fewer than ``MIN_ROWS`` usable throughput rows.
     """
     from sklearn.model_selection import KFold
 
@@ -255,15 +289,18 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
         mask = df[target].notna() & (df[target] > 0)
         sub = df[mask]
         n_cells = sub["cell"].nunique()
-        if len(sub) < MIN_ROWS or n_cells < p.n_splits:
-            metrics[target] = {"rows": int(len(sub)), "cells": int(n_cells), "fitted": False}
+        if len(sub) < MIN_ROWS or n_cells < MIN_CELLS:
+            metrics[target] = {"rows": int(len(sub)), "cells": int(n_cells), "fitted": False,
+                               "reason": f"{len(sub)} rows in {n_cells} workload cells; a "
+                                         f"target needs {MIN_ROWS} rows in {MIN_CELLS} cells"}
             continue
         X = X_all[mask]
         y = np.log(sub[target].to_numpy(float))
         groups = sub["cell"].astype(str).to_numpy()
-        folds = cell_folds(groups, p.n_splits)
+        k_folds = min(p.n_splits, n_cells)
+        folds = cell_folds(groups, k_folds)
         grouped = _oof(X, y, folds, p)
-        random_ = _oof(X, y, KFold(p.n_splits, shuffle=True, random_state=p.seed).split(X), p)
+        random_ = _oof(X, y, KFold(k_folds, shuffle=True, random_state=p.seed).split(X), p)
         crossing = float(np.mean((grouped[:, 0] > grouped[:, 1]) | (grouped[:, 1] > grouped[:, 2])))
         grouped.sort(axis=1)
         random_.sort(axis=1)
@@ -281,8 +318,8 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
         raw_width = float(np.mean(grouped[:, 2] - grouped[:, 0]))
         mape = float(np.mean(np.abs(np.exp(grouped[:, 1]) - np.exp(y)) / np.exp(y)) * 100)
         metrics[target] = {
-            "rows": int(len(sub)), "cells": int(n_cells), "fitted": True,
-            "mape_pct": mape,
+            "rows": int(len(sub)), "cells": int(n_cells), "fitted": True, "folds": k_folds,
+            "support": support_envelope(sub), "mape_pct": mape,
             "r2_log": float(1 - np.sum((grouped[:, 1] - y) ** 2) / np.sum((y - y.mean()) ** 2)),
             "coverage": {"held_out_cell": float(np.mean(cov_cells)),
                          "random_fold": float(_covered(grouped, y, off_rnd).mean()),

@@ -1,8 +1,21 @@
 """Launch-success priors and queue waits from job history (``jobs`` table).
 
-OmniPilot paper, Sec. 3.3.2 / 5.2: a per-configuration launch-success prior from the
-cluster-wide job harvest, shrunk toward the pooled rate by a beta-binomial estimator so sparsely
-sampled configurations stay near the pool; used only in the utility's failure term.
+OmniPilot paper, Sec. 3.3.2 / 5.2 (Appendix B: shrinkage sensitivity): a per-configuration
+launch-success prior from the cluster-wide job harvest, shrunk toward the pooled rate by a
+beta-binomial estimator so sparsely sampled configurations stay near the pool; used only in the
+utility's failure term. A configuration is (GPU kind, GPU count), as the paper's H100x1 / H100x4
+priors: the job's ``gpu_kind`` is mapped to the advisor's hardware key by
+:func:`analytics.hardware.catalog.normalise` (``h100`` -> ``H100-80GB``; a bare ``a100`` is the
+catalog's ``A100-40GB``; a MIG slice (``mig_slice``), a kind the catalog does not know, such
+as MIT SuperCloud's ``volta``, and a mixed ``h100+a100`` job keep their label and so match no
+arm).
+
+Shrinkage of one configuration with ``s`` successes in ``n`` trials toward the prior mean
+``m = a / (a + b)`` (the fitted pool)::
+
+    posterior = (s + a) / (n + a + b) = raw + w * (m - raw),   w = (a + b) / (n + a + b)
+
+so a kind with few jobs (small ``n``) is pulled most of the way to the pool.
 
 Outcome coding of Slurm states (documented choice; the paper's harvest is not Slurm):
 
@@ -22,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from analytics.hardware import catalog as hardware
 
 SUCCESS = frozenset({"COMPLETED", "SUCCEEDED"})
 FAILURE = frozenset({"FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"})
@@ -48,14 +63,28 @@ def outcomes(jobs: pd.DataFrame) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame with columns gpu_kind, n_gpus, trials, successes (configurations with >= 1 trial).
+    DataFrame with columns gpu_kind (hardware key where the catalog knows the kind:
+    :func:`gpu_kind_key`), n_gpus, trials, successes (configurations with >= 1 trial).
     """
     j = jobs[(jobs["n_gpus"].fillna(0) > 0) & jobs["state"].isin(SUCCESS | FAILURE)].copy()
-    j["gpu_kind"] = j["gpu_kind"].fillna("unknown")
+    kind = j["gpu_kind"].fillna("unknown")
+    mig = (j["mig_slice"].fillna(False).astype(bool) if "mig_slice" in j
+           else pd.Series(False, index=j.index))
+    j["gpu_kind"] = kind.where(mig, kind.map(gpu_kind_key))  # a MIG slice is no whole GPU
     j["ok"] = j["state"].isin(SUCCESS).astype(int)
     out = (j.groupby(["gpu_kind", "n_gpus"], as_index=False)
            .agg(trials=("ok", "size"), successes=("ok", "sum")))
     return out.astype({"n_gpus": int, "trials": int, "successes": int})
+
+
+def gpu_kind_key(kind: str) -> str:
+    """The advisor's hardware key for a job's GPU kind (:func:`analytics.hardware.catalog.normalise`);
+    a mixed-kind job (``h100+a100``) keeps its label.
+
+    >>> gpu_kind_key("h100"), gpu_kind_key("volta"), gpu_kind_key("h100+a100")
+    ('H100-80GB', 'volta', 'h100+a100')
+    """
+    return kind if "+" in kind else hardware.normalise(kind)
 
 
 def fit_prior(trials: np.ndarray, successes: np.ndarray) -> BetaPrior:
@@ -117,7 +146,9 @@ def launch_priors(jobs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     Returns
     -------
     DataFrame: gpu_kind, n_gpus, trials, successes, raw_rate, prior_mean, posterior_mean,
-    lo, hi (``level`` interval), prior_a, prior_b. Empty when there are no GPU launch outcomes.
+    lo, hi (``level`` interval), prior_a, prior_b, shrinkage (``w = (a + b) / (n + a + b)``: the
+    share of the way from the raw rate to the prior mean). Empty when there are no GPU launch
+    outcomes.
     """
     out = outcomes(jobs)
     if out.empty:
@@ -131,6 +162,7 @@ def launch_priors(jobs: pd.DataFrame, level: float = 0.9) -> pd.DataFrame:
     out["lo"] = [r[1] for r in rows]
     out["hi"] = [r[2] for r in rows]
     out["prior_a"], out["prior_b"] = prior.a, prior.b
+    out["shrinkage"] = (prior.a + prior.b) / (out["trials"] + prior.a + prior.b)
     return out.sort_values(["gpu_kind", "n_gpus"]).reset_index(drop=True)
 
 
@@ -154,7 +186,8 @@ class LaunchTable:
 
     Attributes
     ----------
-    by_kind : (gpu_kind, n_gpus) -> posterior mean of that configuration
+    by_kind : (gpu_kind, n_gpus) -> posterior mean of that configuration (``gpu_kind`` is the
+        hardware key where the catalog knows it: :func:`gpu_kind_key`)
     pooled : n_gpus -> trial-weighted mean of the posterior means over GPU kinds
         (``np.average(posterior_mean, weights=trials)`` over that count's rows, in frame order)
     prior_mean : the fitted prior's mean (a count without job history); ``None`` without history
@@ -182,7 +215,12 @@ class LaunchTable:
 
     def get(self, n_gpus, gpu_kind: str | None = None) -> float | None:
         """As :func:`success_for`: the (kind, count) rate if present, else the count pooled over
-        kinds, else the prior mean; ``None`` without job history."""
+        kinds, else the prior mean; ``None`` without job history.
+
+        >>> t = LaunchTable({("H100-80GB", 4): 0.4, ("A100-40GB", 4): 0.7}, {4: 0.55}, 0.8)
+        >>> t.get(4, "H100-80GB"), t.get(4, "A100-40GB"), t.get(4, "B200"), t.get(2, "B200")
+        (0.4, 0.7, 0.55, 0.8)
+        """
         if self.prior_mean is None:
             return None
         if gpu_kind is not None and (gpu_kind, n_gpus) in self.by_kind:
@@ -213,7 +251,8 @@ class WaitTable:
 
 
 def success_for(priors: pd.DataFrame, n_gpus: int, gpu_kind: str | None = None) -> float | None:
-    """Posterior launch-success rate for an arm: the (kind, count) row if present, else the
+    """Posterior launch-success rate for an arm (``gpu_kind``: a hardware key such as
+    ``H100-80GB``): the (kind, count) row if present, else the
     count pooled over kinds (trial-weighted posterior means), else the prior mean; ``None``
     without job history. Many lookups: build a :class:`LaunchTable` once."""
     return LaunchTable.from_priors(priors).get(n_gpus, gpu_kind)

@@ -41,6 +41,10 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("advisor-backtest", help=COMMANDS["advisor-backtest"])
     p.add_argument("--value-per-token", type=positive, default=2e-7)
+    p.add_argument("--ttft-slo-ms", type=positive, default=None,
+                   help="score the backtest with this TTFT SLO (violation term)")
+    p.add_argument("--itl-slo-ms", type=positive, default=None,
+                   help="score the backtest with this ITL SLO (violation term)")
     p.add_argument("--no-record", action="store_true",
                    help="do not record the fitted model in model_versions")
     p.set_defaults(run=backtest)
@@ -90,4 +94,6 @@ def backtest(args, settings) -> dict:
     with open_store(settings.db_path, write=not args.no_record) as con:
         adv, cache = _fitted(con, settings)
         return {**advisor.backtest_document(con, adv, args.value_per_token,
-                                            record=not args.no_record), "model_cache": cache}
+                                            record=not args.no_record,
+                                            ttft_slo_ms=args.ttft_slo_ms,
+                                            itl_slo_ms=args.itl_slo_ms), "model_cache": cache}

@@ -124,27 +124,47 @@ def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
             "decision_reason": dec["reason"], "best_utility_usd": dec["best_utility_usd"],
             "break_even_value_per_token": be["value_per_token_usd"],
             "break_even_arm": be["arm"], "break_even_reason": be["reason"],
-            "support_warning": value.support_warning(scored), "arms": arms,
+            "support_warning": value.support_warning(scored),
+            "slo_models": decide.slo_models(adv.cost, req), "arms": arms,
             "ranked": int(ranked.sum()), "abstained": int(scored["abstain"].sum()),
             "infeasible": int((~scored["feasible"]).sum()),
             "all_abstain": bool(scored["abstain"].all()),
             "cost_model_rows": adv.cost.rows, "job_history_rows": adv.jobs_rows}
 
 
-def backtest(adv: Advisor, value_per_token_usd: float = 2e-7) -> dict:
-    """Leakage-free backtest (top-1, regret) of the advisor and five baselines
+def backtest(adv: Advisor, value_per_token_usd: float = 2e-7, ttft_slo_ms: float | None = None,
+             itl_slo_ms: float | None = None) -> dict:
+    """Leakage-free backtest (top-1, regret, bootstrap 95 % intervals) of the advisor and five
+    baselines, with the live ranking's KV and SLO terms
     (:func:`analytics.advisor.backtest.backtest`)."""
     return advisor_backtest.backtest(
-        adv.cost, decide.UtilityParams(value_per_token_usd=value_per_token_usd), adv.ctx)
+        adv.cost, decide.UtilityParams(value_per_token_usd=value_per_token_usd), adv.ctx,
+        ttft_slo_ms=ttft_slo_ms, itl_slo_ms=itl_slo_ms)
+
+
+def slo_models(adv: Advisor, req: decide.Request) -> dict:
+    """Per SLO target: fitted or not (and why), folds, cells, held-out-cell coverage, and the
+    axis on which the request leaves that target's measured support
+    (:func:`analytics.advisor.decide.slo_models`)."""
+    return decide.slo_models(adv.cost, req)
+
+
+def unmodelled_slos(adv: Advisor) -> list[str]:
+    """SLO targets (``ttft_ms``, ``itl_ms``) without a fitted model: an SLO on them adds no
+    violation term to the utility."""
+    return [t for t in decide.SLO_TARGETS.values() if t not in adv.cost.models]
 
 
 def backtest_document(con, adv: Advisor, value_per_token_usd: float = 2e-7,
-                      record: bool = True) -> dict:
+                      record: bool = True, ttft_slo_ms: float | None = None,
+                      itl_slo_ms: float | None = None) -> dict:
     """The ``headroom advisor-backtest`` document; ``record`` gates and records the model in
     ``model_versions``."""
-    bt = backtest(adv, value_per_token_usd)
+    bt = backtest(adv, value_per_token_usd, ttft_slo_ms, itl_slo_ms)
     thr = adv.cost.metrics["throughput_tok_s"]
     out = {"cells": bt["cells"], "arms": bt.get("arms", 0), "policies": bt["policies"],
+           "bootstrap": bt.get("bootstrap"), "terms": bt.get("terms"),
+           "slos_without_model": unmodelled_slos(adv),
            "coverage": {k: thr["coverage"][k] for k in ("held_out_cell", "random_fold", "raw",
                                                          "nominal")},
            "targets": adv.cost.metrics}

@@ -121,6 +121,11 @@ def record_model_version() -> dict:
         return advisor.record_model_version(con, model)
 
 
+def advisor_slo_models(request: decide.Request) -> dict:
+    """Which SLOs of the request have a model (:func:`analytics.services.advisor.slo_models`)."""
+    return advisor.slo_models(advisor_model(), request)
+
+
 def advisor_request(**kwargs) -> decide.Request:
     """A :class:`analytics.advisor.decide.Request` (pages may not import the advisor)."""
     return decide.Request(**kwargs)

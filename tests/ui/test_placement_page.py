@@ -39,6 +39,15 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     assert arms["support"].iloc[n].startswith("outside measured support (axis ")
     # launch priors from the Slurm history are shown
     assert any(d.value.shape[0] == 6 for d in at.dataframe if "posterior_mean" in d.value)
+    # issue 18 item 3: the backtest table gives bootstrap 95 % intervals around each figure
+    bt = next(d.value for d in at.dataframe if "top-1 95% CI low" in d.value)
+    assert "advisor" in set(bt["policy"])
+    assert (bt["top-1 95% CI low"] <= bt["top-1"]).all() and (
+        bt["top-1"] <= bt["top-1 95% CI high"]).all()
+    assert (bt["regret 95% CI low"] <= bt["regret"]).all()
+    # item 6: ML.ENERGY v2 measures no TTFT, so the page says a TTFT SLO has no model
+    notes = [i.value for i in at.info if i.value.startswith("SLO models: no ttft")]
+    assert len(notes) == 1 and "model (0 rows in 0 workload cells" in notes[0]
     # issue 18 item 7: the calibration table shows held-out-cell and random-fold coverage
     cal = next(d.value for d in at.dataframe if "coverage random fold" in d.value)
     thr = cal.loc["throughput_tok_s"]

@@ -72,11 +72,23 @@ def value_sensitivity_chart(sens: pd.DataFrame, value_per_token: float,
 
 
 def backtest_chart(bt: dict) -> go.Figure:
-    """Top-1 accuracy and mean regret per policy (two panels)."""
+    """Top-1 accuracy and mean regret per policy (two panels), with the bootstrap 95 % intervals
+    over cells as error bars where the backtest gives them."""
     pol = pd.DataFrame(bt["policies"]).T.reset_index(names="policy")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("top-1 accuracy", "mean regret"))
-    fig.add_trace(go.Bar(x=pol["policy"], y=pol["top1"], name="top-1"), row=1, col=1)
-    fig.add_trace(go.Bar(x=pol["policy"], y=pol["regret"], name="regret"), row=1, col=2)
+
+    def err(col):
+        if f"{col}_ci95" not in pol:
+            return None
+        ci = pol[f"{col}_ci95"]
+        lo, hi = ci.map(lambda c: c[0]).astype(float), ci.map(lambda c: c[1]).astype(float)
+        y = pol[col].astype(float)
+        return {"type": "data", "symmetric": False, "array": hi - y, "arrayminus": y - lo}
+
+    fig.add_trace(go.Bar(x=pol["policy"], y=pol["top1"], name="top-1", error_y=err("top1")),
+                  row=1, col=1)
+    fig.add_trace(go.Bar(x=pol["policy"], y=pol["regret"], name="regret",
+                         error_y=err("regret")), row=1, col=2)
     fig.update_layout(showlegend=False, height=380,
                       title=f"Leakage-free backtest over {bt['cells']} held-out workload cells")
     return fig
