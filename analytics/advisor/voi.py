@@ -118,11 +118,11 @@ def expected_gain(A, C, mu, s2, tau2, B) -> np.ndarray:
 
     Parameters
     ----------
-    A : USD per tok/s; C : USD; mu, s2 : log-space belief; tau2 : measurement noise (scalar or
-    (n,)); B : best expected utility of the cell's other arms (-inf: no other arm)
+    A : USD per tok/s; C : USD; mu, s2 : log-space belief; tau2 : measurement noise; B : best
+    expected utility of the cell's other arms (-inf: no other arm). Scalars broadcast.
     """
-    A, C, mu, s2, B = (np.asarray(x, dtype=float) for x in (A, C, mu, s2, B))
-    tau2 = np.broadcast_to(np.asarray(tau2, dtype=float), s2.shape)
+    A, C, mu, s2, B, tau2 = np.broadcast_arrays(
+        *(np.atleast_1d(np.asarray(x, dtype=float)) for x in (A, C, mu, s2, B, tau2)))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         denom = s2 + tau2
         st2 = np.where(denom > 0, s2 ** 2 / np.where(denom > 0, denom, 1.0), 0.0)
