@@ -23,8 +23,9 @@ Policies: ``voi`` (largest expected gain per node-hour, :func:`voi.cell_gains`; 
 once every gain is 0), ``uncertainty`` (widest log-space belief ``s``, cheapest first on ties),
 ``random`` (seeded order) and ``cheapest`` (fewest node-hours first).
 
-Curves: each run's regret after each reveal is read on a common node-hour grid (the regret of the
-last reveal at or before each grid point); per policy the mean over seeds and the min / max band.
+Curves: each run's regret after each reveal is read on a common node-hour grid (0, then
+log-spaced from the cheapest single benchmark to the largest run's total: the regret of the last
+reveal at or before each grid point); per policy the mean over seeds and the min / max band.
 """
 
 from __future__ import annotations
@@ -155,9 +156,10 @@ def backtest(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame,
     Returns
     -------
     dict: ``cells`` / ``arms`` (eligible), ``cells_per_run``, ``seeds``, ``tau2``,
-    ``hours`` (grid, node-hours), ``curves`` {policy: {mean, lo, hi}} (regret, lists of
-    ``points``), ``summary`` {policy: {regret_start, area_mean_regret, hours_to_1pct,
-    final_regret}} (``area_mean_regret``: mean regret over the grid, lower is better;
+    ``hours`` (grid, node-hours: 0 then log-spaced), ``curves`` {policy: {mean, lo, hi}}
+    (regret, lists of ``points``), ``summary`` {policy: {regret_start, area_mean_regret,
+    hours_to_1pct, final_regret}} (``area_mean_regret``: mean regret over the log-spaced grid,
+    i.e. weighted toward small budgets, lower is better;
     ``hours_to_1pct``: first grid node-hours where the mean regret is <= 0.01, None if never),
     ``best_policy`` (lowest area), ``total_node_hours`` (largest run).
     """
@@ -180,7 +182,8 @@ def backtest(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame,
         for name in POLICIES:
             raw[name].append(run_policy(sub, name, tau2, seed=s))
     total = max(r[0][-1] for runs in raw.values() for r in runs)
-    grid = np.linspace(0.0, total, points)
+    first = float(t["node_hours"].min())
+    grid = np.concatenate([[0.0], np.geomspace(first, total, points - 1)])
     curves, summary = {}, {}
     for name, runs in raw.items():
         m = np.vstack([on_grid(h, r, grid) for h, r in runs])

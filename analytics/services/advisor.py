@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -234,7 +234,7 @@ def voi_backtest(con, adv: Advisor, u: decide.UtilityParams, p: voi.VoIParams | 
     (:func:`analytics.advisor.voi_backtest.backtest`), stored as JSON under ``cache_dir /
     "voi"`` keyed by :func:`_voi_key` (written atomically: temporary file + ``os.replace``;
     never pickled); ``cache_dir`` None computes without caching."""
-    p = p or voi.VoIParams()
+    p = replace(p or voi.VoIParams(), budget_node_h=1.0)  # spends every benchmark: no budget
     if cache_dir is None:
         return voi_bt.backtest(adv.cost, adv.ctx, store.bench_runs(con), u, p, seeds,
                                subset), "off"
