@@ -190,7 +190,7 @@ with tab_voi:
         voi_table, voi_info = whatifs.voi_ranking(*terms)
     g1, g2, g3, g4 = st.columns(4)
     g1.metric("candidate benchmarks", voi_info["candidates"])
-    g2.metric("with expected gain > 0", voi_info["positive"])
+    g2.metric(f"expected gain > {voi_info['epsilon_usd']:g} USD", voi_info["above_epsilon"])
     g3.metric("within budget", voi_info["selected"])
     chosen = voi_table[voi_table["within_budget"]]
     g4.metric("expected gain within budget (USD)", f"{chosen['expected_gain_usd'].sum():.2f}")
@@ -198,7 +198,7 @@ with tab_voi:
     st.caption("A benchmark of an unmeasured cell x arm is an observation that moves the "
                "posterior mean of log throughput (normal belief from the calibrated q10 / q50 "
                "/ q90, conjugate update with the replicate noise tau^2 = "
-               f"{voi_info['tau2']:.3f} measured on the stored grid). Expected gain = expected "
+               f"{voi_info['tau2']:.2g} measured on the stored grid). Expected gain = expected "
                "improvement of the cell's best expected utility after observing it (closed "
                "form, USD over the runtime); the paper's gate, which narrows the interval but "
                "leaves the median in place, is zero by construction. Gains are myopic and per "
@@ -216,11 +216,14 @@ with tab_voi:
         st.caption(f"Sequential backtest on {vbt['cells']} stored cells ({vbt['arms']} measured "
                    f"arms): each run hides every arm of {vbt['cells_per_run']} random cells, "
                    "starts from the held-out-cell predictions and reveals one measured arm at "
-                   "a time in each policy's order (local update, no refit). Regret = (U best - "
-                   "U recommended) / |U best| with measured utilities, averaged over cells; it "
-                   f"is 0 once every arm is revealed. On these data **{best}** has the lowest "
-                   "mean regret over the node-hour axis (area_mean_regret; the table gives "
-                   "every policy's hours to 1 % regret).")
+                   "a time in each policy's order (local update, no refit). Regret = U best - "
+                   "U recommended (USD over the runtime, measured utilities), averaged over "
+                   "cells; it is 0 once every arm is revealed. VoI picks the best gain per "
+                   f"node-hour while a gain exceeds {vbt['epsilon_usd']:g} USD, then stops "
+                   "(the rest run cheapest first). On these data and terms "
+                   f"**{best}** has the lowest mean regret over the node-hour axis "
+                   "(area_mean_regret_usd; the table gives each policy's regret at fixed "
+                   "budgets).")
 with tab_cal:
     out.chart(cache.figure(charts.calibration_chart, adv.cost.metrics), key="calibration_chart")
     out.table(pd.DataFrame({t: {"rows": m["rows"], "cells": m["cells"],

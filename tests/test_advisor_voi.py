@@ -7,6 +7,7 @@ import math
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 from harness import strict_loads
 
@@ -63,6 +64,13 @@ def test_gain_is_positive_when_uncertain_and_zero_when_certain():
     # noise-free benchmarks are worth more than noisy ones
     assert voi.expected_gain(1, 0, 0, 0.1, 0.0, 1.0)[0] > voi.expected_gain(1, 0, 0, 0.1, 1.0,
                                                                              1.0)[0]
+    # replicate noise: the median of the per-group log variances (0, 0.02, 2) is 0.02; a
+    # pooled variance would be (0 + 0.02 + 2) / 3, pulled up by the one disagreeing group
+    rows = pd.DataFrame({"cell": list("aabbccd"), "hardware": "H100-80GB", "tp": 1,
+                         "precision": "bf16",
+                         "throughput_tok_s": np.exp([1, 1, 0, 0.2, 0, 2, 5])})
+    assert voi.measurement_noise(rows) == pytest.approx(0.02)
+    assert voi.measurement_noise(rows.iloc[[0, 2, 4]]) == 0.0  # no replicates
     # the budget cut keeps the greedy prefix whose node-hours fit
     assert voi.budget_cut(np.array([0.4, 0.5, 0.2]), 1.0).tolist() == [True, True, False]
     assert voi.node_hours([8, 1], [64, 64], [100, 100], [6400, 6400], [np.nan, 3600],
@@ -95,9 +103,10 @@ def test_backtest_on_the_staged_grids_returns_four_regret_curves(adv, bench):
         assert len(spent) == len(table) + 1 and regret[0] > 0 and regret[-1] == 0.0
         assert spent[-1] == pytest.approx(table["node_hours"].sum())
         assert np.all(np.diff(spent) > 0)
-    # snapshot, not a derivation: at 2e-7 USD per token VoI reaches 1 % regret first
-    s = bt["summary"]
-    assert s["voi"]["area_mean_regret"] < s["random"]["area_mean_regret"]
+    # snapshot, not a derivation (2 runs of 30 % of the cells at 2e-7 USD per token): VoI
+    # beats random and uncertainty sampling; cheapest-first is the strongest baseline here
+    s = {k: v["area_mean_regret_usd"] for k, v in bt["summary"].items()}
+    assert s["voi"] < s["random"] and s["voi"] < s["uncertainty"]
 
 
 def test_cli_advisor_voi_document_is_strict_json(bench_db, adv, tmp_path, capsys):

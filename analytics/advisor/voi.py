@@ -12,9 +12,9 @@ read as a normal in log space: ``mu = log q50``, ``s = (log q90 - log q10) / (2 
 measured arm is known: ``mu = log(measured median)``, ``s = 0``.
 
 Observation (conjugate normal-normal update; Gelman et al., *Bayesian Data Analysis*, 3rd ed.,
-Sec. 2.5). A benchmark reads ``y = log T + e``, ``e ~ N(0, tau^2)``, with ``tau^2`` the pooled
-within-(cell x arm) variance of log throughput of the replicated measurements
-(:func:`measurement_noise`). Posterior: ``mu' = mu + s^2 / (s^2 + tau^2) (y - mu)``,
+Sec. 2.5). A benchmark reads ``y = log T + e``, ``e ~ N(0, tau^2)``, with ``tau^2`` the median
+replicate variance of log throughput on the stored grid (about 1e-4, i.e. 1 %, on the staged
+data) (:func:`measurement_noise`). Posterior: ``mu' = mu + s^2 / (s^2 + tau^2) (y - mu)``,
 ``s_p^2 = s^2 tau^2 / (s^2 + tau^2)``. Before the benchmark (preposterior, Raiffa & Schlaifer
 1961), ``mu' ~ N(mu, s~^2)`` with ``s~^2 = s^4 / (s^2 + tau^2)``.
 
@@ -75,12 +75,16 @@ class VoIParams:
     setup_min : minutes of launch overhead per benchmark (assumption: weights load, warm-up)
     gpus_per_node : GPUs per node (node-hours = n_gpus / gpus_per_node x hours)
     tau2 : measurement-noise variance in log space; None = :func:`measurement_noise`
+    epsilon_usd : smallest expected gain worth a benchmark (the paper's gate stops on
+        sub-epsilon improvement with epsilon 0.05, App. C.4; its unit is not stated, read here
+        as USD over the runtime)
     """
 
     budget_node_h: float = 1.0
     setup_min: float = 5.0
     gpus_per_node: int = 8
     tau2: float | None = None
+    epsilon_usd: float = 0.05
 
 
 def belief(q10, q50, q90) -> tuple[np.ndarray, np.ndarray]:
@@ -96,20 +100,23 @@ def belief(q10, q50, q90) -> tuple[np.ndarray, np.ndarray]:
 
 
 def measurement_noise(rows: pd.DataFrame, value: str = "throughput_tok_s") -> float:
-    """Pooled within-group variance of ``log(value)`` over the (cell x arm x framework) groups
-    with two or more measured rows (replicates), ``sum (y - ybar_g)^2 / sum (n_g - 1)``; 0.0
-    without replicates. ``rows`` (:func:`analytics.advisor.model.prepare` output) needs
-    ``cell``, ``hardware``, ``tp``, ``precision``, ``value`` and optionally ``framework``."""
+    """Typical replicate variance of ``log(value)``: the median over the groups of two or more
+    rows measuring the same thing (cell x arm x framework x GPU count x dataset) of each
+    group's sample variance; 0.0 without replicates.
+
+    The median, not the pooled mean: a few groups disagree by 10x (Argonne ``All_results``,
+    Intel Max1550 at batch 1: 6.6 vs 65 tok/s), a configuration the schema does not record
+    rather than run-to-run noise, and they would dominate a pooled variance (0.25 vs the
+    Argonne replicates' typical 1 %). ``rows`` (:func:`analytics.advisor.model.prepare`
+    output) needs ``cell``, ``hardware``, ``tp``, ``precision`` and ``value``; ``framework``,
+    ``n_gpus`` and ``dataset`` are used where present."""
     r = rows[rows[value].notna() & (rows[value] > 0)]
     if r.empty:
         return 0.0
     r = r.assign(_y=np.log(r[value].astype(float)))
-    keys = ["cell", *cm.ARM] + (["framework"] if "framework" in r else [])
-    g = r.groupby(keys, sort=False, dropna=False)["_y"]
-    dev = r["_y"] - g.transform("mean")
-    sizes = g.size()
-    dof = int((sizes[sizes > 1] - 1).sum())
-    return float((dev ** 2).sum() / dof) if dof > 0 else 0.0
+    keys = ["cell", *cm.ARM] + [c for c in ("framework", "n_gpus", "dataset") if c in r]
+    var = r.groupby(keys, sort=False, dropna=False)["_y"].var(ddof=1).dropna()
+    return float(var.median()) if len(var) else 0.0
 
 
 def expected_gain(A, C, mu, s2, tau2, B) -> np.ndarray:
@@ -264,9 +271,11 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     -------
     (DataFrame, info). One row per candidate, best first: model, task, in_len, out_len,
     concurrency, hardware, tp, precision, throughput_tok_s_q10/_q50/_q90, expected_gain_usd,
-    node_hours, gain_per_node_hour, cum_node_hours, within_budget, current_best_arm.
-    ``info``: tau2, cells, measured_arms, candidates, budget_node_h, setup_min,
-    gpus_per_node, positive (candidates with gain > 0), selected (within budget).
+    node_hours, gain_per_node_hour, cum_node_hours (over the benchmarks whose gain exceeds
+    ``epsilon_usd``, NaN for the others), within_budget (gain > epsilon and the cumulative
+    node-hours fit the budget), current_best_arm. ``info``: tau2, cells, measured_arms,
+    candidates, positive (gain > 0), above_epsilon, epsilon_usd, selected (within budget),
+    budget_node_h, setup_min, gpus_per_node.
     """
     u, p = u or decide.UtilityParams(), p or VoIParams()
     df = cm.prepare(bench)
@@ -299,9 +308,11 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
                       gain_per_node_hour=gain / hours, current_best_arm=best_label)
     out = out[~measured].sort_values(["gain_per_node_hour", "node_hours"],
                                      ascending=[False, True]).reset_index(drop=True)
-    out["cum_node_hours"] = out["node_hours"].cumsum()
-    out["within_budget"] = budget_cut(out["node_hours"], p.budget_node_h) \
-        & (out["expected_gain_usd"] > 0)
+    worth = (out["expected_gain_usd"] > p.epsilon_usd).to_numpy()
+    out["within_budget"] = False
+    out.loc[worth, "within_budget"] = budget_cut(out.loc[worth, "node_hours"], p.budget_node_h)
+    out["cum_node_hours"] = np.where(worth, np.cumsum(np.where(worth, out["node_hours"], 0.0)),
+                                     np.nan)
     cols = ["model", "task", "in_len", "out_len", "concurrency", "hardware", "tp", "precision",
             "throughput_tok_s_q10", "throughput_tok_s_q50", "throughput_tok_s_q90",
             "expected_gain_usd", "node_hours", "gain_per_node_hour", "cum_node_hours",
@@ -309,6 +320,7 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     info = {"tau2": tau2, "cells": int(grid["cell"].nunique()),
             "measured_arms": int(measured.sum()), "candidates": int(len(out)),
             "positive": int((out["expected_gain_usd"] > 0).sum()),
+            "above_epsilon": int(worth.sum()), "epsilon_usd": p.epsilon_usd,
             "selected": int(out["within_budget"].sum()), "budget_node_h": p.budget_node_h,
             "setup_min": p.setup_min, "gpus_per_node": p.gpus_per_node}
     return out[cols], info

@@ -16,12 +16,16 @@ recommendation is the true best and the regret is 0). This is the local conjugat
 :mod:`analytics.advisor.voi`, not a LightGBM refit: a refit of the 15 quantile boosters per
 reveal costs seconds (about 6 s CPU for the full fit on the staged grid), times thousands of
 reveals. After each reveal every cell recommends the arm with the highest expected utility
-(:func:`voi.expected_utility`) and the regret is the mean over cells of ``(U_best - U_rec) /
-|U_best|`` with true utilities (the advisor backtest's regret).
+(:func:`voi.expected_utility`) and the regret is the mean over cells of ``U_best - U_rec``
+(USD over the runtime, true utilities; the gains are in the same unit). The advisor backtest's
+relative regret, divided by ``|U_best|``, is available (``metric="relative"``) but is dominated
+by the few cells whose best utility is near 0.
 
-Policies: ``voi`` (largest expected gain per node-hour, :func:`voi.cell_gains`; cheapest first
-once every gain is 0), ``uncertainty`` (widest log-space belief ``s``, cheapest first on ties),
-``random`` (seeded order) and ``cheapest`` (fewest node-hours first).
+Policies: ``voi`` (largest expected gain per node-hour, :func:`voi.cell_gains`, among the
+benchmarks whose gain exceeds ``epsilon_usd``; once none does, the gate stops, as the paper's
+does, and the remaining benchmarks run cheapest first), ``uncertainty`` (widest log-space belief
+``s``, cheapest first on ties), ``random`` (seeded order) and ``cheapest`` (fewest node-hours
+first).
 
 Curves: each run's regret after each reveal is read on a common node-hour grid (0, then
 log-spaced from the cheapest single benchmark to the largest run's total: the regret of the last
@@ -76,7 +80,8 @@ def arm_table(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame,
 class _Run:
     """State of one sequential run over a set of arms (module docstring)."""
 
-    def __init__(self, t: pd.DataFrame, tau2: float):
+    def __init__(self, t: pd.DataFrame, tau2: float, metric: str = "usd"):
+        self.metric = metric
         self.codes = t["cell"].astype("category").cat.codes.to_numpy()
         self.members = pd.Series(np.arange(len(t))).groupby(self.codes).apply(np.array).tolist()
         self.A, self.tau2 = t["A"].to_numpy(float), tau2
@@ -91,6 +96,8 @@ class _Run:
     def _cell_regret(self, m: np.ndarray) -> float:
         util = voi.expected_utility(self.A[m], self.C[m], self.mu[m], self.s2[m])
         best, rec = self.u_true[m].max(), self.u_true[m][int(np.argmax(util))]
+        if self.metric == "usd":
+            return float(best - rec)
         return float((best - rec) / abs(best)) if best != 0 else 0.0
 
     def reveal(self, j: int) -> None:
@@ -103,30 +110,34 @@ class _Run:
         self.regret[c] = self._cell_regret(m)
 
 
-def _pick(policy: str, run: _Run, hours: np.ndarray, order: np.ndarray) -> int:
+def _pick(policy: str, run: _Run, hours: np.ndarray, order: np.ndarray,
+          epsilon: float = 0.0) -> int:
     """Index of the next benchmark; ``order`` is the static order (random / cheapest)."""
     open_ = ~run.revealed
     if policy in ("random", "cheapest"):
         return int(order[open_[order]][0])
+    if policy == "voi" and not (open_ & (run.gain > epsilon)).any():
+        return int(order[open_[order]][0])  # the gate stops (sub-epsilon): cheapest next
     score = run.gain / hours if policy == "voi" else run.s2.copy()
-    score = np.where(open_, score, -np.inf)
+    score = np.where(open_ & ((run.gain > epsilon) if policy == "voi" else True), score,
+                     -np.inf)
     top = score.max()
-    if policy == "voi" and top <= 0:  # no benchmark changes a decision: cheapest next
-        return int(order[open_[order]][0])
     ties = np.flatnonzero(score >= top - abs(top) * 1e-12)
     return int(ties[np.argmin(hours[ties])])
 
 
-def run_policy(t: pd.DataFrame, policy: str, tau2: float, seed: int = 0
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(cumulative node-hours, mean regret) after 0, 1, ..., n reveals, shapes (n + 1,)."""
-    run = _Run(t, tau2)
+def run_policy(t: pd.DataFrame, policy: str, tau2: float, seed: int = 0, metric: str = "usd",
+               epsilon: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(cumulative node-hours, mean regret over cells) after 0, 1, ..., n reveals, shapes
+    (n + 1,); ``metric`` "usd" (``U_best - U_rec``, USD over the runtime) or "relative"
+    (divided by ``|U_best|``)."""
+    run = _Run(t, tau2, metric)
     hours = t["node_hours"].to_numpy(float)
     cheap = np.argsort(hours, kind="stable")
     order = np.random.default_rng(seed).permutation(len(t)) if policy == "random" else cheap
     spent, regret = [0.0], [float(run.regret.mean())]
     for _ in range(len(t)):
-        j = _pick(policy, run, hours, order)
+        j = _pick(policy, run, hours, order, epsilon)
         run.reveal(j)
         spent.append(spent[-1] + hours[j])
         regret.append(float(run.regret.mean()))
@@ -139,16 +150,22 @@ def on_grid(spent: np.ndarray, regret: np.ndarray, grid: np.ndarray) -> np.ndarr
     return regret[np.clip(idx, 0, len(regret) - 1)]
 
 
+#: Node-hour budgets at which the summary reads each policy's mean regret.
+BUDGETS_NODE_H = (0.1, 0.5, 1.0, 2.0, 5.0)
+
+
 def backtest(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame,
              u: decide.UtilityParams | None = None, p: voi.VoIParams | None = None,
              seeds: int = 5, subset: float = 0.5, points: int = 60) -> dict:
-    """Regret-vs-node-hours curves of the four policies (module docstring).
+    """Regret-vs-node-hours curves of the four policies (module docstring); regret in USD
+    over the runtime, ``U_best - U_recommended`` per cell, averaged over the cells.
 
     Parameters
     ----------
     cost, ctx, bench : fitted cost model (held-out-cell predictions), job-history context,
         ``bench_runs`` rows (for measured run times and replicate noise)
-    u, p : utility terms and gate settings (``p.tau2`` None: :func:`voi.measurement_noise`)
+    u, p : utility terms and gate settings (``p.tau2`` None: :func:`voi.measurement_noise`;
+        ``p.epsilon_usd``: the VoI policy's stopping threshold)
     seeds : hidden subsets (seed ``k`` draws the cells of run ``k`` and the random order)
     subset : share of the eligible cells in each run (1.0: every cell, the same every seed)
     points : node-hour grid points of the curves
@@ -157,20 +174,19 @@ def backtest(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame,
     -------
     dict: ``cells`` / ``arms`` (eligible), ``cells_per_run``, ``seeds``, ``tau2``,
     ``hours`` (grid, node-hours: 0 then log-spaced), ``curves`` {policy: {mean, lo, hi}}
-    (regret, lists of ``points``), ``summary`` {policy: {regret_start, area_mean_regret,
-    hours_to_1pct, final_regret}} (``area_mean_regret``: mean regret over the log-spaced grid,
-    i.e. weighted toward small budgets, lower is better;
-    ``hours_to_1pct``: first grid node-hours where the mean regret is <= 0.01, None if never),
-    ``best_policy`` (lowest area), ``total_node_hours`` (largest run).
+    (mean regret over cells, USD, lists of ``points``; mean and min / max over the runs),
+    ``summary`` {policy: {regret_start_usd, area_mean_regret_usd, regret_at_<B>h_usd for
+    :data:`BUDGETS_NODE_H`, final_regret_usd}} (``area_mean_regret_usd``: the mean of the
+    curve over the log-spaced grid, which weighs small budgets as much as large ones; lower
+    is better), ``best_policy`` (lowest area), ``total_node_hours`` (largest run).
     """
     u, p = u or decide.UtilityParams(), p or voi.VoIParams()
     t = arm_table(cost, ctx, bench, u, p)
-    runs_df = cm.prepare(bench)
-    tau2 = voi.measurement_noise(runs_df) if p.tau2 is None else float(p.tau2)
+    tau2 = voi.measurement_noise(cm.prepare(bench)) if p.tau2 is None else float(p.tau2)
     cells = np.array(sorted(t["cell"].unique()))
     empty = {"cells": int(len(cells)), "arms": int(len(t)), "seeds": 0, "tau2": tau2,
-             "hours": [], "curves": {}, "summary": {}, "best_policy": None,
-             "cells_per_run": 0, "total_node_hours": 0.0}
+             "epsilon_usd": p.epsilon_usd, "hours": [], "curves": {}, "summary": {},
+             "best_policy": None, "cells_per_run": 0, "total_node_hours": 0.0}
     if len(cells) == 0:
         return empty
     k = max(1, int(round(len(cells) * subset)))
@@ -180,21 +196,22 @@ def backtest(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame,
             else set(cells)
         sub = t[t["cell"].isin(pick)].reset_index(drop=True)
         for name in POLICIES:
-            raw[name].append(run_policy(sub, name, tau2, seed=s))
+            raw[name].append(run_policy(sub, name, tau2, s, "usd", p.epsilon_usd))
     total = max(r[0][-1] for runs in raw.values() for r in runs)
-    first = float(t["node_hours"].min())
-    grid = np.concatenate([[0.0], np.geomspace(first, total, points - 1)])
+    grid = np.concatenate([[0.0], np.geomspace(float(t["node_hours"].min()), total, points - 1)])
     curves, summary = {}, {}
     for name, runs in raw.items():
         m = np.vstack([on_grid(h, r, grid) for h, r in runs])
         mean = m.mean(axis=0)
         curves[name] = {"mean": mean.tolist(), "lo": m.min(axis=0).tolist(),
                         "hi": m.max(axis=0).tolist()}
-        hit = np.flatnonzero(mean <= 0.01)
-        summary[name] = {"regret_start": float(mean[0]), "area_mean_regret": float(mean.mean()),
-                         "hours_to_1pct": float(grid[hit[0]]) if len(hit) else None,
-                         "final_regret": float(mean[-1])}
-    best = min(summary, key=lambda n: summary[n]["area_mean_regret"])
+        at = {f"regret_at_{b:g}h_usd": float(np.mean([on_grid(h, r, np.array([b]))[0]
+                                                      for h, r in runs]))
+              for b in BUDGETS_NODE_H}
+        summary[name] = {"regret_start_usd": float(mean[0]),
+                         "area_mean_regret_usd": float(mean.mean()), **at,
+                         "final_regret_usd": float(mean[-1])}
+    best = min(summary, key=lambda n: summary[n]["area_mean_regret_usd"])
     return {**empty, "seeds": seeds, "cells_per_run": k, "hours": grid.tolist(),
             "curves": curves, "summary": summary, "best_policy": best,
             "total_node_hours": float(total)}

@@ -59,6 +59,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--setup-min", type=positive, default=5.0,
                    help="launch overhead per benchmark, minutes (an assumption: weights load "
                         "and warm-up)")
+    p.add_argument("--epsilon-usd", type=float, default=0.05,
+                   help="smallest expected gain (USD over the runtime) worth a benchmark "
+                        "(the paper's gate epsilon 0.05)")
     p.add_argument("--top", type=int, default=20,
                    help="print the best N benchmarks (0: every one within the budget)")
     p.add_argument("--backtest", action="store_true",
@@ -124,7 +127,10 @@ def voi(args, settings) -> dict:
     if args.top < 0 or args.seeds < 1:
         raise BadInput("--top must be >= 0 and --seeds >= 1")
     u = advisor.utility(args.value_per_token, _prices(args.price))
-    p = VoIParams(budget_node_h=args.budget_node_h, setup_min=args.setup_min)
+    if args.epsilon_usd < 0:
+        raise BadInput("--epsilon-usd must be >= 0")
+    p = VoIParams(budget_node_h=args.budget_node_h, setup_min=args.setup_min,
+                  epsilon_usd=args.epsilon_usd)
     with open_store(settings.db_path) as con:
         adv, cache = _fitted(con, settings)
         if args.backtest:
