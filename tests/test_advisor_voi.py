@@ -103,6 +103,11 @@ def test_backtest_on_the_staged_grids_returns_four_regret_curves(adv, bench):
         assert len(spent) == len(table) + 1 and regret[0] > 0 and regret[-1] == 0.0
         assert spent[-1] == pytest.approx(table["node_hours"].sum())
         assert np.all(np.diff(spent) > 0)
+    # without a priced GPU kind there is nothing to rank or backtest (and no error)
+    none = decide.UtilityParams(prices_usd_per_gpu_h={})
+    ranked, info = voi.rank_benchmarks(adv.cost, adv.ctx, bench, none, p)
+    assert ranked.empty and info["candidates"] == 0 and info["selected"] == 0
+    assert vb.backtest(adv.cost, adv.ctx, bench, none, p, seeds=1)["curves"] == {}
     # snapshot, not a derivation (2 runs of 30 % of the cells at 2e-7 USD per token): VoI
     # beats random and uncertainty sampling; cheapest-first is the strongest baseline here
     s = {k: v["area_mean_regret_usd"] for k, v in bt["summary"].items()}

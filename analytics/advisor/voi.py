@@ -229,10 +229,14 @@ def _candidate_grid(cells: pd.DataFrame, cost: cm.CostModel, u: decide.UtilityPa
     """Cells x arms of :func:`analytics.advisor.decide.arms` on priced, measured GPU kinds and
     measured (GPU kind, precision) pairs, feasible by the advisor's memory model."""
     hw = [h for h in cost.envelope["categorical"]["hardware"] if h in u.prices_usd_per_gpu_h]
+    if not hw:
+        return pd.DataFrame()
     arms = decide.arms(hw)
     combos = set(cost.envelope["combos"])
-    arms = arms[[f"{h}/{p}" in combos for h, p in zip(arms["hardware"], arms["precision"],
-                                                       strict=True)]]
+    arms = arms[np.array([f"{h}/{p}" in combos for h, p in zip(
+        arms["hardware"], arms["precision"], strict=True)], dtype=bool)]
+    if arms.empty:
+        return pd.DataFrame()
     grid = cells.merge(arms, how="cross")
     grid["n_gpus"], grid["pp"] = grid["tp"], 1
     mems = {}
@@ -282,9 +286,18 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     df = df[df["throughput_tok_s"].notna() & (df["throughput_tok_s"] > 0)]
     tau2 = measurement_noise(df) if p.tau2 is None else float(p.tau2)
     grid = _candidate_grid(_cells(df), cost, u)
+    cols = ["model", "task", "in_len", "out_len", "concurrency", "hardware", "tp", "precision",
+            "throughput_tok_s_q10", "throughput_tok_s_q50", "throughput_tok_s_q90",
+            "expected_gain_usd", "node_hours", "gain_per_node_hour", "cum_node_hours",
+            "within_budget", "current_best_arm"]
+    info = {"tau2": tau2, "cells": int(df["cell"].nunique()), "measured_arms": 0,
+            "candidates": 0, "positive": 0, "above_epsilon": 0, "epsilon_usd": p.epsilon_usd,
+            "selected": 0, "budget_node_h": p.budget_node_h, "setup_min": p.setup_min,
+            "gpus_per_node": p.gpus_per_node}
+    if grid.empty:  # no priced, measured GPU kind: nothing to benchmark
+        return pd.DataFrame(columns=cols).astype({"within_budget": bool}), info
     meas = df.groupby(["cell", *cm.ARM], as_index=False).agg(
-        thr=("throughput_tok_s", "median"), pw=("power_w", "median"),
-        run_s=("latency_s", "sum"))
+        thr=("throughput_tok_s", "median"), pw=("power_w", "median"))
     grid = grid.merge(meas, on=["cell", *cm.ARM], how="left")
     measured = grid["thr"].notna().to_numpy()
     pred = cm.predict(cost, grid)
@@ -313,16 +326,9 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     out.loc[worth, "within_budget"] = budget_cut(out.loc[worth, "node_hours"], p.budget_node_h)
     out["cum_node_hours"] = np.where(worth, np.cumsum(np.where(worth, out["node_hours"], 0.0)),
                                      np.nan)
-    cols = ["model", "task", "in_len", "out_len", "concurrency", "hardware", "tp", "precision",
-            "throughput_tok_s_q10", "throughput_tok_s_q50", "throughput_tok_s_q90",
-            "expected_gain_usd", "node_hours", "gain_per_node_hour", "cum_node_hours",
-            "within_budget", "current_best_arm"]
-    info = {"tau2": tau2, "cells": int(grid["cell"].nunique()),
-            "measured_arms": int(measured.sum()), "candidates": int(len(out)),
-            "positive": int((out["expected_gain_usd"] > 0).sum()),
-            "above_epsilon": int(worth.sum()), "epsilon_usd": p.epsilon_usd,
-            "selected": int(out["within_budget"].sum()), "budget_node_h": p.budget_node_h,
-            "setup_min": p.setup_min, "gpus_per_node": p.gpus_per_node}
+    info.update(measured_arms=int(measured.sum()), candidates=int(len(out)),
+                positive=int((out["expected_gain_usd"] > 0).sum()),
+                above_epsilon=int(worth.sum()), selected=int(out["within_budget"].sum()))
     return out[cols], info
 
 
