@@ -135,9 +135,9 @@ if slo_notes:  # issue 18 item 6: which SLOs have no model, or only an extrapola
     st.info("SLO models: " + "; ".join(widgets.plain(n) for n in slo_notes) + ".")
 out.chart(cache.figure(charts.advisor_arms_chart, scored), key="arms_chart")
 
-tab_arms, tab_val, tab_bt, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
-    ["Arms", "Value per token", "Backtest", "Calibration", "Launch-success priors",
-     "Model versions", "GPU specs"])
+tab_arms, tab_val, tab_bt, tab_voi, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
+    ["Arms", "Value per token", "Backtest", "Benchmarks worth running", "Calibration",
+     "Launch-success priors", "Model versions", "GPU specs"])
 with tab_arms:
     show = scored.copy()
     show["status"] = [f"ranked #{int(r)}" if r == r else ("infeasible: " + w) if not f else
@@ -193,6 +193,54 @@ with tab_bt:
                    "memory model; the advisor never picks them (advisor_ignoring_memory_model "
                    "may). Intervals: percentile bootstrap over cells, "
                    f"{bt['bootstrap']['resamples']:,} resamples, seed {bt['bootstrap']['seed']}.")
+with tab_voi:
+    v1, v2 = st.columns(2)
+    budget = v1.number_input("benchmark budget (node-hours)", 0.01, 1000.0, 1.0, key="voi_budget",
+                             help="node-hours the ranked benchmarks may spend, best gain per "
+                                  "node-hour first")
+    setup = v2.number_input("launch overhead per benchmark (min)", 0.0, 240.0, 5.0,
+                            key="voi_setup", help="an assumption: weights load and warm-up")
+    gate = whatifs.voi_params(float(budget), float(setup))
+    terms = (price_map, gate, float(value), float(kwh), float(runtime), float(restart),
+             float(slope))
+    with st.spinner("Ranking benchmarks by value of information ..."):
+        voi_table, voi_info = whatifs.voi_ranking(*terms)
+    g1, g2, g3, g4 = st.columns(4)
+    g1.metric("candidate benchmarks", voi_info["candidates"])
+    g2.metric(f"expected gain > {voi_info['epsilon_usd']:g} USD", voi_info["above_epsilon"])
+    g3.metric("within budget", voi_info["selected"])
+    chosen = voi_table[voi_table["within_budget"]]
+    g4.metric("expected gain within budget (USD)", f"{chosen['expected_gain_usd'].sum():.2f}")
+    out.table(chosen if len(chosen) else voi_table.head(20), hide_index=True, key="voi_table")
+    st.caption("A benchmark of an unmeasured cell x arm is an observation that moves the "
+               "posterior mean of log throughput (normal belief from the calibrated q10 / q50 "
+               "/ q90, conjugate update with the replicate noise tau^2 = "
+               f"{voi_info['tau2']:.2g} measured on the stored grid). Expected gain = expected "
+               "improvement of the cell's best expected utility after observing it (closed "
+               "form, USD over the runtime); the paper's gate, which narrows the interval but "
+               "leaves the median in place, is zero by construction. Gains are myopic and per "
+               "cell, so they do not add up across benchmarks of the same cell. "
+               + widgets.plain(whatifs.voi_node_hours_rule(gate)) + ".")
+    with st.spinner("Backtesting the benchmark policies ..."):
+        vbt = whatifs.voi_backtest(*terms)
+    if not vbt["curves"]:
+        st.info("No workload cell has two or more measured, priced arms: nothing to backtest.")
+    else:
+        out.chart(cache.figure(charts.voi_regret_chart, vbt), key="voi_chart")
+        summ = pd.DataFrame(vbt["summary"]).T
+        out.table(summ, key="voi_summary")
+        best = vbt["best_policy"]
+        st.caption(f"Sequential backtest on {vbt['cells']} stored cells ({vbt['arms']} measured "
+                   f"arms): each run hides every arm of {vbt['cells_per_run']} random cells, "
+                   "starts from the held-out-cell predictions and reveals one measured arm at "
+                   "a time in each policy's order (local update, no refit). Regret = U best - "
+                   "U recommended (USD over the runtime, measured utilities), averaged over "
+                   "cells; it is 0 once every arm is revealed. VoI picks the best gain per "
+                   f"node-hour while a gain exceeds {vbt['epsilon_usd']:g} USD, then stops "
+                   "(the rest run cheapest first). On these data and terms "
+                   f"**{best}** has the lowest mean regret over the node-hour axis "
+                   "(area_mean_regret_usd; the table gives each policy's regret at fixed "
+                   "budgets).")
 with tab_cal:
     out.chart(cache.figure(charts.calibration_chart, adv.cost.metrics), key="calibration_chart")
     out.table(pd.DataFrame({t: {"rows": m["rows"], "cells": m["cells"],

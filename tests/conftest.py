@@ -94,3 +94,39 @@ def app_url(tmp_path, request):
         seed(db, *files)
     with streamlit_server(db, raw, tmp_path / "streamlit.log") as url:
         yield url
+
+
+#: The staged benchmark grids and Slurm history the advisor tests fit on.
+ADVISOR_BENCH = ["ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
+                 "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
+                 "llm_inference_bench_argonne/All_results.csv",
+                 "llm_inference_bench_argonne/Fig_16_a_b__power_results.csv",
+                 "llm_inference_bench_argonne/Fig_22__all_results_TTFT_ITL.csv",
+                 "mit_supercloud/slurm-log-queueing-clean.csv"]
+
+
+@pytest.fixture(scope="session")
+def bench_db(tmp_path_factory):
+    """A store holding :data:`ADVISOR_BENCH` (shared by the advisor tests; do not write)."""
+    from analytics import store
+    from analytics.ingest import files as ingest
+
+    path = tmp_path_factory.mktemp("advisor") / "bench.duckdb"
+    con = store.connect(path)
+    files = [shared(rel) for rel in ADVISOR_BENCH]
+    ingest.ingest_files(con, [ingest.FileIn(f, f.name) for f in files])
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def adv(bench_db):
+    """The advisor fitted once per session on :func:`bench_db` (throughput, ITL, power)."""
+    from analytics import advisor, store
+    from analytics.advisor import model
+
+    con = store.connect(bench_db)
+    a = advisor.build(store.bench_runs(con), store.jobs(con),
+                      model.FitParams(targets=("throughput_tok_s", "itl_ms", "power_w")))
+    con.close()
+    return a

@@ -12,37 +12,14 @@ from conftest import shared
 from harness import strict_loads
 from scipy import stats
 
-from analytics import advisor, cli, store
+from analytics import cli, store
 from analytics.advisor import backtest as advisor_backtest
 from analytics.advisor import decide, gate, model, persist, priors, value
 from analytics.ingest import files as ingest
 from analytics.services import advisor as advisor_service
 
-BENCH = ["ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
-         "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
-         "llm_inference_bench_argonne/All_results.csv",
-         "llm_inference_bench_argonne/Fig_16_a_b__power_results.csv",
-         "llm_inference_bench_argonne/Fig_22__all_results_TTFT_ITL.csv",
-         "mit_supercloud/slurm-log-queueing-clean.csv"]
-
-
-@pytest.fixture(scope="session")
-def bench_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("advisor") / "bench.duckdb"
-    con = store.connect(path)
-    files = [shared(rel) for rel in BENCH]
-    ingest.ingest_files(con, [ingest.FileIn(f, f.name) for f in files])
-    con.close()
-    return path
-
-
-@pytest.fixture(scope="session")
-def adv(bench_db):
-    con = store.connect(bench_db)
-    a = advisor.build(store.bench_runs(con), store.jobs(con),
-                      model.FitParams(targets=("throughput_tok_s", "itl_ms", "power_w")))
-    con.close()
-    return a
+# the staged benchmark store and its fitted advisor are the session fixtures ``bench_db`` and
+# ``adv`` of conftest.py (shared with test_advisor_voi.py)
 
 
 # ------------------------------------------------------------------ launch-success priors

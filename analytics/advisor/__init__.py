@@ -4,7 +4,9 @@ Modules: :mod:`~analytics.advisor.model` (quantile cost model, held-out-cell CQR
 envelope), :mod:`~analytics.advisor.decide` (feasibility, utility, ranking, baselines,
 backtest), :mod:`~analytics.advisor.value` (launch decision, break-even value per token,
 value-per-token sensitivity), :mod:`~analytics.advisor.priors` (launch-success priors, queue
-waits from ``jobs``), :mod:`~analytics.advisor.gate` (regression-gated promotion, ``model_versions``).
+waits from ``jobs``), :mod:`~analytics.advisor.gate` (regression-gated promotion, ``model_versions``),
+:mod:`~analytics.advisor.voi` / :mod:`~analytics.advisor.voi_backtest` (value-of-information
+benchmark gate and its sequential regret backtest).
 
 :func:`build` fits everything the advisor needs from the ``bench_runs`` and ``jobs`` frames in
 one call; reading them from the store is :func:`analytics.services.advisor.fit`.

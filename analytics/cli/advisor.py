@@ -1,4 +1,4 @@
-"""``headroom advise | advisor-backtest``: the launch advisor (OmniPilot paper)."""
+"""``headroom advise | advisor-backtest | advisor-voi``: the launch advisor (OmniPilot paper)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ COMMANDS = {
               "to launch at this value per token and its break-even (OmniPilot)",
     "advisor-backtest": "leakage-free backtest of the launch advisor vs five baselines, and "
                         "interval coverage",
+    "advisor-voi": "value-of-information benchmark gate: unmeasured benchmarks ranked by "
+                   "expected gain in the best arm's utility per node-hour, cut at a budget; "
+                   "--backtest adds regret-vs-benchmark-hours curves of four policies",
 }
 
 
@@ -48,6 +51,29 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-record", action="store_true",
                    help="do not record the fitted model in model_versions")
     p.set_defaults(run=backtest)
+
+    p = sub.add_parser("advisor-voi", help=COMMANDS["advisor-voi"])
+    p.add_argument("--value-per-token", type=positive, default=2e-7,
+                   help="USD per served output token (paper default 2e-7)")
+    p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
+                   help="price per GPU-hour for a hardware key (repeatable)")
+    p.add_argument("--budget-node-h", type=positive, default=1.0,
+                   help="node-hours the ranked benchmarks may spend (greedy by gain per "
+                        "node-hour)")
+    p.add_argument("--setup-min", type=positive, default=5.0,
+                   help="launch overhead per benchmark, minutes (an assumption: weights load "
+                        "and warm-up)")
+    p.add_argument("--epsilon-usd", type=float, default=0.05,
+                   help="smallest expected gain (USD over the runtime) worth a benchmark "
+                        "(the paper's gate epsilon 0.05)")
+    p.add_argument("--top", type=int, default=20,
+                   help="print the best N benchmarks (0: every one within the budget)")
+    p.add_argument("--backtest", action="store_true",
+                   help="add the sequential backtest: regret vs benchmark node-hours for the "
+                        "VoI, uncertainty, random and cheapest-first policies")
+    p.add_argument("--seeds", type=int, default=5,
+                   help="backtest runs, each on a random half of the eligible cells")
+    p.set_defaults(run=voi)
 
 
 def _prices(items: list[str]) -> dict[str, float]:
@@ -97,3 +123,24 @@ def backtest(args, settings) -> dict:
                                             record=not args.no_record,
                                             ttft_slo_ms=args.ttft_slo_ms,
                                             itl_slo_ms=args.itl_slo_ms), "model_cache": cache}
+
+
+def voi(args, settings) -> dict:
+    """Benchmarks worth running (and, with --backtest, the regret curves)."""
+    from analytics.advisor.voi import VoIParams
+    from analytics.services import advisor, open_store
+
+    if args.top < 0 or args.seeds < 1:
+        raise BadInput("--top must be >= 0 and --seeds >= 1")
+    u = advisor.utility(args.value_per_token, _prices(args.price))
+    if args.epsilon_usd < 0:
+        raise BadInput("--epsilon-usd must be >= 0")
+    p = VoIParams(budget_node_h=args.budget_node_h, setup_min=args.setup_min,
+                  epsilon_usd=args.epsilon_usd)
+    with open_store(settings.db_path) as con:
+        adv, cache = _fitted(con, settings)
+        if args.backtest:
+            log(f"VoI backtest: four policies x {args.seeds} seeds")
+        doc = advisor.voi_document(con, adv, u, p, args.top, args.backtest, args.seeds,
+                                   cache_dir=settings.cache_dir)
+    return {**doc, "model_cache": cache}

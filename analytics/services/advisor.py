@@ -5,7 +5,12 @@ and record provenance. Fitting takes seconds, so callers keep the fitted :class:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
+import os
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -13,8 +18,9 @@ import pandas as pd
 from analytics import advisor as advisor_pkg
 from analytics import store
 from analytics.advisor import backtest as advisor_backtest
-from analytics.advisor import decide, gate, persist, value
+from analytics.advisor import decide, gate, persist, value, voi
 from analytics.advisor import model as advisor_model
+from analytics.advisor import voi_backtest as voi_bt
 from analytics.hardware import catalog as hardware
 
 Advisor = advisor_pkg.Advisor
@@ -212,3 +218,83 @@ def hardware_specs() -> pd.DataFrame:
 def default_prices() -> dict[str, float]:
     """USD per GPU-hour where a public list price is sourced."""
     return decide.default_prices()
+
+
+# --------------------------------------------------------------------------- VoI gate (item 18.1)
+def voi_ranking(con, adv: Advisor, u: decide.UtilityParams, p: voi.VoIParams | None = None
+                ) -> tuple[pd.DataFrame, dict]:
+    """Unmeasured benchmarks ranked by expected gain per node-hour, with the budget cut
+    (:func:`analytics.advisor.voi.rank_benchmarks` on this store's ``bench_runs``)."""
+    return voi.rank_benchmarks(adv.cost, adv.ctx, store.bench_runs(con), u, p)
+
+
+#: Sources whose change invalidates a stored VoI backtest (besides the advisor fit's own).
+_VOI_CODE = ("analytics/advisor/voi.py", "analytics/advisor/voi_backtest.py",
+             "analytics/advisor/decide.py")
+
+
+def _voi_key(con, u: decide.UtilityParams, p: voi.VoIParams, seeds: int, subset: float
+             ) -> str:
+    """sha256 prefix over the advisor fit's cache key (data version, fit parameters, code),
+    the VoI sources, the utility terms and the backtest settings."""
+    root = Path(__file__).resolve().parents[2]
+    fit_key, _ = persist.cache_key(store.list_datasets(con), advisor_model.FitParams())
+    h = hashlib.sha256(fit_key.encode())
+    for rel in _VOI_CODE:
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
+    h.update(json.dumps({"u": asdict(u), "p": asdict(p), "seeds": seeds, "subset": subset},
+                        sort_keys=True, default=str).encode())
+    return h.hexdigest()[:24]
+
+
+def voi_backtest(con, adv: Advisor, u: decide.UtilityParams, p: voi.VoIParams | None = None,
+                 seeds: int = 5, subset: float = 0.5, cache_dir: Path | None = None
+                 ) -> tuple[dict, str]:
+    """(curves, ``"hit"`` | ``"miss"`` | ``"off"``): the sequential VoI backtest
+    (:func:`analytics.advisor.voi_backtest.backtest`), stored as JSON under ``cache_dir /
+    "voi"`` keyed by :func:`_voi_key` (written atomically: temporary file + ``os.replace``;
+    never pickled); ``cache_dir`` None computes without caching."""
+    p = replace(p or voi.VoIParams(), budget_node_h=1.0)  # spends every benchmark: no budget
+    if cache_dir is None:
+        return voi_bt.backtest(adv.cost, adv.ctx, store.bench_runs(con), u, p, seeds,
+                               subset), "off"
+    path = Path(cache_dir) / "voi" / f"{_voi_key(con, u, p, seeds, subset)}.json"
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(path.read_text()), "hit"
+    out = voi_bt.backtest(adv.cost, adv.ctx, store.bench_runs(con), u, p, seeds, subset)
+    with contextlib.suppress(OSError, ValueError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(out, allow_nan=False))
+        os.replace(tmp, path)
+    return out, "miss"
+
+
+def voi_document(con, adv: Advisor, u: decide.UtilityParams, p: voi.VoIParams,
+                 top: int = 20, backtest: bool = False, seeds: int = 5, subset: float = 0.5,
+                 cache_dir: Path | None = None) -> dict:
+    """The ``headroom advisor-voi`` document: the ``top`` benchmarks by gain per node-hour
+    (all within the budget when ``top`` is 0), the budget cut and the node-hour rule; with
+    ``backtest`` the regret-vs-node-hours curves of the four policies."""
+    ranked, info = voi_ranking(con, adv, u, p)
+    chosen = ranked[ranked["within_budget"]]
+    show = ranked.head(top) if top else chosen
+    doc = {"value_per_token_usd": u.value_per_token_usd, **info,
+           "node_hours_rule": NODE_HOURS_RULE.format(setup=p.setup_min, gpn=p.gpus_per_node),
+           "budget": {"node_hours": p.budget_node_h, "selected": int(len(chosen)),
+                      "selected_node_hours": float(chosen["node_hours"].sum()),
+                      "selected_gain_usd": float(chosen["expected_gain_usd"].sum())},
+           "benchmarks": [{k: _finite(v) if isinstance(v, float) else v
+                           for k, v in r.items()} for r in show.to_dict("records")]}
+    for b in doc["benchmarks"]:
+        b["tp"], b["within_budget"] = int(b["tp"]), bool(b["within_budget"])
+    if backtest:
+        bt, cache = voi_backtest(con, adv, u, p, seeds, subset, cache_dir)
+        doc["backtest"], doc["backtest_cache"] = bt, cache
+    return doc
+
+
+NODE_HOURS_RULE = ("node-hours = n_gpus / {gpn} x (setup {setup:g} min, an assumption: weights "
+                   "load and warm-up + run time); run time = concurrency x out_len / q50 "
+                   "throughput for an unmeasured benchmark (Argonne's measured latencies follow "
+                   "this relation), the measured Argonne latency_s in the backtest")

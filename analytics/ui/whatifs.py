@@ -17,7 +17,7 @@ import streamlit as st
 
 from analytics import params
 from analytics import power as power_sim
-from analytics.advisor import decide
+from analytics.advisor import decide, voi
 from analytics.services import advisor, power, serving
 from analytics.serving import ServingParams
 from analytics.ui.cache import (
@@ -89,6 +89,52 @@ def _advisor_backtest(db_path: str, version: int, value_per_token: float) -> dic
 def advisor_backtest(value_per_token: float = 2e-7) -> dict:
     """Leakage-free backtest (top-1, regret) of the advisor and the five baselines."""
     return _advisor_backtest(str(settings().db_path), data_version(), value_per_token)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _voi_ranking(db_path: str, version: int, u: decide.UtilityParams, p: voi.VoIParams):
+    with connection() as con:
+        return advisor.voi_ranking(con, advisor_model(), u, p)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _voi_backtest(db_path: str, version: int, u: decide.UtilityParams, p: voi.VoIParams):
+    with connection() as con:  # also kept on disk beside the store, shared with the CLI
+        return advisor.voi_backtest(con, advisor_model(), u, p,
+                                    cache_dir=settings().cache_dir)[0]
+
+
+def voi_params(budget_node_h: float = 1.0, setup_min: float = 5.0) -> voi.VoIParams:
+    """Settings of the benchmark gate (:class:`analytics.advisor.voi.VoIParams`)."""
+    return voi.VoIParams(budget_node_h=budget_node_h, setup_min=setup_min)
+
+
+def voi_ranking(prices: dict, gate: voi.VoIParams, value_per_token: float = 2e-7,
+                usd_per_kwh: float = 0.08, runtime_h: float = 1.0, restart_h: float = 0.5,
+                kv_slope: float = 2.0) -> tuple[pd.DataFrame, dict]:
+    """Benchmarks worth running, ranked by expected gain per node-hour with the budget cut
+    (:func:`analytics.services.advisor.voi_ranking`), for the page's utility terms."""
+    u = decide.UtilityParams(value_per_token_usd=value_per_token, usd_per_kwh=usd_per_kwh,
+                             runtime_h=runtime_h, restart_h=restart_h, kv_slope=kv_slope,
+                             prices_usd_per_gpu_h=dict(prices))
+    return _voi_ranking(str(settings().db_path), data_version(), u, gate)
+
+
+def voi_backtest(prices: dict, gate: voi.VoIParams, value_per_token: float = 2e-7,
+                 usd_per_kwh: float = 0.08, runtime_h: float = 1.0, restart_h: float = 0.5,
+                 kv_slope: float = 2.0) -> dict:
+    """Regret-vs-benchmark-node-hours curves of the VoI, uncertainty, random and cheapest-first
+    policies (:func:`analytics.services.advisor.voi_backtest`)."""
+    u = decide.UtilityParams(value_per_token_usd=value_per_token, usd_per_kwh=usd_per_kwh,
+                             runtime_h=runtime_h, restart_h=restart_h, kv_slope=kv_slope,
+                             prices_usd_per_gpu_h=dict(prices))
+    gate = replace(gate, budget_node_h=1.0)  # the backtest spends every benchmark: no budget
+    return _voi_backtest(str(settings().db_path), data_version(), u, gate)
+
+
+def voi_node_hours_rule(gate: voi.VoIParams) -> str:
+    """The node-hour rule of a benchmark, as a sentence (an assumption, shown on the page)."""
+    return advisor.NODE_HOURS_RULE.format(setup=gate.setup_min, gpn=gate.gpus_per_node)
 
 
 def default_prices() -> dict:

@@ -12,6 +12,7 @@ from analytics.ui.charts.advisor import (
     calibration_chart,
     launch_priors_chart,
     value_sensitivity_chart,
+    voi_regret_chart,
 )
 from analytics.ui.charts.base import (
     SYNTHETIC_LABEL,
@@ -88,4 +89,5 @@ __all__ = [
     "serving_timeseries_chart",
     "telemetry_chart",
     "value_sensitivity_chart",
+    "voi_regret_chart",
 ]
