@@ -137,10 +137,13 @@ out.chart(cache.figure(charts.serving_energy_chart,
     run["table"], ["stage1", "stage2", "stage3", "stage4", "festina"],
     "Ablation: 1 SLO-aware dispatch -> 2 frequency-aware dispatch -> 3 fine-grained runtime "
     "-> 4 SLO-aware placement -> 5 consolidation (Festina)", synthetic), key="serving_ablation")
+if run["json"].get("ablation_note"):
+    st.caption(run["json"]["ablation_note"])
 out.table(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_max_clock",
                            "ttft_attainment", "tbt_attainment", "mean_gpus_on",
                            "mean_clock_mhz", "prefill_kwh", "decode_kwh", "static_busy_kwh",
-                           "idle_kwh", "served", "requests"]],
+                           "idle_kwh", "prefill_clock_mhz", "decode_clock_mhz",
+                           "clock_changes", "need_bound_share", "served", "requests"]],
              hide_index=True, key="serving_table", column_config={
                  "energy_kwh": st.column_config.NumberColumn("energy (kWh)", format="%.4f"),
                  "energy_vs_festina": st.column_config.NumberColumn("energy vs Festina",
@@ -158,7 +161,19 @@ out.table(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_
                  "decode_kwh": st.column_config.NumberColumn("decode (kWh)", format="%.4f"),
                  "static_busy_kwh": st.column_config.NumberColumn("static, busy (kWh)",
                                                                   format="%.4f"),
-                 "idle_kwh": st.column_config.NumberColumn("idle (kWh)", format="%.4f")})
+                 "idle_kwh": st.column_config.NumberColumn("idle (kWh)", format="%.4f"),
+                 "prefill_clock_mhz": st.column_config.NumberColumn(
+                     "prefill clock (MHz)", format="%.0f",
+                     help="token-weighted SM clock of prefill tokens"),
+                 "decode_clock_mhz": st.column_config.NumberColumn(
+                     "decode clock (MHz)", format="%.0f",
+                     help="token-weighted SM clock of decode tokens"),
+                 "clock_changes": st.column_config.NumberColumn(
+                     "clock changes", help="the simulator charges no energy for a change"),
+                 "need_bound_share": st.column_config.NumberColumn(
+                     "clock set by SLO need", format="percent",
+                     help="share of a dynamic clock's settings in which an SLO need, not the "
+                          "energy-optimal clocks or Eq. 9, set the clock")})
 out.chart(cache.figure(charts.serving_timeseries_chart, run["timeseries"],
                                                 ["max_clock", "static_dvfs", "festina"],
                                                 synthetic), key="serving_ts")
