@@ -82,18 +82,26 @@ class ServingEngine:
     params : what-if parameters with ``dvfs_gamma`` resolved
     policy : the registered policy to run
     static_clocks : provisioned clock per GPU, MHz (static DVFS)
+    pred : (N,) predicted output tokens of each request
+        (:func:`analytics.serving.prediction.predict_lengths`), what every scheduling decision
+        reads; the true ``output`` drives only the simulated execution. Default: the true
+        lengths (a perfect predictor).
     """
 
     def __init__(self, trace: pd.DataFrame, models: np.ndarray, slots: list[Profile],
                  gpu: GpuDvfs, params: ServingParams, policy: Policy,
-                 static_clocks: dict[int, float] | None = None):
+                 static_clocks: dict[int, float] | None = None, pred: np.ndarray | None = None):
         self.params, self.policy, self.kind, self.slots = params, policy, gpu, slots
         self.dvfs = DvfsParams(gamma=params.dvfs_gamma if params.dvfs_gamma is not None else 3.0)
         self.arrival = trace["arrival_s"].to_numpy(float)
         self.prompt = trace["prompt"].to_numpy(float)
-        self.output = trace["output"].to_numpy(np.int64)
+        self.output = trace["output"].to_numpy(np.int64)  # execution only, never scheduling
         self.model_of = models
         n = len(self.arrival)
+        self.pred = self.output.astype(float) if pred is None else np.asarray(pred, dtype=float)
+        if self.pred.shape != (n,):
+            raise ValueError(f"pred has shape {self.pred.shape}; expected ({n},)")
+        self.pred_end = np.full(n, np.nan)  # decode iteration at which the prediction ends
         self.t_first = np.full(n, np.nan)
         self.t_done = np.full(n, np.nan)
         self.gpu_of = np.full(n, -1, dtype=np.int64)

@@ -95,10 +95,8 @@ class LocalScheduler:
             b = len(replica.running)
             nom = float(prof.itl_nom_ms(b)) / 1000.0
             m = float(prof.mem_fraction(b))
-            h = np.array(replica.running)
-            rids = h[:, 1].astype(np.int64)
-            left_tok = np.maximum(h[:, 0] - replica.iterations, 1e-9)
-            budget = sim.tbt_s * (sim.output[rids] - 1) - (t - sim.t_first[rids])
+            rids, left_tok, n_dec = self.predicted_left(replica)
+            budget = sim.tbt_s * n_dec - (t - sim.t_first[rids])
             target = min(sim.tbt_s, float(np.min(budget / left_tok)))
             ratio = target / nom
             if mixed and replica.prefill_rid >= 0:  # a chunk rides in every iteration: no stall
@@ -111,6 +109,23 @@ class LocalScheduler:
                 need = replica.prefill_left / prof.prefill_tok_s
                 v_p = max(v_p, need / stall if stall > 1e-9 else np.inf)
         return min(v_p, 1e3), min(v_d, 1e3)  # unreachable needs: capped, shares stay finite
+
+    def predicted_left(self, replica: Replica) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The running sequences of ``replica`` as the scheduler sees them, from their
+        *predicted* output lengths (:mod:`analytics.serving.prediction`), never the true ones:
+        ``(request ids, decode tokens left (>= 1e-9), predicted decode tokens in all)``, each
+        (b,). A sequence that has outlived its prediction is expected to end at its next token
+        (its predicted total grows with it)."""
+        sim = self.sim
+        rids = np.fromiter((rid for _, rid in replica.running), np.int64, len(replica.running))
+        it = replica.iterations
+        end = sim.pred_end[rids]
+        n_dec = sim.pred[rids] - 1
+        over = end < it - 1e-6  # past its predicted end (beyond the event-time rounding)
+        if over.any():
+            n_dec = np.where(over, n_dec + (it + 1.0 - end), n_dec)
+            end = np.where(over, it + 1.0, end)
+        return rids, np.maximum(end - it, 1e-9), n_dec
 
     def settle(self, g: int, t: float):
         """Finish prefills / sequences due at ``t`` and start the next prefills."""
@@ -129,8 +144,9 @@ class LocalScheduler:
                     if sim.output[rid] <= 1:
                         sim.t_done[rid] = t
                         sim.n_done += 1
-                    else:
+                    else:  # execution: the true length; the scheduler: the predicted end
                         heapq.heappush(replica.running, (replica.iterations + sim.output[rid] - 1, rid))
+                        sim.pred_end[rid] = replica.iterations + sim.pred[rid] - 1
                     replica.prefill_rid = -1
                     changed = True
                 while replica.running and replica.running[0][0] <= replica.iterations + 1e-6:
@@ -198,7 +214,7 @@ class LocalScheduler:
         """Festina Eq. 9 terms ``(P, T, x)`` of one busy replica: per phase that runs under the
         clock being set, the relative clock ``x`` (its need, never below the phase's
         energy-optimal clock), the phase's time ``T`` at that clock (prefill: the backlog;
-        decode: the tokens left of the earliest-ending sequence) and the
+        decode: the tokens left of the earliest-ending sequence, as predicted) and the
         whole-GPU power ``P`` (static floor included).
 
         Without chunked prefill a running prefill stalls the replica's decode batch: the batch
@@ -223,7 +239,7 @@ class LocalScheduler:
         if replica.running and not stalled:
             b = len(replica.running)
             f_d = max(sim.grid.xopt_decode(replica.model, b), min(v_d, 1.0))
-            left = replica.running[0][0] - replica.iterations
+            left = float(np.min(self.predicted_left(replica)[1]))
             t_d = float(decode_itl_s(prof, kind, b, f_d * kind.f_max_mhz)) * max(left, 1.0)
             p_d = kind.idle_w + float(dynamic_power_w(
                 prof, kind, "decode", b, f_d * kind.f_max_mhz, 1.0, sim.dvfs))

@@ -72,7 +72,11 @@ def profile_curves(profiles: list[Profile], gpu: str, batch: int = 32, n_clocks:
 
 def to_json(comp: Comparison) -> dict:
     """The CLI document: ``policies`` (max_clock, static_dvfs, festina) and ``ablation`` stages,
-    each ``energy_kwh``, ``ttft_attainment``, ``tbt_attainment`` plus context."""
+    each ``energy_kwh``, ``ttft_attainment``, ``tbt_attainment`` plus context; the stages also
+    carry their energy split and clock profile, ``ablation_steps`` what each stage changes
+    (:func:`ablation_steps`), ``ablation_note`` why stage 3 saves what it does
+    (:func:`stage3_note`), ``output_length_prediction`` the predictor the schedulers read and
+    its measured mean error on the replay."""
     def doc(r: SimResult) -> dict:
         s = r.summary
         return {"energy_kwh": round(s["energy_kwh"], 6),
@@ -103,7 +107,14 @@ def to_json(comp: Comparison) -> dict:
                      "safety_margin": p.safety_margin, "zipf_s": p.zipf_s, "seed": p.seed,
                      "window_s": p.window_s, "dvfs_gamma": p.dvfs_gamma, "kv_factor": p.kv_factor,
                      "static_scale": p.static_scale, "chunk_tokens": p.chunk_tokens,
+                     "length_predictor": p.length_predictor, "length_error": p.length_error,
+                     "length_quantile": p.length_quantile, "length_fit_s": p.length_fit_s,
                      "requests": int(len(comp.trace))}
+    if comp.prediction:
+        out["output_length_prediction"] = {
+            "predictor": comp.prediction["predictor"],
+            "mean_abs_error_pct": _num(100 * comp.prediction["mean_abs_error"], 3),
+            "replay_starts_s": p.length_fit_s if p.length_predictor == "quantile" else 0.0}
     out["notes"] = list(comp.notes)
     out["models"] = sorted({s.model for s in comp.slots})
     return out

@@ -105,6 +105,8 @@ def test_eq9_as_the_simulator_runs_it_matches_a_hand_derivation():
     terms; without chunking A's stalled batch is none: tests/serving/test_output_prediction)."""
     sim = SimpleNamespace(slots=[_stub_profile()] * 2, dvfs=serving.DvfsParams(2.0),
                           params=SimpleNamespace(chunk_tokens=512),
+                          pred=np.full(4, 21.0),  # predicted lengths and ends
+                          pred_end=np.array([np.nan, 20.0, 30.0, 25.0]),
                           kind=SimpleNamespace(f_max_mhz=2000.0, idle_w=100.0),
                           grid=SimpleNamespace(xopt_prefill=[0.9, 0.9],
                                                xopt_decode=lambda slot, b: 0.5))
