@@ -308,9 +308,11 @@ def prediction_sweep(fit: pd.DataFrame, replay: pd.DataFrame, profiles: list[Pro
     """
     settings = [replace(params, length_predictor="oracle", length_error=e) for e in levels]
     settings.append(replace(params, length_predictor="quantile"))
-    rows = []
-    for p in settings:
+    rows, gamma = [], params.dvfs_gamma
+    for p in settings:  # the exponent the first row resolves serves every row (one calibration)
+        p = replace(p, dvfs_gamma=gamma)
         comp = simulate(replay, profiles, p, ("max_clock", "festina"), fit=fit)
+        gamma = comp.params.dvfs_gamma
         f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
         oracle = p.length_predictor == "oracle"
         rows.append({

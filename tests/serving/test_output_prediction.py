@@ -257,3 +257,31 @@ def test_stage3_runs_prefills_at_stage2s_clock_on_real_conv(staged):
                                                              s2["energy_kwh"] - 1), abs=1e-3)
     assert "need set the clock in 0.00% of stage 3's clock settings" in doc["ablation_note"]
     assert doc["ablation"][serving.STAGE_LABELS["stage3"]]["clock_changes"] > 0
+
+
+def test_serving_page_shows_the_prediction_sweep_and_the_stage3_note(app_env):
+    """Serving page (AppTest, 2 models on 1 GPU, 1 min of Azure conv after a 1-min fit window): the ablation's
+    stage-3 note is shown, the predictor controls reach the run, and the prediction-error
+    sweep draws its chart and table on demand."""
+    from harness import new_app, seed
+
+    seed(app_env["db"], f"azure_llm/{CONV}.csv", *BENCH)
+    at = new_app().run()
+    at.session_state["serving_window"] = 1
+    at.session_state["serving_fit_min"] = 1
+    at.session_state["serving_gpus"] = 1
+    at.session_state["serving_models"] = 2
+    at.session_state["serving_calibrate"] = False  # gamma 3: no calibration, a cheap run
+    at.switch_page("pages/serving.py").run()
+    assert not at.exception
+    assert any(c.value.startswith("Stage 3 (fine-grained runtime) changes energy")
+               for c in at.caption)
+    assert any("mean |error| 2." in c.value for c in at.caption)  # the 5 % oracle's note
+    charts = len(at.get("plotly_chart"))
+    at.button(key="serving_pred_run").click().run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == charts + 1
+    sweep = next(d.value for d in at.dataframe if "energy_saving_pct" in d.value.columns)
+    assert list(sweep["predictor"]) == ["oracle +-0 %", "oracle +-2.5 %", "oracle +-5 %",
+                                        "oracle +-10 %", "quantile q0.5"]
+    assert sweep["slo_attainment_pct"].between(0, 100).all()
