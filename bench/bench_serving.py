@@ -76,7 +76,7 @@ def _direct_offer(sim, j: int, rid: int, share: float) -> float:
     e_p = float(serving.dynamic_power_w(prof, kind, "prefill", 1, f[c], share, sim.dvfs)) \
         * sim.prompt[rid] * pf[c]
     e_d = float(serving.dynamic_power_w(prof, kind, "decode", 1, f[c], share, sim.dvfs)) * itl[c]
-    return e_p + e_d * (sim.output[rid] - 1)
+    return e_p + e_d * (sim.pred[rid] - 1)  # the predicted length, as the lookup reads it
 
 
 def lookup_vs_model(trace, profiles, params, label: str, n: int = 3000) -> None:

@@ -68,6 +68,21 @@ with st.form("serving_form"):
         zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
                                key="serving_zipf", help=whatifs.serving_help("zipf_s"))
         seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
+        e1, e2, e3, e4 = st.columns(4)
+        predictor = e1.selectbox("output-length predictor", ["oracle", "quantile"],
+                                 key="serving_predictor",
+                                 help=whatifs.serving_help("length_predictor"))
+        length_error = e2.select_slider("oracle predictor error (+-)", [0.0, 0.025, 0.05, 0.10],
+                                        value=0.05, format_func=lambda v: f"{100 * v:g} %",
+                                        key="serving_length_error",
+                                        help=whatifs.serving_help("length_error"))
+        length_q = e3.number_input("quantile predictor: quantile", 0.05, 0.95, 0.5, 0.05,
+                                   key="serving_length_q",
+                                   help=whatifs.serving_help("length_quantile"))
+        fit_min = e4.number_input("quantile predictor: fit on the first ... minutes", 1,
+                                  24 * 60, 10, key="serving_fit_min",
+                                  help=whatifs.serving_help("length_fit_s") + "; the simulated "
+                                  "window then starts after them")
         chunk = st.number_input("chunked prefill: tokens per iteration (0 = off, a prefill "
                                 "pauses decode)", 0, 65_536, 0, 512, key="serving_chunk",
                                 help=whatifs.serving_help("chunk_tokens"))
@@ -89,7 +104,9 @@ params = whatifs.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=
                               ttft_slo_ms=float(ttft), tbt_slo_ms=float(tbt),
                               safety_margin=float(margin), zipf_s=float(zipf),
                               dvfs_gamma=gamma, static_scale=float(static_scale), seed=int(seed),
-                              chunk_tokens=int(chunk),
+                              chunk_tokens=int(chunk), length_predictor=predictor,
+                              length_error=float(length_error), length_quantile=float(length_q),
+                              length_fit_s=float(fit_min) * 60,
                               window_s=float(window_min) * 60 if window_min else None)
 if Progress.cancelled("serving_run"):
     st.info("Simulation cancelled. Change a setting or press **Run the simulation** to start it "
@@ -137,10 +154,13 @@ out.chart(cache.figure(charts.serving_energy_chart,
     run["table"], ["stage1", "stage2", "stage3", "stage4", "festina"],
     "Ablation: 1 SLO-aware dispatch -> 2 frequency-aware dispatch -> 3 fine-grained runtime "
     "-> 4 SLO-aware placement -> 5 consolidation (Festina)", synthetic), key="serving_ablation")
+if run["json"].get("ablation_note"):
+    st.caption(run["json"]["ablation_note"])
 out.table(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_max_clock",
                            "ttft_attainment", "tbt_attainment", "mean_gpus_on",
                            "mean_clock_mhz", "prefill_kwh", "decode_kwh", "static_busy_kwh",
-                           "idle_kwh", "served", "requests"]],
+                           "idle_kwh", "prefill_clock_mhz", "decode_clock_mhz",
+                           "clock_changes", "need_bound_share", "served", "requests"]],
              hide_index=True, key="serving_table", column_config={
                  "energy_kwh": st.column_config.NumberColumn("energy (kWh)", format="%.4f"),
                  "energy_vs_festina": st.column_config.NumberColumn("energy vs Festina",
@@ -158,7 +178,19 @@ out.table(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_
                  "decode_kwh": st.column_config.NumberColumn("decode (kWh)", format="%.4f"),
                  "static_busy_kwh": st.column_config.NumberColumn("static, busy (kWh)",
                                                                   format="%.4f"),
-                 "idle_kwh": st.column_config.NumberColumn("idle (kWh)", format="%.4f")})
+                 "idle_kwh": st.column_config.NumberColumn("idle (kWh)", format="%.4f"),
+                 "prefill_clock_mhz": st.column_config.NumberColumn(
+                     "prefill clock (MHz)", format="%.0f",
+                     help="token-weighted SM clock of prefill tokens"),
+                 "decode_clock_mhz": st.column_config.NumberColumn(
+                     "decode clock (MHz)", format="%.0f",
+                     help="token-weighted SM clock of decode tokens"),
+                 "clock_changes": st.column_config.NumberColumn(
+                     "clock changes", help="the simulator charges no energy for a change"),
+                 "need_bound_share": st.column_config.NumberColumn(
+                     "clock set by SLO need", format="percent",
+                     help="share of a dynamic clock's settings in which an SLO need, not the "
+                          "energy-optimal clocks or Eq. 9, set the clock")})
 out.chart(cache.figure(charts.serving_timeseries_chart, run["timeseries"],
                                                 ["max_clock", "static_dvfs", "festina"],
                                                 synthetic), key="serving_ts")
@@ -184,6 +216,41 @@ if st.session_state.get("serving_sens_for") == sens_key:
     bar.close()
     out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
     out.table(sens, hide_index=True, key="serving_sens_table")
+
+st.subheader("Output-length prediction")
+st.caption("The schedulers read each request's predicted output length (Festina Sec. 3.2.2); "
+           "only the simulated execution uses the true one. The noisy oracle multiplies the true "
+           "length by 1 + e, e uniform within +- the error level (the paper's predictor errs by "
+           "2.5-10 %, Fig. 7; default 5 %); the quantile predictor gives every request of a "
+           "model that model's quantile of the lengths in the trace's first minutes, which are "
+           "then not replayed. The sweep reruns max-clock and Festina for the oracle at 0, 2.5, "
+           "5 and 10 % and for the quantile predictor, all on the requests after the quantile "
+           "predictor's fit window (the same requests in every row).")
+pred_key = (trace, params, measured)
+if st.button("Run the prediction-error sweep (5 x 2 simulations)", key="serving_pred_run"):
+    st.session_state["serving_pred_for"] = pred_key
+if Progress.cancelled("serving_pred"):
+    st.session_state.pop("serving_pred_for", None)
+    st.info("Prediction-error sweep cancelled; rows finished before the cancel are not kept.")
+if st.session_state.get("serving_pred_for") == pred_key:
+    bar = Progress("Prediction-error sweep", "serving_pred")
+    try:
+        sweep = whatifs.serving_prediction_sweep(trace, params, measured, progress=bar)
+    except ValueError as exc:
+        sweep = None
+        st.error(f"No sweep: {widgets.plain(exc)}")
+    bar.close()
+    if sweep is not None:
+        out.chart(cache.figure(charts.serving_prediction_chart, sweep, synthetic),
+                  key="serving_pred")
+        out.table(sweep, hide_index=True, key="serving_pred_table", column_config={
+            "length_error": st.column_config.NumberColumn("oracle error (+-)", format="percent"),
+            "mean_abs_error_pct": st.column_config.NumberColumn("mean |error| (%)",
+                                                                format="%.1f"),
+            "energy_saving_pct": st.column_config.NumberColumn("energy saving (%)",
+                                                               format="%.2f"),
+            "slo_attainment_pct": st.column_config.NumberColumn("SLO attainment (%)",
+                                                                format="%.2f")})
 
 st.subheader("Profile viewer")
 batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch")

@@ -26,6 +26,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--sensitivity", action="store_true",
                    help="also sweep gamma (calibrated, 1.5, 2, 3) x static power (x0.5, 1, 1.5) "
                         "for max-clock vs Festina")
+    p.add_argument("--prediction-sweep", action="store_true",
+                   help="also run max-clock vs Festina with the output-length predictor at "
+                        "0, 2.5, 5 and 10 %% error and the quantile predictor, all replaying "
+                        "the trace after the quantile predictor's fit window")
     p.add_argument("--bench", nargs="+", default=None, metavar="DATASET",
                    help="bench datasets to build profiles from (default: all bench_runs)")
     p.add_argument("--profile", default=None, metavar="CSV",
@@ -54,4 +58,5 @@ def serve_energy(args, settings) -> dict:
     with open_store(settings.db_path) as con:
         return serving.document(con, args.trace, what_if, policies, measured, measured_name,
                                 tuple(args.bench) if args.bench else None,
-                                with_sensitivity=args.sensitivity, on_stage=log)
+                                with_sensitivity=args.sensitivity, on_stage=log,
+                                with_prediction_sweep=args.prediction_sweep)

@@ -62,11 +62,29 @@ def profiles(con, gpu: str, measured: bytes | None = None, measured_name: str = 
 def trace(con, name: str, window_s: float | None = None) -> pd.DataFrame:
     """A stored request trace as simulator arrivals (first ``window_s`` seconds, or all).
     Raises ValueError when the dataset is not a request trace."""
+    return serving.trace_arrays(_rows(con, name), window_s)
+
+
+def _rows(con, name: str) -> pd.DataFrame:
     info = store.dataset(con, name)
     if info["kind"] != "requests":
         raise ValueError(f"{name!r} is a {info['kind']} dataset; serve-energy needs a request "
                          "trace (e.g. AzureLLMInferenceTrace_conv)")
-    return serving.trace_arrays(store.dataset_rows(con, name), window_s)
+    return store.dataset_rows(con, name)
+
+
+def arrivals(con, name: str, params, replay_after_fit: bool = False
+             ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``(replay, fit)`` of a stored request trace for ``params``: with the quantile length
+    predictor (or ``replay_after_fit``) the fit window is the trace's first ``length_fit_s``
+    seconds and the replay (first ``window_s`` seconds, or all) starts after it, so no replayed
+    request is in the fit; with the oracle the replay starts at the first request and ``fit``
+    is None. Raises ValueError when the dataset is not a request trace."""
+    rows = _rows(con, name)
+    if params.length_predictor == "quantile" or replay_after_fit:
+        return (serving.trace_arrays(rows, params.window_s, start_s=params.length_fit_s),
+                serving.trace_arrays(rows, params.length_fit_s))
+    return serving.trace_arrays(rows, params.window_s), None
 
 
 def compare(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICIES,
@@ -78,8 +96,9 @@ def compare(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICI
     Raises ValueError for an unknown policy, a bad parameter or no usable profile.
     """
     _check(params, policies)  # before any read
-    return _compare(con, trace(con, trace_name, params.window_s), params, policies, measured,
-                    measured_name, bench_datasets)
+    replay, fit = arrivals(con, trace_name, params)
+    return _compare(con, replay, params, policies, measured, measured_name, bench_datasets,
+                    fit=fit)
 
 
 def _check(params, policies: tuple[str, ...]) -> None:
@@ -89,11 +108,11 @@ def _check(params, policies: tuple[str, ...]) -> None:
     serving.check_params(params)
 
 
-def _compare(con, arrivals: pd.DataFrame, params, policies, measured, measured_name,
-             bench_datasets, on_step=None):
+def _compare(con, replay: pd.DataFrame, params, policies, measured, measured_name,
+             bench_datasets, on_step=None, fit=None):
     _check(params, policies)
     profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
-    return serving.simulate(arrivals, profs, params, policies, on_step=on_step)
+    return serving.simulate(replay, profs, params, policies, on_step=on_step, fit=fit)
 
 
 def run_views(con, trace_name: str, params, measured: bytes | None = None,
@@ -103,9 +122,9 @@ def run_views(con, trace_name: str, params, measured: bytes | None = None,
     (the CLI document) and the bench ``profiles`` used. ``_on_step(done, total, policy)``
     hears of each policy run (underscored: not part of a cache key)."""
     _check(params, ALL_POLICIES)
-    tr = trace(con, trace_name, params.window_s)  # read once: simulated and binned
+    tr, fit = arrivals(con, trace_name, params)  # read once: simulated and binned
     comp = _compare(con, tr, params, ALL_POLICIES, measured, "uploaded profile", None,
-                    on_step=_on_step)
+                    on_step=_on_step, fit=fit)
     ts = pd.concat([serving.timeseries(r, tr).assign(policy=k)
                     for k, r in comp.results.items()], ignore_index=True)
     cdfs = {}
@@ -126,15 +145,41 @@ def sensitivity(con, trace_name: str, params, measured: bytes | None = None,
     setting (underscored: the app's cache leaves it out of its key)."""
     serving.check_params(params)
     profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
-    return serving.sensitivity(trace(con, trace_name, params.window_s), profs, params,
-                               on_step=_on_step)
+    replay, fit = arrivals(con, trace_name, params)
+    return serving.sensitivity(replay, profs, params, on_step=_on_step, fit=fit)
+
+
+def prediction_sweep(con, trace_name: str, params, measured: bytes | None = None,
+                     measured_name: str = "uploaded profile",
+                     bench_datasets: tuple[str, ...] | None = None,
+                     _on_step=None) -> pd.DataFrame:
+    """Festina vs max-clock per output-length predictor: the noisy oracle at 0, 2.5, 5 and 10 %
+    and the quantile predictor (:func:`analytics.serving.prediction_sweep`); every row replays
+    the requests after the quantile predictor's fit window (the trace's first
+    ``length_fit_s`` seconds), so all rows replay the same requests. ``_on_step(done, total,
+    label)`` hears of each row (underscored: not part of a cache key)."""
+    serving.check_params(params)
+    profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
+    replay, fit = arrivals(con, trace_name, params, replay_after_fit=True)
+    return serving.prediction_sweep(fit, replay, profs, params, on_step=_on_step)
+
+
+def prediction_records(sweep: pd.DataFrame, params) -> dict:
+    """The sweep as the CLI document's ``prediction_error``: ``rows`` (NaN -> null, rounded)
+    and ``replay`` (which requests every row replays)."""
+    rows = [{k: (None if isinstance(v, float) and v != v else
+                 round(v, 6) if isinstance(v, float) else v) for k, v in r.items()}
+            for r in sweep.to_dict("records")]
+    return {"rows": rows, "replay": f"requests after the trace's first {params.length_fit_s:g} s "
+            "(the quantile predictor's fit window), the same in every row"}
 
 
 def document(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICIES,
              measured: bytes | None = None, measured_name: str = "uploaded profile",
              bench_datasets: tuple[str, ...] | None = None, with_sensitivity: bool = False,
-             on_stage=None) -> dict:
-    """The ``headroom serve-energy`` document; ``on_stage(text)`` reports progress."""
+             on_stage=None, with_prediction_sweep: bool = False) -> dict:
+    """The ``headroom serve-energy`` document; ``on_stage(text)`` reports progress;
+    ``with_prediction_sweep`` adds ``prediction_error`` (:func:`prediction_records`)."""
     if on_stage:
         on_stage(f"serve-energy: {len(policies)} policies ...")
     comp = compare(con, trace_name, params, policies, measured, measured_name, bench_datasets)
@@ -145,6 +190,12 @@ def document(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLIC
         sens = sensitivity(con, trace_name, params, measured, measured_name, bench_datasets)
         out["sensitivity"] = [{k: (round(v, 6) if isinstance(v, float) else v)
                                for k, v in r.items()} for r in sens.to_dict("records")]
+    if with_prediction_sweep:
+        if on_stage:
+            on_stage("serve-energy: output-length prediction sweep (5 x 2 runs) ...")
+        sweep = prediction_sweep(con, trace_name, params, measured, measured_name,
+                                 bench_datasets)
+        out["prediction_error"] = prediction_records(sweep, params)
     return out
 
 

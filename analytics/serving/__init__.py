@@ -8,14 +8,22 @@ Eq. 9), :mod:`~analytics.serving.lookup` (offline lookup table), :mod:`~analytic
 (replica and GPU state), :mod:`~analytics.serving.engine` (event loop, energy accounting),
 :mod:`~analytics.serving.local_scheduler` (continuous batching, clock and SM shares),
 :mod:`~analytics.serving.placement` (dispatch, scale-out, warm start),
-:mod:`~analytics.serving.consolidation` (EWR consolidation), :mod:`~analytics.serving.compare`
+:mod:`~analytics.serving.consolidation` (EWR consolidation),
+:mod:`~analytics.serving.prediction` (output-length predictors the schedulers read),
+:mod:`~analytics.serving.compare`
 (policy comparison, static DVFS, sensitivity) and :mod:`~analytics.serving.views` (time series,
 CDFs, curves, JSON).
 
 The names below are the package's public API: import them from ``analytics.serving``.
 """
 
-from analytics.serving.compare import Comparison, resolve_gamma, sensitivity, simulate
+from analytics.serving.compare import (
+    Comparison,
+    prediction_sweep,
+    resolve_gamma,
+    sensitivity,
+    simulate,
+)
 from analytics.serving.dvfs import (
     DECODE_SAVING_CITE,
     DECODE_SAVING_TARGET,
@@ -48,6 +56,13 @@ from analytics.serving.params import (
     register_policy,
 )
 from analytics.serving.placement import rank_candidates
+from analytics.serving.prediction import (
+    ERROR_LEVELS,
+    PREDICTORS,
+    fit_quantiles,
+    oracle_lengths,
+    predict_lengths,
+)
 from analytics.serving.profiles import (
     MEASURED_COLUMNS,
     Profile,
@@ -62,12 +77,13 @@ from analytics.serving.views import latency_cdf, profile_curves, timeseries, to_
 from analytics.serving.workload import assign_models, model_slots, trace_arrays
 
 __all__ = [
-    "DECODE_SAVING_CITE", "DECODE_SAVING_TARGET", "GPU_DVFS", "MEASURED_COLUMNS", "POLICIES",
-    "POLICY_REGISTRY", "STAGES", "STAGE_LABELS", "STATIC_ROUNDS", "ClockGrid", "Comparison",
+    "DECODE_SAVING_CITE", "DECODE_SAVING_TARGET", "ERROR_LEVELS", "GPU_DVFS", "MEASURED_COLUMNS", "POLICIES",
+    "POLICY_REGISTRY", "PREDICTORS", "STAGES", "STAGE_LABELS", "STATIC_ROUNDS", "ClockGrid", "Comparison",
     "DvfsParams", "GpuDvfs", "LookupTable", "Policy", "Profile", "ProfileError", "ServingEngine",
     "ServingParams", "SimResult", "apply_measured", "assign_models", "available_gpus",
     "build_lookup", "calibrate_gamma", "calibration_profiles", "check_params", "decode_itl_s",
-    "decode_saving", "dynamic_power_w", "energy_curve", "get_policy", "latency_cdf",
+    "decode_saving", "dynamic_power_w", "energy_curve", "fit_quantiles", "get_policy",
+    "latency_cdf", "oracle_lengths", "predict_lengths", "prediction_sweep",
     "model_slots", "parse_measured_profiles", "phase_clock", "phase_clock_weighted",
     "prefill_reference", "prefill_time_s", "profile_curves", "profiles_from_bench",
     "rank_candidates", "register_policy", "resolve_gamma", "sensitivity", "simulate",

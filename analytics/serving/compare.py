@@ -29,6 +29,7 @@ from analytics.serving.params import (
     check_params,
     get_policy,
 )
+from analytics.serving.prediction import ERROR_LEVELS, mean_abs_error, predict_lengths
 from analytics.serving.profiles import Profile
 from analytics.serving.workload import assign_models, model_slots
 
@@ -43,6 +44,9 @@ class Comparison:
     popularity: np.ndarray
     params: ServingParams
     notes: list[str] = field(default_factory=list)
+    #: the output-length predictor used: ``predictor``, ``length_error``, ``length_quantile``,
+    #: ``length_fit_s``, measured ``mean_abs_error`` (fraction) on the replayed requests
+    prediction: dict = field(default_factory=dict)
 
     def table(self) -> pd.DataFrame:
         """One row per policy / stage: summary metrics plus energy normalised to Festina."""
@@ -83,18 +87,24 @@ def resolve_gamma(params: ServingParams, profiles: list[Profile], gpu: GpuDvfs
 def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
              policies: tuple[str, ...] = POLICIES + STAGES[:-1],
              rng: np.random.Generator | None = None,
-             on_step: Callable[[int, int, str], None] | None = None) -> Comparison:
+             on_step: Callable[[int, int, str], None] | None = None,
+             fit: pd.DataFrame | None = None) -> Comparison:
     """Run the policies on one trace; ``on_step(done, total, policy)`` after each policy run
-    (a progress bar).
+    (a progress bar). The schedulers read output lengths predicted by
+    ``params.length_predictor`` (:mod:`analytics.serving.prediction`), the execution the true
+    ones.
 
     Parameters
     ----------
-    trace : frame from :func:`trace_arrays` (``arrival_s``, ``prompt``, ``output``)
+    trace : frame from :func:`trace_arrays` (``arrival_s``, ``prompt``, ``output``): the
+        replayed requests
     profiles : bench profiles of ``params.gpu`` (:func:`analytics.serving.profiles.profiles_from_bench`)
     params : what-if parameters
     policies : names from :data:`analytics.serving.params.POLICY_REGISTRY`; ``static_dvfs``
         implies a ``max_clock`` run first
     rng : generator for the model assignment (default ``default_rng(params.seed)``)
+    fit : requests before the replay (the trace's first ``length_fit_s`` seconds) that the
+        quantile length predictor is fitted on; unused by the oracle
 
     Returns
     -------
@@ -102,12 +112,15 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
 
     Raises
     ------
-    ValueError : unknown GPU kind or policy, empty trace, no profiles
+    ValueError : unknown GPU kind or policy, empty trace, no profiles, a quantile predictor
+        without fit requests
     """
     gpu, slots, fits, params = _prepare(profiles, params, policies, trace)
     rng = rng if rng is not None else np.random.default_rng(params.seed)
     params, notes = resolve_gamma(params, profiles, gpu)
     models, pop = assign_models(len(trace), params.n_models, params.zipf_s, rng)
+    pred, pred_note = predict_lengths(trace, models, pop, params, fit)
+    notes.append(pred_note)
     order = list(dict.fromkeys(("max_clock",) + tuple(policies)
                                if "static_dvfs" in policies else policies))
     sims: dict[str, ServingEngine] = {}
@@ -117,9 +130,10 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         if pol == "stage1" and "max_clock" in sims:
             continue  # stage 1 is max-clock: one run serves both
         if pol == "static_dvfs":
-            sim, runs[pol] = _run_static_dvfs(trace, models, slots, gpu, params, base_sim)
+            sim, runs[pol] = _run_static_dvfs(trace, models, slots, gpu, params, base_sim, pred)
         else:
-            sim, runs[pol] = ServingEngine(trace, models, slots, gpu, params, get_policy(pol)), 1
+            sim = ServingEngine(trace, models, slots, gpu, params, get_policy(pol), pred=pred)
+            runs[pol] = 1
             sim.run()
         if on_step:
             on_step(i + 1, len(order), pol.replace("_", " "))
@@ -144,7 +158,10 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     if trace.attrs.get("unknown_tokens"):
         notes += [f"{trace.attrs['unknown_tokens']:,} requests have no prompt or completion "
                   "token count in the trace: simulated with 1 token there (the minimum)"]
-    return Comparison(results, trace, slots, pop, params, notes)
+    prediction = {"predictor": params.length_predictor, "length_error": params.length_error,
+                  "length_quantile": params.length_quantile, "length_fit_s": params.length_fit_s,
+                  "mean_abs_error": mean_abs_error(pred, trace["output"].to_numpy())}
+    return Comparison(results, trace, slots, pop, params, notes, prediction)
 
 
 def _prepare(profiles: list[Profile], params: ServingParams, policies: tuple[str, ...],
@@ -170,14 +187,14 @@ def _prepare(profiles: list[Profile], params: ServingParams, policies: tuple[str
 
 
 def _run_static_dvfs(trace: pd.DataFrame, models: np.ndarray, slots: list[Profile], gpu: GpuDvfs,
-                     params: ServingParams, base_sim: ServingEngine
+                     params: ServingParams, base_sim: ServingEngine, pred: np.ndarray
                      ) -> tuple[ServingEngine, int]:
     """Static DVFS: clocks provisioned from the max-clock run ``base_sim``
     (:func:`static_clocks`), then up to :data:`STATIC_ROUNDS` re-provisioning rounds. Returns
     the last run and the number of simulator passes."""
     policy = get_policy("static_dvfs")
     static = static_clocks(gpu, slots, base_sim, params)
-    sim = ServingEngine(trace, models, slots, gpu, params, policy, static)
+    sim = ServingEngine(trace, models, slots, gpu, params, policy, static, pred)
     sim.run()
     runs = 1
     for _ in range(STATIC_ROUNDS):
@@ -189,7 +206,7 @@ def _run_static_dvfs(trace: pd.DataFrame, models: np.ndarray, slots: list[Profil
         for g in lag:
             k = int(np.searchsorted(clocks, static[g] - 1e-6))
             static[g] = float(clocks[min(k + 3, len(clocks) - 1)])
-        sim = ServingEngine(trace, models, slots, gpu, params, policy, static)
+        sim = ServingEngine(trace, models, slots, gpu, params, policy, static, pred)
         sim.run()
         runs += 1
     return sim, runs
@@ -242,7 +259,8 @@ def lagging_gpus(sim: ServingEngine, base: ServingEngine, params: ServingParams,
 def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
                 gammas: tuple[float | None, ...] = (None, 1.5, 2.0, 3.0),
                 static_scales: tuple[float, ...] = (0.5, 1.0, 1.5),
-                on_step: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
+                on_step: Callable[[int, int, str], None] | None = None,
+                fit: pd.DataFrame | None = None) -> pd.DataFrame:
     """How Festina's saving over max-clock moves with the two DVFS-model inputs no staged file
     measures directly: the dynamic-power exponent ``gamma`` (None = calibrated) and the static
     floor (x ``static_scale`` of the cited idle power).
@@ -251,14 +269,14 @@ def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingPar
     ``calibrated``, ``max_clock_kwh``, ``festina_kwh``, ``saving`` (fraction),
     ``ttft_pp`` / ``tbt_pp`` (Festina minus max-clock attainment, percentage points),
     ``festina_gpus_on``, ``festina_clock_mhz``. ``on_step(done, total, label)`` is called after
-    each setting (a progress bar).
+    each setting (a progress bar); ``fit`` as in :func:`simulate`.
     """
     rows = []
     total = len(static_scales) * len(gammas)
     for sc in static_scales:
         for g in gammas:
             comp = simulate(trace, profiles, replace(params, dvfs_gamma=g, static_scale=sc),
-                            ("max_clock", "festina"))
+                            ("max_clock", "festina"), fit=fit)
             f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
             rows.append({
                 "static_scale": sc, "idle_w": GPU_DVFS[params.gpu].idle_w * sc,
@@ -271,4 +289,44 @@ def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingPar
             if on_step:
                 on_step(len(rows), total, f"static x{sc:g}, gamma "
                                           f"{'calibrated' if g is None else f'{g:g}'}")
+    return pd.DataFrame(rows)
+
+
+def prediction_sweep(fit: pd.DataFrame, replay: pd.DataFrame, profiles: list[Profile],
+                     params: ServingParams, levels: tuple[float, ...] = ERROR_LEVELS,
+                     on_step: Callable[[int, int, str], None] | None = None) -> pd.DataFrame:
+    """How Festina's energy saving over max-clock and its SLO attainment move with the error of
+    the output-length predictor (:mod:`analytics.serving.prediction`): the noisy oracle at each
+    of ``levels`` and the quantile predictor fitted on ``fit``, every row replaying the same
+    requests (``replay``, the trace after the fit window) on the same models.
+
+    Returns one row per predictor: ``predictor``, ``length_error`` (oracle level, fraction;
+    NaN for the quantile), ``mean_abs_error_pct`` (measured on the replay), ``max_clock_kwh``,
+    ``festina_kwh``, ``energy_saving_pct``, ``slo_attainment_pct``, ``ttft_attainment_pct``,
+    ``tbt_attainment_pct``, ``slo_pp_vs_max_clock``, ``requests``. ``on_step(done, total,
+    label)`` after each row. Raises ValueError as :func:`simulate`.
+    """
+    settings = [replace(params, length_predictor="oracle", length_error=e) for e in levels]
+    settings.append(replace(params, length_predictor="quantile"))
+    rows, gamma = [], params.dvfs_gamma
+    for p in settings:  # the exponent the first row resolves serves every row (one calibration)
+        p = replace(p, dvfs_gamma=gamma)
+        comp = simulate(replay, profiles, p, ("max_clock", "festina"), fit=fit)
+        gamma = comp.params.dvfs_gamma
+        f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
+        oracle = p.length_predictor == "oracle"
+        rows.append({
+            "predictor": f"oracle +-{100 * p.length_error:g} %" if oracle else
+            f"quantile q{p.length_quantile:g}",
+            "length_error": p.length_error if oracle else float("nan"),
+            "mean_abs_error_pct": 100 * comp.prediction["mean_abs_error"],
+            "max_clock_kwh": m["energy_kwh"], "festina_kwh": f["energy_kwh"],
+            "energy_saving_pct": 100 * (1 - f["energy_kwh"] / m["energy_kwh"]),
+            "slo_attainment_pct": 100 * f["slo_attainment"],
+            "ttft_attainment_pct": 100 * f["ttft_attainment"],
+            "tbt_attainment_pct": 100 * f["tbt_attainment"],
+            "slo_pp_vs_max_clock": 100 * (f["slo_attainment"] - m["slo_attainment"]),
+            "requests": int(len(replay))})
+        if on_step:
+            on_step(len(rows), len(settings), rows[-1]["predictor"])
     return pd.DataFrame(rows)

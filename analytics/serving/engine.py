@@ -52,7 +52,8 @@ class SimResult:
     ----------
     policy : policy name
     summary : energy_kwh, ttft_attainment, tbt_attainment, slo_attainment (both met), requests,
-        served, mean_gpus_on, mean_clock_mhz, and the energy split (kWh)
+        served, mean_gpus_on, mean_clock_mhz, the energy split (kWh) and how the clocks were set
+        (:meth:`ServingEngine.clock_profile`)
     requests : one row per trace request: ``model``, ``gpu`` (-1 unserved), ``arrival_s``,
         ``ttft_ms``, ``tbt_ms`` (NaN for single-token outputs: no decode), ``ttft_ok``, ``tbt_ok``
     segments : piecewise-constant GPU power: ``gpu``, ``t0_s``, ``t1_s``, ``power_w``,
@@ -81,18 +82,26 @@ class ServingEngine:
     params : what-if parameters with ``dvfs_gamma`` resolved
     policy : the registered policy to run
     static_clocks : provisioned clock per GPU, MHz (static DVFS)
+    pred : (N,) predicted output tokens of each request
+        (:func:`analytics.serving.prediction.predict_lengths`), what every scheduling decision
+        reads; the true ``output`` drives only the simulated execution. Default: the true
+        lengths (a perfect predictor).
     """
 
     def __init__(self, trace: pd.DataFrame, models: np.ndarray, slots: list[Profile],
                  gpu: GpuDvfs, params: ServingParams, policy: Policy,
-                 static_clocks: dict[int, float] | None = None):
+                 static_clocks: dict[int, float] | None = None, pred: np.ndarray | None = None):
         self.params, self.policy, self.kind, self.slots = params, policy, gpu, slots
         self.dvfs = DvfsParams(gamma=params.dvfs_gamma if params.dvfs_gamma is not None else 3.0)
         self.arrival = trace["arrival_s"].to_numpy(float)
         self.prompt = trace["prompt"].to_numpy(float)
-        self.output = trace["output"].to_numpy(np.int64)
+        self.output = trace["output"].to_numpy(np.int64)  # execution only, never scheduling
         self.model_of = models
         n = len(self.arrival)
+        self.pred = self.output.astype(float) if pred is None else np.asarray(pred, dtype=float)
+        if self.pred.shape != (n,):
+            raise ValueError(f"pred has shape {self.pred.shape}; expected ({n},)")
+        self.pred_end = np.full(n, np.nan)  # decode iteration at which the prediction ends
         self.t_first = np.full(n, np.nan)
         self.t_done = np.full(n, np.nan)
         self.gpu_of = np.full(n, -1, dtype=np.int64)
@@ -131,23 +140,36 @@ class ServingEngine:
         if device.on:
             power = self.kind.idle_w
             busy = False
+            pf_tok = dec_tok = 0.0
             for replica in device.tenants.values():
                 if replica.phase == "prefill":
                     replica.prefill_left -= dt * replica.prefill_rate
                     device.energy_j[0] += replica.dyn_w * dt
+                    pf_tok += dt * replica.prefill_rate
                 elif replica.phase == "decode":
                     replica.iterations += dt / replica.itl
                     device.energy_j[1] += replica.dyn_w * dt
+                    dec_tok += dt / replica.itl * len(replica.running)
                 elif replica.phase == "mixed":
                     replica.prefill_left -= dt * replica.prefill_rate
                     replica.iterations += dt / replica.itl
                     device.energy_j[0] += replica.dyn_w * dt * replica.prefill_frac
                     device.energy_j[1] += replica.dyn_w * dt * (1.0 - replica.prefill_frac)
+                    pf_tok += dt * replica.prefill_rate
+                    dec_tok += dt / replica.itl * len(replica.running)
                 else:
                     continue
                 power += replica.dyn_w
                 busy = True
             device.energy_j[2 if busy else 3] += self.kind.idle_w * dt
+            ct = device.clock_tokens  # token-weighted clock of each phase
+            ct[0] += pf_tok
+            ct[1] += pf_tok * device.clock
+            ct[2] += dec_tok
+            ct[3] += dec_tok * device.clock
+            if device.clock != device.seg_clock:
+                device.clock_changes += device.seg_clock >= 0
+                device.seg_clock = device.clock
             self.segments.append((g, device.last_t, t, power, device.clock))
         device.last_t = t
 
@@ -287,5 +309,22 @@ class ServingEngine:
             float("nan"),
             "duration_s": span,
             **{k.replace("_j", "_kwh"): v / 3.6e6 for k, v in energy.items()},
+            **self.clock_profile(),
         }
         return SimResult(policy, summary, req, seg, energy)
+
+    def clock_profile(self) -> dict:
+        """How the clocks were set: ``prefill_clock_mhz`` / ``decode_clock_mhz`` (token-weighted
+        clock of each phase; NaN without tokens), ``clock_changes`` (power segments whose clock
+        differs from the GPU's previous one; the simulator charges no energy for a change) and
+        ``need_bound_share`` (fraction of the dynamic-clock settings of a busy GPU in which the
+        SLO need, not the energy-optimal clocks or Eq. 9, set the clock; NaN for fixed
+        clocks)."""
+        ct = np.sum([device.clock_tokens for device in self.gpus], axis=0)
+        replans = sum(device.replans for device in self.gpus)
+        return {
+            "prefill_clock_mhz": float(ct[1] / ct[0]) if ct[0] > 0 else float("nan"),
+            "decode_clock_mhz": float(ct[3] / ct[2]) if ct[2] > 0 else float("nan"),
+            "clock_changes": int(sum(device.clock_changes for device in self.gpus)),
+            "need_bound_share": sum(device.need_bound for device in self.gpus) / replans
+            if replans else float("nan")}

@@ -74,8 +74,17 @@ class ServingParams:
     static_scale : multiplies the cited static floor ``GpuDvfs.idle_w`` (sensitivity studies;
         1 = as measured)
     n_clocks : clock grid points between f_min and f_max
-    window_s : simulate only the first ``window_s`` seconds of the trace (None: all)
-    seed : seed of the model assignment
+    window_s : simulate only the first ``window_s`` seconds of the trace (None: all); with the
+        quantile length predictor, of the replay after the fit window
+    seed : seed of the model assignment (and of the oracle predictor's noise)
+    length_predictor : how the schedulers learn output lengths
+        (:mod:`analytics.serving.prediction`): ``oracle`` (true length x (1 + e), e uniform
+        within +-``length_error``) or ``quantile`` (per-model quantile of the fit window)
+    length_error : the noisy oracle's multiplicative error level (Festina Fig. 7: 2.5, 5,
+        10 %; default 5 %, the middle one; 0 = true lengths)
+    length_quantile : quantile of the quantile predictor
+    length_fit_s : seconds at the start of the trace the quantile predictor is fitted on; its
+        replay starts after them
     """
 
     n_models: int = knob(16, "co-hosted models (bench profiles cycled when fewer)", lo=1,
@@ -109,7 +118,20 @@ class ServingParams:
     n_clocks: int = knob(24, "clock grid points between the lowest and the top SM clock")
     window_s: float | None = knob(None, "simulate only the first seconds of the trace "
                                   "(default: all)", "s", 0, 1e9, lo_open=True)
-    seed: int = knob(0, "seed of the model assignment")
+    seed: int = knob(0, "seed of the model assignment and of the oracle predictor's noise")
+    length_predictor: str = knob("oracle", "output-length predictor the schedulers read: oracle "
+                                 "(true length x (1 + e), e uniform within +-length_error) or "
+                                 "quantile (per-model quantile of the lengths in the first "
+                                 "length_fit_s seconds, which are then not replayed)",
+                                 choices=("oracle", "quantile"))
+    length_error: float = knob(0.05, "multiplicative error level of the oracle length predictor "
+                               "(Festina Fig. 7: 0.025, 0.05, 0.10; 0 = true lengths)", "", 0,
+                               0.9)
+    length_quantile: float = knob(0.5, "quantile of the observed output lengths the quantile "
+                                  "predictor uses per model", "", 0, 1)
+    length_fit_s: float = knob(600.0, "seconds at the start of the trace the quantile length "
+                               "predictor is fitted on (not replayed)", "s", 0, 1e9,
+                               lo_open=True)
 
 
 def check_params(params: ServingParams) -> None:

@@ -73,9 +73,10 @@ class Placement:
           co-residents leave free at the top clock (stage 3+: shares follow SLO need).
         * TTFT / TBT: at the top clock with that share; TTFT includes the replica's prefill
           backlog and, for ``replica=None`` (a new replica), the cold start (weights / PCIe).
-        * Energy (J): the request's marginal dynamic energy at the clock the GPU would run --
-          the running clock raised to the lowest grid clock meeting both SLOs, never below the
-          model's energy-optimal decode clock -- plus the extra power that raise costs the busy
+        * Energy (J): the request's marginal dynamic energy over its *predicted* decode tokens
+          (:mod:`analytics.serving.prediction`; never the true ones) at the clock the GPU would
+          run -- the running clock raised to the lowest grid clock meeting both SLOs, never
+          below the model's energy-optimal decode clock -- plus the extra power that raise costs the busy
           co-residents over the request's service time, plus the static floor over cold start
           and service time when the GPU is powered off (scale-out pays static power).
         Infeasible shares give ``(inf, inf, inf)``.
@@ -113,7 +114,7 @@ class Placement:
         c_cur = table.c(device.clock) if (device.on and busy) else 0
         c_opt = table.c(sim.grid.xopt_decode(j, batch + 1) * sim.kind.f_max_mhz)
         c = max(c_cur, int(ok[0]) if ok.size else top, c_opt)
-        n_dec = float(sim.output[rid] - 1)
+        n_dec = float(sim.pred[rid] - 1)  # predicted: the scheduler never sees the true length
         t_p = sim.prompt[rid] * pf[c]
         e = float(table.prefill_dyn_w[j, si, c]) * t_p
         e_dec = float(table.decode_dyn_w[j, bi, si, c] * itl[c])
@@ -237,15 +238,16 @@ class Placement:
         prefill (rate x mean prompt / prefill tokens/s) plus decode (the TBT need at its
         Little's-law batch, times that batch's busy fraction) -- is packed best-fit decreasing
         onto GPUs with memory, keeping each GPU's total within ``1 - safety_margin``; a GPU is
-        powered on only when no powered-on GPU can take a model. Rates are the trace's means:
-        the operator's forecast of the mix. Models that fit nowhere load on demand."""
+        powered on only when no powered-on GPU can take a model. Rates are the trace's means
+        (output lengths as predicted): the operator's forecast of the mix. Models that fit
+        nowhere load on demand."""
         sim = self.sim
         cap = sim.capacity_gb + 1e-9
         n_m = len(sim.slots)
         dur = max(float(sim.arrival[-1] - sim.arrival[0]), 1.0) if len(sim.arrival) else 1.0
         counts = np.bincount(sim.model_of, minlength=n_m).astype(float)
         p_sum = np.bincount(sim.model_of, weights=sim.prompt, minlength=n_m)
-        o_sum = np.bincount(sim.model_of, weights=sim.output.astype(float), minlength=n_m)
+        o_sum = np.bincount(sim.model_of, weights=sim.pred, minlength=n_m)  # predicted lengths
         need = np.zeros(n_m)
         for j, prof in enumerate(sim.slots):
             if not counts[j]:

@@ -66,10 +66,16 @@ class GpuState:
     energy_j : prefill, decode, static-while-busy, idle energy (J)
     energy_at_window : static and total energy at the last consolidation (J)
     worst_batch, worst_backlog : per model, the largest batch and prefill backlog (tokens) seen
+    clock_tokens : prefill tokens, their sum of clock x tokens (MHz), decode tokens, theirs:
+        the token-weighted clock of each phase
+    clock_changes : power segments whose clock differs from the GPU's previous segment
+    replans : clock settings of the GPU with a busy replica; ``need_bound`` those in which
+        the SLO need, not the energy-optimal clocks (stage 2) or Eq. 9 (stage 3+), set the clock
     """
 
     __slots__ = ("on", "clock", "tenants", "last_t", "version", "mem_gb", "draining", "energy_j",
-                 "energy_at_window", "static_clock", "worst_batch", "worst_backlog")
+                 "energy_at_window", "static_clock", "worst_batch", "worst_backlog",
+                 "clock_tokens", "clock_changes", "seg_clock", "replans", "need_bound")
 
     def __init__(self):
         self.on = False
@@ -84,3 +90,7 @@ class GpuState:
         self.static_clock = 0.0
         self.worst_batch = {}
         self.worst_backlog = {}
+        self.clock_tokens = [0.0, 0.0, 0.0, 0.0]
+        self.clock_changes = 0
+        self.seg_clock = -1.0  # clock of the GPU's last power segment
+        self.replans = self.need_bound = 0

@@ -15,9 +15,13 @@ import pandas as pd
 from analytics.serving.profiles import Profile
 
 
-def trace_arrays(requests: pd.DataFrame, window_s: float | None = None) -> pd.DataFrame:
-    """Arrivals from a ``requests`` table: ``arrival_s`` (from the first request), ``prompt``,
-    ``output`` tokens (each >= 1), in time order, optionally the first ``window_s`` seconds.
+def trace_arrays(requests: pd.DataFrame, window_s: float | None = None,
+                 start_s: float = 0.0) -> pd.DataFrame:
+    """Arrivals from a ``requests`` table: ``arrival_s`` (from the first request kept),
+    ``prompt``, ``output`` tokens (each >= 1), in time order, optionally only the requests from
+    ``start_s`` seconds after the trace's first request on (the quantile length predictor's fit
+    window comes before: :mod:`analytics.serving.prediction`) and of those the first
+    ``window_s`` seconds.
 
     A request whose prompt or completion count is empty (a Mooncake line without
     ``output_length``) is simulated with 1 token there, the minimum a request has; how many
@@ -43,6 +47,12 @@ def trace_arrays(requests: pd.DataFrame, window_s: float | None = None) -> pd.Da
                              1),
     })
     n_unknown = int(unknown.sum())
+    if start_s > 0:
+        keep = (out["arrival_s"] >= start_s).to_numpy()
+        out, unknown = out[keep].reset_index(drop=True), unknown[keep]
+        if len(out):
+            out["arrival_s"] -= out["arrival_s"].iloc[0]
+        n_unknown = int(unknown.sum())
     if window_s is not None:
         keep = (out["arrival_s"] < window_s).to_numpy()
         out = out[keep].reset_index(drop=True)

@@ -223,6 +223,18 @@ def serving_sensitivity(trace: str, params: ServingParams, measured: bytes | Non
     return memo("serving_sensitivity", (db, version, trace, params, measured), compute)
 
 
+def serving_prediction_sweep(trace: str, params: ServingParams, measured: bytes | None = None,
+                             progress=None) -> pd.DataFrame:
+    """Festina vs max-clock per output-length predictor (cached); ``progress(done, total,
+    label)`` hears of each row (not part of the cache key)."""
+    db, version = str(settings().db_path), data_version()
+
+    def compute() -> pd.DataFrame:
+        with connection() as con:
+            return serving.prediction_sweep(con, trace, params, measured, _on_step=progress)
+    return memo("serving_prediction_sweep", (db, version, trace, params, measured), compute)
+
+
 def serving_curves(gpu: str, gamma: float | None = None, batch: int = 32,
                    measured: bytes | None = None, static_scale: float = 1.0) -> pd.DataFrame:
     """Energy per token vs clock per profile and phase (the profile viewer)."""

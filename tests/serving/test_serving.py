@@ -100,8 +100,13 @@ def test_eq9_as_the_simulator_runs_it_matches_a_hand_derivation():
     F = (424*0.5*0.9 + 225*0.15*0.5 + 225*0.3*0.5) / (424*0.5 + 225*0.15 + 225*0.3)
       = 241.425 / 313.25 = 0.770710...; needs 0.2 + 0.1 = 0.3 < F, so F is the clock and the
     shares are 2/3 and 1/3. Weights T instead of P*T give 0.7105; P without the static floor
-    0.7969; T_d of one iteration 0.8877. With needs 0.6 + 0.3 = 0.9 > F the clock is 0.9."""
+    0.7969; T_d of one iteration 0.8877. With needs 0.6 + 0.3 = 0.9 > F the clock is 0.9.
+    Chunked prefill is on, so A's prefill and decode run in the same iterations (both are
+    terms; without chunking A's stalled batch is none: tests/serving/test_output_prediction)."""
     sim = SimpleNamespace(slots=[_stub_profile()] * 2, dvfs=serving.DvfsParams(2.0),
+                          params=SimpleNamespace(chunk_tokens=512),
+                          pred=np.full(4, 21.0),  # predicted lengths and ends
+                          pred_end=np.array([np.nan, 20.0, 30.0, 25.0]),
                           kind=SimpleNamespace(f_max_mhz=2000.0, idle_w=100.0),
                           grid=SimpleNamespace(xopt_prefill=[0.9, 0.9],
                                                xopt_decode=lambda slot, b: 0.5))

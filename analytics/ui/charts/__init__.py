@@ -46,6 +46,7 @@ from analytics.ui.charts.power import (
 from analytics.ui.charts.serving import (
     serving_cdf_chart,
     serving_energy_chart,
+    serving_prediction_chart,
     serving_profile_chart,
     serving_sensitivity_chart,
     serving_timeseries_chart,
@@ -84,6 +85,7 @@ __all__ = [
     "rolling_coverage_chart",
     "serving_cdf_chart",
     "serving_energy_chart",
+    "serving_prediction_chart",
     "serving_profile_chart",
     "serving_sensitivity_chart",
     "serving_timeseries_chart",

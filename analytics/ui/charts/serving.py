@@ -108,3 +108,31 @@ def serving_sensitivity_chart(sens: pd.DataFrame, synthetic: bool = False) -> go
                       xaxis_title="gamma (SM dynamic power ~ f^gamma)",
                       yaxis_title="energy saving vs max-clock (%)")
     return label_synthetic(fig, synthetic)
+
+
+def serving_prediction_chart(sweep: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Festina's energy saving vs max-clock (bars, %) and its SLO attainment (markers, right
+    axis, %) per output-length predictor; the measured mean prediction error is in the hover.
+
+    Parameters
+    ----------
+    sweep : frame from :func:`analytics.serving.prediction_sweep`
+    synthetic : label the figure as synthetic
+    """
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=sweep["predictor"], y=sweep["energy_saving_pct"],
+                         name="energy saving vs max-clock (%)",
+                         customdata=sweep["mean_abs_error_pct"],
+                         hovertemplate="%{x}: saving %{y:.2f} %<br>mean |error| "
+                                       "%{customdata:.1f} %<extra></extra>"))
+    fig.add_trace(go.Scatter(x=sweep["predictor"], y=sweep["slo_attainment_pct"],
+                             mode="markers", marker={"size": 11, "symbol": "diamond"},
+                             name="SLO attainment, both (%)",
+                             hovertemplate="%{x}: SLO attainment %{y:.2f} %<extra></extra>"),
+                  secondary_y=True)
+    title = "Festina vs max-clock by output-length predictor"
+    fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=380,
+                      xaxis_title="output-length predictor (error level)")
+    fig.update_yaxes(title_text="energy saving vs max-clock (%)", secondary_y=False)
+    fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True)
+    return label_synthetic(fig, synthetic)
