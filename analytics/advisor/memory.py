@@ -33,6 +33,7 @@ def kv_bytes_per_token(params_b: float) -> float:
 #: driver's count (nvidia-smi totals: A100 40GB 40,960 MiB = 42.9e9 B, A100 80GB 81,920 MiB,
 #: H100 81,559 MiB = 85.5e9 B; modal-labs/modal-client PR #2797), while weights and KV are in
 #: 1e9 B: without this factor 70B in 16 bits (140 GB) on 4 x A100-40GB leaves 4 GB, not 15.
+#: (For the H100, 80 GiB = 85.9e9 B overstates the driver's 85.5e9 B by 0.4 %.)
 DEVICE_BYTES_PER_GB = 2.0 ** 30
 
 
