@@ -148,14 +148,16 @@ with tab_arms:
     cols = ["hardware", "tp", "precision", "status", "support", "utility",
             "throughput_tok_s_q10",
             "throughput_tok_s_q50", "throughput_tok_s_q90", "itl_ms_q50", "power_w_q50",
-            "occupancy", "p_launch", "p_slo", "value_usd", "compute_usd", "queue_usd",
+            "occupancy", "kv_note", "p_launch", "p_slo", "value_usd", "compute_usd", "queue_usd",
             "failure_usd"]
     out.table(show[[c for c in cols if c in show]], hide_index=True, key="arms_table")
     st.caption("Utility (USD over the runtime) = value per token x throughput x KV factor x "
                "(1 - P(SLO violated)) - compute (GPU-hours x price + power x electricity) - "
                "queue wait (median wait for that GPU count in the job history) - expected "
-               "launch failure ((1 - P(launch)) x restart hours). Infeasible arms (weights + KV "
-               "cache do not fit TP x memory) are never ranked. Arms outside the measured "
+               "launch failure ((1 - P(launch)) x restart hours). Infeasible arms (weights + "
+               "overhead do not fit, or the KV cache holds no one sequence: the server would "
+               "not start) are never ranked; a KV cache smaller than the concurrency caps it "
+               "(kv_note) and the arm is scored at a full cache. Arms outside the measured "
                "support (the advisor abstains on them) follow the ranked ones with their "
                "predicted utility, flagged low-confidence and never ranked.")
 with tab_val:

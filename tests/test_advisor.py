@@ -280,9 +280,29 @@ def test_kv_saturation_penalty_and_feasibility():
     u = decide.UtilityParams()
     assert decide.kv_factor(0.8, u) == 1.0
     assert decide.kv_factor(0.95, u) == pytest.approx(1 - 2.0 * 0.10)
+    assert decide.kv_factor(1.5, u) == decide.kv_factor(1.0, u) == pytest.approx(0.7)
+    # 4,096 sequences of 8,192 tokens overflow 8 x H100's cache: capped, not infeasible
     req = decide.Request("m", 70, 4096, 4096, 4096)
     chk = decide.memory_check(req, {"hardware": "H100-80GB", "tp": 8, "precision": "bf16"}, u)
-    assert not chk["feasible"] and "KV cache" in chk["why"]
+    assert chk["feasible"] and chk["kv_note"].startswith("KV cache holds ")
+    assert chk["kv_note"].endswith(" of 4096 concurrent sequences") and chk["occupancy"] > 1
+
+
+def test_no_measured_run_is_called_infeasible(adv, adv_backtest):
+    """Every staged benchmark row with a measured throughput ran, so the memory model must
+    call none infeasible (before the fix: 21 backtest arms, mostly 70B on 4 x A100-40GB);
+    the runs whose KV cache is smaller than their concurrency are capped instead."""
+    o = adv.cost.oof[adv.cost.oof["throughput_tok_s"].notna()]
+    u = decide.UtilityParams()
+    mems = [decide.memory_fit(float(r.params_b), float(r.concurrency),
+                              float(r.in_len) + float(r.out_len),
+                              {"hardware": r.hardware, "tp": r.tp, "precision": r.precision,
+                               "n_gpus": None if pd.isna(r.n_gpus) else int(r.n_gpus)}, u)
+            for r in o.itertuples()]
+    assert len(mems) > 1000 and [m["why"] for m in mems if not m["feasible"]] == []
+    assert sum(bool(m["kv_note"]) for m in mems) > 0
+    assert adv_backtest["terms"]["infeasible_measured_arms"] == 0
+    assert adv_backtest["terms"]["kv_capped_arms"] > 0
 
 
 @pytest.fixture(scope="session")

@@ -130,7 +130,7 @@ def test_backtest_kv_term_changes_the_chosen_arm():
     arms_df = advisor_backtest._arms(cost, u)
     advisor_backtest._utilities(arms_df, u, decide.Context(), {"ttft_ms": None, "itl_ms": None})
     a100 = arms_df[arms_df["hardware"] == "A100-40GB"].iloc[0]
-    occ = 18 * 8192 * 131_072 / 1e9 / (40 * 0.9 - 16)
+    occ = 18 * 8192 * 131_072 / 1e9 / (40 * 2 ** 30 / 1e9 * 0.9 - 16 - 2.6)  # GiB, overhead
     assert a100["occupancy"] == pytest.approx(occ)
     assert a100["kv_factor"] == pytest.approx(1 - 2.0 * (occ - 0.85))
     picks = {}

@@ -152,9 +152,10 @@ def backtest(cost: cm.CostModel, u: UtilityParams | None = None,
     bootstrap interval over cells (:func:`bootstrap_ci`). Baselines (model-free): size rule,
     H100/FP8 recipe, throughput-max (peak datasheet TFLOP/s x TP), nearest-neighbour (best arm
     of the most similar other cell), cheapest-fit. ``advisor_ignoring_memory_model`` is the
-    advisor allowed to pick a measured arm its memory model calls infeasible (weights + KV do
-    not fit; on the staged Argonne grid 24 measured arms, e.g. Llama-2-70B on 4 x A100-40GB),
-    to show what the feasibility rule costs.
+    advisor allowed to pick a measured arm its memory model calls infeasible (weights plus
+    overhead do not fit, or the KV cache holds no one sequence:
+    :func:`analytics.advisor.memory.memory_fit`), to show what the feasibility rule costs; on
+    the staged data the model calls no measured arm infeasible, so the two coincide.
 
     Returns
     -------
@@ -162,7 +163,9 @@ def backtest(cost: cm.CostModel, u: UtilityParams | None = None,
     regret_ci95}}, ``bootstrap`` (resamples, seed, level, method), ``terms``: ``slo`` (the SLOs
     used, ms; null = no SLO term), ``kv_arms`` (arms whose occupancy is known),
     ``kv_penalised_arms`` (arms with KV factor < 1), ``kv_cells`` (cells holding one),
-    ``infeasible_measured_arms`` (measured arms the memory model calls infeasible).
+    ``infeasible_measured_arms`` (measured arms the memory model calls infeasible),
+    ``kv_capped_arms`` (arms whose KV cache holds fewer sequences than their concurrency:
+    scored at a full cache).
     """
     u = u or UtilityParams()
     ctx = ctx or Context()
@@ -185,7 +188,8 @@ def backtest(cost: cm.CostModel, u: UtilityParams | None = None,
                       "kv_arms": int(arms_df["occupancy"].notna().sum()),
                       "kv_penalised_arms": int(pen.sum()),
                       "kv_cells": int(arms_df.loc[pen, "cell"].nunique()),
-                      "infeasible_measured_arms": int((~arms_df["feasible"]).sum())}}
+                      "infeasible_measured_arms": int((~arms_df["feasible"]).sum()),
+                      "kv_capped_arms": int((arms_df["occupancy"] > 1).sum())}}
 
 
 def _score(cells: dict, pick, n_resamples: int) -> dict:

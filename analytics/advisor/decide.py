@@ -18,10 +18,12 @@ Utility of one arm for a run of ``runtime_h`` hours, USD::
 
 ``kv_factor = max(0, 1 - kv_slope * max(0, occupancy - 0.85))``; ``p_slo`` is the probability
 that TTFT or ITL exceeds its SLO under a log-normal through the calibrated q10 / q90 (the cost of
-a violated SLO is the value of the tokens it would have served). Memory model (feasibility):
-weights ``params_b * bits / 8`` GB must fit ``tp * memory_gb * gpu_mem_util``; the KV cache for
-``concurrency x (in_len + out_len)`` tokens at ``kv_bytes_per_token`` must fit what is left
-(occupancy <= 1), else the arm is infeasible and never ranked.
+a violated SLO is the value of the tokens it would have served). Memory model
+(:func:`memory_fit`, as vLLM sizes its KV cache): an arm is infeasible, never ranked, when its
+weights ``params_b * bits / 8`` GB plus a stated overhead do not fit ``n_gpus * memory_gb *
+gpu_mem_util`` or when what is left holds no one ``in_len + out_len`` sequence; a cache too
+small for the offered concurrency caps it ("KV cache holds N of M concurrent sequences") and
+the arm is scored at a full cache (occupancy > 1 counts as 1 in ``kv_factor``).
 
 One scoring path: :func:`score_arms` (memory model, launch prior per GPU kind and count, queue
 wait, utility terms) and :func:`p_slo` serve both the live ranking (:func:`advise`) and the
@@ -39,6 +41,14 @@ from scipy import special
 
 from analytics.advisor import model as cm
 from analytics.advisor import priors as pr
+from analytics.advisor.memory import (  # noqa: F401  (re-exported: decide.memory_fit ...)
+    DEVICE_BYTES_PER_GB,
+    KV_EXPONENT,
+    KV_REF_BYTES,
+    KV_REF_PARAMS_B,
+    kv_bytes_per_token,
+    memory_fit,
+)
 from analytics.hardware import catalog as hardware
 
 
@@ -51,22 +61,6 @@ def default_prices() -> dict[str, float]:
         if g.price_usd_per_h is not None:
             out[g.name] = float(g.price_usd_per_h)
     return out
-
-
-#: KV bytes per token of the Llama-3.1 GQA configs (config.json: layers x kv heads x head dim x
-#: 2 tensors x 2 bytes): 8B 32x8x128 -> 131,072; 405B 126x8x128 -> 516,096. Unknown models use
-#: the power law through these two points, ``131072 * (params_b / 8) ** 0.35``.
-KV_REF_BYTES, KV_REF_PARAMS_B, KV_EXPONENT = 131_072.0, 8.0, math.log(516_096 / 131_072) / math.log(
-    405 / 8)
-
-
-def kv_bytes_per_token(params_b: float) -> float:
-    """Estimated KV-cache bytes per token (16-bit KV) for a GQA transformer of ``params_b``.
-
-    >>> round(kv_bytes_per_token(8)), round(kv_bytes_per_token(405))
-    (131072, 516096)
-    """
-    return KV_REF_BYTES * (params_b / KV_REF_PARAMS_B) ** KV_EXPONENT
 
 
 @dataclass(frozen=True)
@@ -86,6 +80,11 @@ class UtilityParams:
     default_launch_success : used without job history (paper Sec. 3.3.2: flat 0.95 default)
     kv_knee, kv_slope : KV-saturation penalty (knee 0.85 from the paper; slope is ours)
     gpu_mem_util : fraction of device memory the server may use (vLLM default 0.9)
+    overhead_gb_per_gpu : GB per GPU inside that fraction that hold neither weights nor KV
+        cache (:func:`memory_fit`): 2.6 GB = 2.42 GiB, the activation peak (17.06 - 14.99
+        GiB) plus non-torch memory (0.35 GiB) vLLM logged profiling Llama-3.1-8B at a
+        20k-token batch on one GPU (vllm-project/vllm issue #10517); smaller profile
+        batches and TP shards need less, so this errs towards calling arms infeasible
     kv_bytes_per_token : override of :func:`kv_bytes_per_token`
     """
 
@@ -99,6 +98,7 @@ class UtilityParams:
     kv_knee: float = 0.85
     kv_slope: float = 2.0
     gpu_mem_util: float = 0.9
+    overhead_gb_per_gpu: float = 2.6
     kv_bytes_per_token: float | None = None
 
 
@@ -143,36 +143,9 @@ def arms(hardware_keys=None) -> pd.DataFrame:
 
 
 def memory_check(req: Request, arm: dict, u: UtilityParams) -> dict:
-    """Weights, KV need and occupancy (GB) of one arm; ``feasible`` and ``why`` if not."""
+    """Weights, KV need and occupancy (GB) of one arm; ``feasible`` and ``why`` if not
+    (:func:`memory_fit`)."""
     return memory_fit(req.params_b, req.concurrency, req.in_len + req.out_len, arm, u)
-
-
-def memory_fit(params_b: float, concurrency: float, tokens: float, arm: dict,
-               u: UtilityParams) -> dict:
-    """:func:`memory_check` from numbers: ``tokens`` per sequence (input + output). A NaN
-    ``tokens`` (a source that does not measure the input length) gives a NaN KV need and
-    occupancy: the arm stays feasible by weights alone and gets no KV penalty."""
-    mem = hardware.memory_gb(arm["hardware"])
-    bits = hardware.PRECISION_BITS.get(hardware.precision(arm["precision"]), 16.0)
-    weights = params_b * bits / 8
-    if mem is None:
-        return {"weights_gb": weights, "kv_gb": None, "occupancy": None, "feasible": False,
-                "why": f"memory of {arm['hardware']} unknown"}
-    gpus = arm.get("n_gpus") or arm["tp"]  # pipeline stages split the weights too
-    usable = gpus * mem * u.gpu_mem_util
-    kvb = u.kv_bytes_per_token or kv_bytes_per_token(params_b)
-    kv = concurrency * tokens * kvb / 1e9
-    if weights >= usable:
-        return {"weights_gb": weights, "kv_gb": kv, "occupancy": None, "feasible": False,
-                "why": f"weights {weights:.0f} GB do not fit {usable:.0f} GB "
-                       f"({gpus} x {mem:g} GB x {u.gpu_mem_util})"}
-    occ = kv / (usable - weights)
-    if occ > 1:
-        return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": False,
-                "why": f"KV cache {kv:.0f} GB for {concurrency:g} x "
-                       f"{tokens:g} tokens exceeds the "
-                       f"{usable - weights:.0f} GB left after weights"}
-    return {"weights_gb": weights, "kv_gb": kv, "occupancy": occ, "feasible": True, "why": ""}
 
 
 #: ``2 * z_0.9`` of the standard normal: q10 and q90 are this many sigmas apart (log space);
@@ -182,9 +155,17 @@ _Q10_Q90_SIGMAS = 2 * special.ndtri(0.9)
 
 
 def kv_factor(occupancy: float | None, u: UtilityParams) -> float:
+    """Throughput factor of the KV-saturation penalty, ``1 - kv_slope * (min(occupancy, 1) -
+    kv_knee)`` above the knee, 1 below it or without an occupancy. An occupancy above 1 is a
+    full cache: the scheduler holds ``kv_seqs`` sequences and queues or preempts the rest
+    (:func:`memory_fit`), so the penalty stays at its value for a full cache (0.7 at the
+    defaults) and the throughput is the cost model's at the offered concurrency (fitted on
+    benchmarks that ran past their cache, preemption included: on the staged Argonne runs of
+    Llama-2-70B on 4 x A100-40GB, 1,024 + 1,024 tokens, whose cache holds 7 such sequences,
+    median throughput still rises 255 / 285 / 365 tok/s at 16 / 32 / 64 sequences)."""
     if occupancy is None or not np.isfinite(occupancy):
         return 1.0
-    return max(0.0, 1.0 - u.kv_slope * max(0.0, occupancy - u.kv_knee))
+    return max(0.0, 1.0 - u.kv_slope * max(0.0, min(occupancy, 1.0) - u.kv_knee))
 
 
 def p_exceed(q10: float, q50: float, q90: float, slo: float) -> float:
@@ -270,14 +251,15 @@ def p_exceed_many(q10, q50, q90, slo: float) -> np.ndarray:
 def utility_many(throughput_tok_s, power_w, n_gpus, hw, occupancy, p_slo, p_launch, wait_h,
                  u: UtilityParams) -> dict[str, np.ndarray]:
     """:func:`utility` for arrays (one entry per arm, same arithmetic in the same order); NaN
-    power falls back to the TDP bound, NaN occupancy to no KV penalty, NaN ``p_slo`` to 0."""
+    power falls back to the TDP bound, NaN occupancy to no KV penalty, occupancy above 1 to a
+    full cache (:func:`kv_factor`), NaN ``p_slo`` to 0."""
     thr = np.asarray(throughput_tok_s, dtype=float)
     n = np.asarray(n_gpus)
     specs = [hardware.CATALOG.get(h) for h in hw]
     tdp = np.array([s.tdp_w if s and s.tdp_w else 0.0 for s in specs], dtype=float)
     pw = np.asarray(power_w, dtype=float)
     pw = np.where(np.isfinite(pw), pw, np.where(tdp > 0, n * tdp, 0.0))
-    occ = np.asarray(occupancy, dtype=float)
+    occ = np.minimum(np.asarray(occupancy, dtype=float), 1.0)  # NaN stays NaN: a full cache
     kvf = np.where(np.isfinite(occ),
                    np.maximum(0.0, 1.0 - u.kv_slope * np.maximum(0.0, occ - u.kv_knee)), 1.0)
     ps = np.asarray(p_slo, dtype=float)
@@ -391,7 +373,8 @@ def score_arms(arms_df: pd.DataFrame, throughput_tok_s, power_w, p_slo_arm,
     Returns
     -------
     (mems, terms): :func:`memory_fit` dict per arm; ``terms`` = :func:`utility_many` output plus
-    ``occupancy``, ``p_slo``, ``p_launch`` and ``wait_h`` arrays.
+    ``occupancy`` (KV need / capacity, above 1 where the cache caps the concurrency; the KV
+    factor counts it as 1), ``p_slo``, ``p_launch`` and ``wait_h`` arrays.
     """
     hw, tp = arms_df["hardware"].tolist(), arms_df["tp"].tolist()
     tokens = (arms_df["in_len"].astype(float) + arms_df["out_len"].astype(float)).tolist()
@@ -410,6 +393,10 @@ def score_arms(arms_df: pd.DataFrame, throughput_tok_s, power_w, p_slo_arm,
                   "p_launch": p_launch, "wait_h": wait}
 
 
+#: :func:`memory_fit` fields the ranking carries per arm (after ``occupancy``).
+_KV_COLUMNS = ("overhead_gb", "kv_capacity_gb", "kv_seqs", "kv_concurrency", "kv_note")
+
+
 def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
            ctx: Context | None = None, hardware_keys=None) -> pd.DataFrame:
     """Score every arm for a request (all arms at once: one prediction per target and
@@ -418,7 +405,9 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
     Returns
     -------
     DataFrame, one row per arm: hardware, tp, precision, n_gpus, feasible, why_infeasible,
-    abstain, abstain_axis, weights_gb, kv_gb, occupancy, ``<target>_q10/_q50/_q90``, p_slo,
+    abstain, abstain_axis, weights_gb, kv_gb, occupancy, overhead_gb, kv_capacity_gb,
+    kv_seqs, kv_concurrency, kv_note ("KV cache holds N of M concurrent sequences" where the
+    cache caps the request's concurrency, :func:`memory_fit`), ``<target>_q10/_q50/_q90``, p_slo,
     p_launch, wait_h, utility terms (USD), ``served_tokens`` (tokens the arm serves over the
     runtime: ``utility`` is linear in value per token with this slope), ``utility``, ``rank``
     (1 = best; only feasible, priced arms inside the envelope are ranked), ``fallback``
@@ -447,7 +436,8 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
         "abstain": [a is not None for a in axes], "abstain_axis": [a or "" for a in axes],
         "priced": [h in u.prices_usd_per_gpu_h for h in hw],
         "weights_gb": [m["weights_gb"] for m in mems], "kv_gb": [m["kv_gb"] for m in mems],
-        "occupancy": occ, **{c: preds[c] for c in preds.columns},
+        "occupancy": occ, **{k: [m[k] for m in mems] for k in _KV_COLUMNS},
+        **{c: preds[c] for c in preds.columns},
         **{k: terms[k] for k in ("p_slo", "p_launch", "wait_h")},
         **{k: v for k, v in terms.items() if k not in ("occupancy", "p_slo", "p_launch",
                                                         "wait_h")}})

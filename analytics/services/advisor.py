@@ -93,6 +93,8 @@ def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
     ranked utility >= 0 / < 0) or null when no arm is ranked; ``break_even_value_per_token``
     (USD) is null with ``break_even_reason`` when there is none; ``support_warning`` names a
     flagged arm predicted better than every ranked one (:mod:`analytics.advisor.value`).
+    Each arm's ``kv_note`` says "KV cache holds N of M concurrent sequences" where the cache
+    caps the request's concurrency (``kv_concurrency`` = N; :func:`decide.memory_fit`).
     """
     scored = advise(adv, req, u)
 
@@ -117,6 +119,7 @@ def advise_document(adv: Advisor, req: decide.Request, u: decide.UtilityParams,
             "feasible": bool(r["feasible"]), "why_infeasible": r["why_infeasible"] or None,
             "priced": bool(r["priced"]), "fallback": bool(r["fallback"]),
             "occupancy": _finite(r["occupancy"]),
+            "kv_concurrency": _finite(r["kv_concurrency"]), "kv_note": r["kv_note"] or None,
             "p_launch": float(r["p_launch"]), "p_slo": float(r["p_slo"]),
         })
     if top:
