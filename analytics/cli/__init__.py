@@ -109,7 +109,8 @@ def _exit_code(exc: BaseException) -> int | None:
         return 2
     internal = (_loaded("analytics.ingest.sources", "PullError"),
                 _loaded("analytics.store.core", "StoreError"),
-                _loaded("analytics.telemetry", "TelemetryUnavailable"))
+                _loaded("analytics.telemetry", "TelemetryUnavailable"),
+                _loaded("analytics.sweep.runner", "SweepCancelled"))
     return 1 if isinstance(exc, internal) else None
 
 
