@@ -7,9 +7,11 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import sys
 import time
+import types
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -242,6 +244,21 @@ def _serial(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Itera
         yield j, worker.execute(t.fn, t.params, t.seed, **shared)
 
 
+@contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """While worker processes start, ``__main__`` is a bare module: a spawned or forkserver
+    child then does not run the parent's main script again (under Streamlit ``__main__`` is the
+    app script, which a child would execute; task functions are named by module, never in
+    ``__main__``)."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
 def _local(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterator:
     """A process pool of min(cores, tasks) workers (forkserver: each worker starts from a clean
     single-threaded server process, safe under Streamlit's threads); the shared data is sent
@@ -257,8 +274,9 @@ def _local(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterat
     out.workers = min(cores(), len(tasks))
     pool = ProcessPoolExecutor(out.workers, mp_context=ctx, initializer=worker.init_local,
                                initargs=(shared, modules))
-    futures = {pool.submit(worker.execute_local, t.fn, t.params, t.seed): j
-               for j, t in enumerate(tasks)}
+    with _main_not_rerun():  # the workers start during these submits
+        futures = {pool.submit(worker.execute_local, t.fn, t.params, t.seed): j
+                   for j, t in enumerate(tasks)}
     finished = False
     try:
         for fut in as_completed(futures):

@@ -85,6 +85,10 @@ def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
         ``ramp_5min``, ``ramp_15min``
     share, utilization : the scenario shown above the chart (marked on the curves)
     synthetic : label the figure as synthetic
+
+    Where the table has ``cv_lo95`` / ``cv_hi95`` (and ``ramp_15min_lo95`` / ``_hi95``), the
+    95 % t-interval across replications is drawn as a shaded band around the CV and the 15-minute
+    ramp (none where it is undefined: one replication).
     """
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "coefficient of variation of total power", "median |change| of normalised power"))
@@ -92,6 +96,8 @@ def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
     dashes = {"ramp_15min": "solid", "ramp_5min": "dash", "ramp_1min": "dot"}
     for i, (u, g) in enumerate(table.sort_values("inference_share").groupby("utilization")):
         color = palette[i % len(palette)]
+        _band(fig, g, "cv", color, f"CV 95 % band, U={u:g}", 1)
+        _band(fig, g, "ramp_15min", color, f"15min ramp 95 % band, U={u:g}", 2)
         fig.add_trace(go.Scatter(x=g["inference_share"], y=g["cv"], mode="lines+markers",
                                  name=f"CV, U={u:g}", line={"color": color}), row=1, col=1)
         for col, dash in dashes.items():
@@ -117,6 +123,19 @@ def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
     fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=430,
                       margin={"l": 60, "r": 20, "t": 80, "b": 40})
     return label_synthetic(fig, synthetic)
+
+
+def _band(fig: go.Figure, g: pd.DataFrame, col: str, color: str, name: str, subplot: int) -> None:
+    """A shaded band between ``<col>_lo95`` and ``<col>_hi95`` of ``g`` (sorted by share) in
+    subplot ``subplot``; nothing when the columns are missing or all NaN."""
+    lo, hi = f"{col}_lo95", f"{col}_hi95"
+    if lo not in g or hi not in g or g[[lo, hi]].isna().all().all():
+        return
+    x = g["inference_share"].tolist()
+    fig.add_trace(go.Scatter(x=x + x[::-1], y=g[hi].tolist() + g[lo].tolist()[::-1],
+                             fill="toself", mode="lines", line={"width": 0}, fillcolor=color,
+                             opacity=0.15, name=name, hoverinfo="skip", showlegend=False),
+                  row=1, col=subplot)
 
 
 def power_daily_chart(profile: pd.DataFrame, synthetic: bool = False) -> go.Figure:
