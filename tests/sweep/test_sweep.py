@@ -139,3 +139,22 @@ def test_verdicts_are_not_distinguishable_when_they_flip_within_the_bands():
     mean, lo, hi, n = S.mean_ci([1.0, 2.0, 3.0])
     assert (mean, n) == (2.0, 3) and hi - mean == pytest.approx(stats.t.ppf(0.975, 2) / np.sqrt(3))
     assert np.isnan(S.mean_ci([1.0, np.nan])[1])
+
+
+def test_data_page_lists_the_stored_sweep_runs(app_env):
+    from harness import new_app, table_with
+
+    con = store.connect(app_env["db"])
+    store.save_sweep_runs(con, [{"analysis": "power.sweep_point", "params_sha256": f"p{i}",
+                                 "seed": i, "code_version": "c" * 64, "inputs_sha256": "i" * 64,
+                                 "params": {"x": i}, "result": {"cv": 0.1 * i},
+                                 "started": 1.7e9 + i, "finished": 1.7e9 + i + 2.0,
+                                 "cpu_s": 1.5, "wall_s": 2.0, "ran_on": "tcp://10.0.0.5:8786"}
+                                for i in range(3)])
+    con.close()
+    at = new_app().run()
+    assert not at.exception
+    runs = table_with(at, "ran_on")
+    assert runs[["analysis", "ran_on", "tasks"]].values.tolist() == [
+        ["power.sweep_point", "tcp://10.0.0.5:8786", 3]]
+    assert runs["cpu_s"].tolist() == [4.5] and runs["max_wall_s"].tolist() == [2.0]
