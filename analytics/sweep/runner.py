@@ -311,7 +311,8 @@ def connect_client(address: str, timeout_s: float = 10.0):
 
 def _dask(tasks: list[Task], shared: dict, backend: str, out: SweepResult) -> Iterator:
     """Tasks on a Dask cluster: shared values scattered once (broadcast to every worker) and
-    passed as futures; results as they complete; a worker lost mid-sweep has its tasks re-run
+    passed as futures; tasks submitted in one ``client.map``; results gathered in batches as
+    they complete; a worker lost mid-sweep has its tasks re-run
     by the scheduler elsewhere. On exit (done, error, cancel) unfinished futures are
     cancelled and the client closed."""
     from distributed import as_completed
@@ -322,13 +323,15 @@ def _dask(tasks: list[Task], shared: dict, backend: str, out: SweepResult) -> It
         out.dashboard = client.dashboard_link
         out.workers = max(1, sum(w.get("nthreads", 1) for w in
                                  client.scheduler_info()["workers"].values()))
-        remote = {k: client.scatter(v, broadcast=True, hash=False) for k, v in shared.items()}
-        for t in tasks:
-            futures.append(client.submit(worker.execute, t.fn, t.params, t.seed, **remote,
-                                         pure=False))
+        # one future per shared value (a bare list or dict would be scattered element-wise)
+        remote = {k: client.scatter([v], broadcast=True, hash=False)[0]
+                  for k, v in shared.items()}
+        futures = client.map(worker.execute, [t.fn for t in tasks], [t.params for t in tasks],
+                             [t.seed for t in tasks], **remote, pure=False)
         index = {f.key: j for j, f in enumerate(futures)}
-        for fut, result in as_completed(futures, loop=client.loop, with_results=True):
-            yield index[fut.key], result
+        for batch in as_completed(futures, loop=client.loop).batches():
+            for fut, result in zip(batch, client.gather(batch), strict=True):
+                yield index[fut.key], result
     finally:
         pending = [f for f in futures if not f.done()]
         if pending:
