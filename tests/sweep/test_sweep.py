@@ -101,8 +101,8 @@ def test_a_worker_killed_mid_sweep_still_gives_every_task_once(tmp_path, cluster
     client.wait_for_workers(2, timeout=60)  # the nanny restarted it for the next tests
 
 
-def test_a_resumed_sweep_computes_only_the_missing_tasks_and_a_rerun_reads_them(setup,
-                                                                                 cluster):
+def test_a_resumed_sweep_computes_only_the_missing_tasks_and_a_rerun_reads_them(setup, cluster,
+                                                                                 capsys):
     address, _ = cluster
     db, tasks = setup["db"], setup["tasks"]
     kwargs = {"shared": {"inputs": setup["inputs"]}, "key_inputs": setup["key_inputs"],
@@ -119,14 +119,22 @@ def test_a_resumed_sweep_computes_only_the_missing_tasks_and_a_rerun_reads_them(
     again = run_sweep(tasks, backend="local", **kwargs)
     assert (again.computed, again.cached, again.backend) == (0, len(tasks), "store")
     assert again.results == resumed.results
-    ledger = data_service.sweep_ledger(store.connect(db, read_only=True),
-                                       sweep_points.ANALYSIS)
+    con = store.connect(db, read_only=True)
+    ledger = data_service.sweep_ledger(con, sweep_points.ANALYSIS)
+    con.close()
     assert sum(r["tasks"] for r in ledger) == len(tasks)
     assert {r["ran_on"] for r in ledger} == {address}
+    from harness import strict_loads
+
+    from analytics import cli
+
+    assert cli.main(["--db", str(db), "sweeps"]) == 0  # the same listing on the CLI
+    listed = strict_loads(capsys.readouterr().out)
+    assert sum(r["tasks"] for r in listed if r["analysis"] == sweep_points.ANALYSIS) == len(tasks)
     # another input (another fit seed) is another key: computed, not read
     other = run_sweep(tasks[:1], backend="serial", shared={"inputs": setup["inputs"]},
                       key_inputs={**setup["key_inputs"], "fit_seed": "1"}, store=db)
-    assert other.computed == 1
+    assert other.computed == 1 and other.unsaved == 0
 
 
 def test_verdicts_are_not_distinguishable_when_they_flip_within_the_bands():
