@@ -166,3 +166,17 @@ def test_data_page_lists_the_stored_sweep_runs(app_env):
     assert runs[["analysis", "ran_on", "tasks"]].values.tolist() == [
         ["power.sweep_point", "tcp://10.0.0.5:8786", 3]]
     assert runs["cpu_s"].tolist() == [4.5] and runs["max_wall_s"].tolist() == [2.0]
+
+
+def test_sidebar_field_points_the_session_at_a_cluster_and_links_its_dashboard(app_env,
+                                                                              cluster,
+                                                                              monkeypatch):
+    from harness import new_app
+
+    monkeypatch.delenv("HEADROOM_DASK_SCHEDULER", raising=False)
+    at = new_app().run()
+    assert at.sidebar.text_input(key="dask_scheduler").value == ""  # local by default
+    at.sidebar.text_input(key="dask_scheduler").set_value(cluster[0]).run()
+    assert not at.exception
+    shown = " ".join(c.value for c in at.sidebar.caption)
+    assert "2 worker(s)" in shown and "[Dask dashboard](http://127.0.0.1:" in shown
