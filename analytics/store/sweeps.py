@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import pandas as pd
-
 from analytics.store.core import _run, transaction
 
 #: Columns of a task key, in primary-key order.
@@ -34,6 +32,8 @@ def sweep_results(con, keys: list[tuple]) -> dict[tuple, dict]:
     """
     if not keys:
         return {}
+    import pandas as pd  # here: `headroom datasets` imports the store without pandas
+
     frame = pd.DataFrame(list(keys), columns=list(KEY_COLUMNS)).drop_duplicates()
     with con.cursor() as cur:
         cur.register("wanted_keys", frame)
@@ -86,10 +86,11 @@ def save_sweep_runs(con, records: list[dict]) -> int:
     return len(rows)
 
 
-def sweep_runs(con, analysis: str | None = None) -> pd.DataFrame:
+def sweep_runs(con, analysis: str | None = None):
     """What ran, where and how long: one row per (analysis, code version, inputs, where),
     newest first, with ``tasks``, ``first_started``, ``last_finished`` (UTC), ``cpu_s`` and
-    ``wall_s`` (sums over the tasks, s) and ``max_wall_s`` (the longest task, s)."""
+    ``wall_s`` (sums over the tasks, s) and ``max_wall_s`` (the longest task, s), as a pandas
+    DataFrame."""
     where, args = ("WHERE analysis = ?", [analysis]) if analysis else ("", [])
     with con.cursor() as cur:
         return _run(cur, "SELECT analysis, ran_on, left(code_version, 12) AS code_version, "
