@@ -88,7 +88,8 @@ class SweepCancelled(RuntimeError):
     def __init__(self, partial: SweepResult):
         self.partial = partial
         done = sum(r is not None for r in partial.results)
-        super().__init__(f"sweep cancelled after {done} of {len(partial.results)} tasks")
+        super().__init__(f"sweep cancelled after {done} of {len(partial.results)} tasks; the "
+                         "finished ones are stored, and the same command resumes from them")
 
 
 def resolve_backend(cli_value: str | None = None) -> str | None:
