@@ -1,7 +1,7 @@
 """headroom: demand envelopes, capacity decisions and power profiles for GPU clusters.
 
 Run with ``make run`` (or ``streamlit run app.py``). Pages live in ``pages/``; this file sets up
-the page, the shared sidebar (dataset picker) and the first-run bootstrap.
+the page, the shared sidebar (dataset picker, Dask scheduler for sweeps) and the first-run bootstrap.
 """
 
 import logging
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from analytics.ui import cache, scenario, widgets
+from analytics.ui import cache, cluster, scenario, widgets
 
 HERE = Path(__file__).parent
 
@@ -53,6 +53,7 @@ def _sidebar() -> None:
                 st.warning("Synthetic demo data - not measured traffic.")
         else:
             st.caption("No demand dataset yet: add one on the Data page.")
+    cluster.sidebar()
 
 
 def _page(file: str, title: str, icon: str, **kwargs) -> st.Page:

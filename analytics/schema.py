@@ -332,7 +332,7 @@ def conform(frame: pl.DataFrame, table: str,
     return frame.select(cols)
 
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"),
@@ -423,5 +423,23 @@ MIGRATIONS: dict[int, list[str]] = {
           page VARCHAR NOT NULL,
           params VARCHAR NOT NULL,
           saved_at TIMESTAMP NOT NULL
+        )"""],
+    # results of sweep tasks (issue 17): one row per (analysis, parameters, seed, code version,
+    # input datasets), its result JSON, when, where and how long it ran; a rerun with the same
+    # key reads the row instead of computing. Not data: writing one does not move the version.
+    12: ["""CREATE TABLE IF NOT EXISTS sweep_runs (
+          analysis VARCHAR NOT NULL,
+          params_sha256 VARCHAR NOT NULL,
+          seed BIGINT NOT NULL,
+          code_version VARCHAR NOT NULL,
+          inputs_sha256 VARCHAR NOT NULL,
+          params VARCHAR NOT NULL,
+          result VARCHAR NOT NULL,
+          started_at TIMESTAMP NOT NULL,
+          finished_at TIMESTAMP NOT NULL,
+          cpu_s DOUBLE NOT NULL,
+          wall_s DOUBLE NOT NULL,
+          ran_on VARCHAR NOT NULL,
+          PRIMARY KEY (analysis, params_sha256, seed, code_version, inputs_sha256)
         )"""],
 }

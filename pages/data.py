@@ -168,3 +168,11 @@ if st.button("Pull and ingest", key="pull"):
     except Exception as exc:  # network, checksum or format: shown, the page keeps running
         bar.empty()
         st.error(f"Pull of {choice} failed: {widgets.plain(exc)}")
+
+runs = cache.sweep_ledger()
+if runs:
+    with st.expander(f"Sweep runs kept in the store ({sum(r['tasks'] for r in runs)} points)"):
+        st.caption("What the sweeps computed (Power page, `headroom powersim --sweep`): where it "
+                   "ran, how many points, CPU and wall seconds summed over them. A rerun with "
+                   "the same data, parameters and code reads these instead of computing.")
+        st.dataframe(runs, hide_index=True, key="sweep_runs")

@@ -73,6 +73,8 @@ with st.expander("More settings"):
     speed = a3.radio("serving speed (ML.ENERGY max batch 32 / 64 / 128)", ["F", "M", "S"],
                      index=1, horizontal=True, key="power_speed", help=whatifs.power_help("speed"))
     seed = a4.number_input("seed", 0, 10_000, 0, key="power_seed")
+    st.number_input("sweep replications (seeds per point; more: tighter 95 % bands, longer)", 2,
+                    30, 3, key="power_reps")
 
 ckpt = None if ckpt_label == "none" else float(ckpt_label.split()[0])
 scenario = whatifs.power_scenario_of(
@@ -166,19 +168,41 @@ if st.session_state.get("power_sweep_off"):
         out.render()
         st.stop()
     st.session_state.pop("power_sweep_off")
+reps = int(st.session_state.get("power_reps", 3))
 bar = Progress(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
-               "(2 seeds each)", "power_sweep")
-table, shape = whatifs.power_sweep(jobs_name, inference_name, scenario, utils, 2, int(seed),
-                                   progress=bar, inference_model=inference_model)
+               f"({reps} seeds each)", "power_sweep")
+try:
+    table, shape, sweep_run = whatifs.power_sweep(jobs_name, inference_name, scenario, utils,
+                                                  reps, int(seed), progress=bar,
+                                                  inference_model=inference_model)
+except ValueError as exc:  # e.g. the sidebar's Dask scheduler does not answer
+    bar.close()
+    st.error(f"No sweep: {widgets.plain(exc)}")
+    out.render()
+    st.stop()
 bar.close()
 out.chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),
-                key="power_sweep")
+          key="power_sweep")
+VERDICT = {True: "{yes}", False: "{no}", "not distinguishable": "not distinguishable within the "
+           "95 % bands (means: {means})"}
 lines = []
 for u, s in shape.items():
-    lines.append(f"U={u}: CV is {'U-shaped' if s['u_shape_cv'] else 'not U-shaped'} (minimum "
-                 f"at share {s['cv_min_share']:g}); the 15-min ramp "
-                 f"{'has a hump' if s['hump_15min'] else 'has no interior hump'} (maximum at "
-                 f"share {s['ramp15_max_share']:g}).")
+    cv = VERDICT[s["u_shape_cv"]].format(
+        yes="U-shaped", no="not U-shaped",
+        means="U-shaped" if s["u_shape_cv_of_means"] else "not U-shaped")
+    hump = VERDICT[s["hump_15min"]].format(
+        yes="has a hump", no="has no interior hump",
+        means="a hump" if s["hump_15min_of_means"] else "no interior hump")
+    lines.append(f"U={u}: CV is {cv} (minimum of the means at share {s['cv_min_share']:g}); the "
+                 f"15-min ramp {'is ' if s['hump_15min'] == 'not distinguishable' else ''}{hump} "
+                 f"(maximum at share {s['ramp15_max_share']:g}).")
+where = ("read from the store" if sweep_run["backend"] == "store" else
+         f"{sweep_run['computed']} computed on {widgets.plain(sweep_run['backend'])} "
+         f"({sweep_run['workers']} workers), {sweep_run['cached']} read from the store")
+st.caption("On these inputs: " + " ".join(lines) + f" Each point is the mean of {reps} seeds "
+           "with the same random numbers at every share, with its 95 % t-interval (band); a "
+           "verdict that flips within the bands is not distinguishable. "
+           f"{sweep_run['tasks']} runs: {where}.")
 held = []
 for u, g in table.groupby("utilization"):
     short = g[g["inference_target_reached"] < 1]["inference_share"]
@@ -187,9 +211,6 @@ for u, g in table.groupby("utilization"):
                 f"{g['inference_clipped_gpu_min'].max() / 60:,.0f} GPU-h"
                 + (f"; served inference target not reachable at share "
                    f"{', '.join(f'{x:g}' for x in short)}" if len(short) else "") + ".")
-st.caption("On these inputs: " + " ".join(lines) + " Each point averages 2 seeds with the "
-           "same random numbers at every share; curves still carry noise from the daily "
-           "arrival counts.")
 st.caption(f"Utilisation held on the {scenario.hold} inference GPU-time; x is the realised "
            "inference share (served inference / busy GPU-minutes). " + " ".join(held)
            + " Batch below its target means its queue grew: a checkpoint segment starts only "

@@ -22,6 +22,7 @@ COMMANDS = {
                "per host; requests: tokens)",
     "delete": "remove a dataset",
     "pull": "download an official public dataset",
+    "sweeps": "the sweep points kept in the store: what ran, where, how many tasks and how long",
 }
 
 
@@ -87,6 +88,10 @@ def add_parsers(sub) -> None:
                    help="accept a non-https --url (a trusted http or file:// mirror)")
     p.add_argument("--list", action="store_true", help="list the registry instead")
     p.set_defaults(run=pull)
+
+    p = sub.add_parser("sweeps", help=COMMANDS["sweeps"])
+    p.add_argument("--analysis", default=None, help="only this analysis, e.g. power.sweep_point")
+    p.set_defaults(run=sweeps)
 
 
 def positive_int(text: str) -> int:
@@ -160,3 +165,11 @@ def pull(args, settings):
                 for r in data.registry()]
     return data.pull(args.name, args.dest or settings.data_dir, args.url,
                      allow_insecure=args.insecure_url)
+
+
+def sweeps(args, settings) -> list[dict]:
+    """The ``sweep_runs`` ledger (:func:`analytics.services.data.sweep_ledger`)."""
+    from analytics.services import data, open_store
+
+    with open_store(settings.db_path) as con:
+        return data.sweep_ledger(con, args.analysis)

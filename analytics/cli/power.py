@@ -7,14 +7,23 @@ DESIGN.md contract::
 
 ``cv`` and ``ramp_p50`` are the scenario (X, U); ``sweep`` is empty unless ``--sweep``, which
 runs every share of ``--shares`` at every utilisation of ``--sweep-utilizations`` (default 11
-shares x 2 utilisations). Extra keys: ``scenario``, ``metrics``, ``shape`` (whether the sweep
-shows a U-shaped CV and a 15-minute ramp hump), ``inputs`` (datasets, resource groups, LLM
-templates, power sources, ``demand_density``; with ``--inference-model groups`` the
-request groups and their replay validation under ``inputs.request_model``), ``synthetic``
-and ``warnings`` (the inference trace is too sparse to represent serving load: half or
-more of its minutes empty). Every sweep row and ``metrics`` carry the realised
-utilisation and inference share and the clipped inference GPU-minutes; ``--hold served``
-(default) scales inference so its *served* GPU-time is share x U x pool.
+shares x 2 utilisations), scheduler of ``--sweep-schedulers`` and checkpoint length of
+``--sweep-checkpoints``, ``--replications`` times each, on the sweep runner
+(:mod:`analytics.sweep`: a local process pool, or the Dask scheduler of ``--cluster`` /
+``$HEADROOM_DASK_SCHEDULER``; progress and ETA on stderr; Ctrl-C stops it, finished points
+stay stored). Each ``sweep`` row is a cell: every metric's mean over the replications with
+``<metric>_lo95`` / ``<metric>_hi95`` (95 % t-interval; null with one replication) and
+``replications``. Points are kept in the store (``sweep_runs``): a rerun reads them, an
+interrupted sweep computes only the missing ones. Extra keys: ``scenario``, ``metrics``,
+``shape`` (U-shaped CV and 15-minute ramp hump: true / false / "not distinguishable" within the
+bands, plus the verdicts of the means), ``sweep_run`` (tasks computed / cached, backend,
+workers, wall and task CPU seconds, dashboard link), ``inputs`` (datasets, resource groups, LLM
+templates, power sources, ``demand_density``; with ``--inference-model groups`` the request
+groups and their replay validation under ``inputs.request_model``), ``synthetic`` and
+``warnings`` (the inference trace is too sparse to represent serving load: half or more of its
+minutes empty). Every sweep row and ``metrics`` carry the realised utilisation and inference
+share and the clipped inference GPU-minutes; ``--hold served`` (default) scales inference so
+its *served* GPU-time is share x U x pool.
 """
 
 from __future__ import annotations
@@ -48,6 +57,23 @@ def _list(kind):
     return parse
 
 
+def _scheduler(text: str) -> str:
+    from analytics.power import SCHEDULERS
+
+    if text.strip() not in SCHEDULERS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(SCHEDULERS)}")
+    return text.strip()
+
+
+def _checkpoint(text: str) -> float | None:
+    if text.strip().lower() in ("none", "0"):
+        return None
+    v = float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 minutes or 'none'")
+    return v
+
+
 def _positive_int(text: str) -> int:
     v = int(text)
     if v <= 0:
@@ -71,7 +97,17 @@ def add_parsers(sub) -> None:
                    default=powersim.DEFAULT_UTILIZATIONS,
                    help="utilisations of the sweep (default 0.5,0.8)")
     p.add_argument("--replications", type=_positive_int, default=3,
-                   help="seeds per sweep cell, metrics averaged (default 3)")
+                   help="seeds per sweep cell: mean and 95%% t-interval (default 3)")
+    p.add_argument("--sweep-schedulers", type=_list(_scheduler), default=(),
+                   help="queue orders to sweep, e.g. fcfs,swf (default: --scheduler)")
+    p.add_argument("--sweep-checkpoints", type=_list(_checkpoint), default=(),
+                   help="checkpoint lengths to sweep, min, 'none' for none, e.g. 15,60,none "
+                        "(default: --checkpoint-min)")
+    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
+                   help="run the sweep on this Dask scheduler (default $HEADROOM_DASK_SCHEDULER, "
+                        "else a local process pool)")
+    p.add_argument("--no-store", action="store_true",
+                   help="neither read nor keep sweep points in the store's sweep_runs")
     p.add_argument("--jobs", default=None,
                    help="jobs dataset (default: the largest in the store)")
     p.add_argument("--inference", default=None,
@@ -113,9 +149,17 @@ def run(args, settings) -> dict:
                                    args.clock_offset_h, args.inference_model)
     if not args.sweep:
         return power.document(inputs, scenario, args.seed)
-    total = len(args.shares) * len(args.sweep_utilizations) * args.replications
-    with tqdm(total=total, file=sys.stderr, desc="sweep", unit="run") as bar:
-        out = power.document(inputs, scenario, args.seed, args.sweep_utilizations, args.shares,
-                             args.replications, lambda done, _total: bar.update(done - bar.n))
-        bar.update(total - bar.n)
-    return out
+    from analytics.sweep import resolve_backend
+
+    with open_store(settings.db_path) as con:
+        key_inputs = power.sweep_key_inputs(con, inputs, args.seed, args.clock_offset_h)
+    n_cells = (len(args.shares) * len(args.sweep_utilizations) * max(1, len(args.sweep_schedulers))
+               * max(1, len(args.sweep_checkpoints)))
+    with tqdm(total=n_cells * args.replications, file=sys.stderr, desc="sweep",
+              unit="run") as bar:
+        return power.document(inputs, scenario, args.seed, args.sweep_utilizations, args.shares,
+                              args.replications, lambda done, _total: bar.update(done - bar.n),
+                              schedulers=args.sweep_schedulers,
+                              checkpoints=args.sweep_checkpoints,
+                              store_path=None if args.no_store else settings.db_path,
+                              key_inputs=key_inputs, backend=resolve_backend(args.cluster))

@@ -34,6 +34,9 @@ Modules, in data-flow order:
 * :mod:`~analytics.power.metrics` - per-minute averages, CV and ramps (:func:`power_metrics`).
 * :mod:`~analytics.power.experiments` - :class:`Scenario`, :func:`run_scenario`, :func:`sweep`,
   :func:`shape_report`, :func:`daily_profile`.
+* :mod:`~analytics.power.sweep_points` - the sweep as :mod:`analytics.sweep` tasks (one
+  ``run_point`` per cell x replication), the table of means with 95 % t-intervals and the shape
+  verdicts within the bands (issue 17).
 
 Reading the inputs from the store is the service layer's job (:mod:`analytics.services.power`);
 this package is pure (frames and arrays in, frames and records out).

@@ -54,6 +54,23 @@ def ledger_document(con) -> list[dict]:
             for r in store.ledger_records(con)]
 
 
+def sweep_ledger(con, analysis: str | None = None) -> list[dict]:
+    """The sweep points kept in the store (``sweep_runs``, issue 17), one record per
+    (analysis, where it ran, code version, inputs), newest first: ``tasks``, ``first_started``
+    / ``last_finished`` (ISO 8601 UTC), ``cpu_s`` / ``wall_s`` (sums over its tasks, s),
+    ``max_wall_s`` (longest task, s), ``ran_on`` (``local``, ``serial`` or the Dask scheduler),
+    12-character prefixes of the code version and inputs sha256."""
+    frame = store.sweep_runs(con, analysis)
+    out = []
+    for r in frame.to_dict("records"):
+        r["first_started"] = r["first_started"].isoformat()
+        r["last_finished"] = r["last_finished"].isoformat()
+        r["tasks"] = int(r["tasks"])
+        r.update({k: round(float(r[k]), 3) for k in ("cpu_s", "wall_s", "max_wall_s")})
+        out.append(r)
+    return out
+
+
 def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str | None = None,
                  opts: ParseOptions | None = None) -> list[dict]:
     """Parse every file fully, then write all of them in one transaction. ``con`` is a

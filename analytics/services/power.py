@@ -170,31 +170,77 @@ def warnings(inputs) -> list[str]:
     return [warning] if warning else []
 
 
+def sweep_key_inputs(con, inputs, fit_seed: int = 0, clock_offset_h: float | None = None
+                     ) -> dict[str, str]:
+    """What a sweep's fitted inputs were built from, for the ``sweep_runs`` key: the sha256 of
+    the job and inference datasets (``"synthetic"`` for the envelope), the inference model
+    (replay, or the request groups with the sha256 of the traces they were fitted on), the fit
+    seed and the
+    requested clock offset (``"auto"``: from the dataset)."""
+    def sha(name: str) -> str:
+        return "synthetic" if name in (None, "synthetic") else str(store.dataset(con, name)["sha256"])
+    model = ("replay" if inputs.request_model is None else
+             "groups:" + ",".join(sha(name) for name in request_traces(con)))
+    return {"jobs": sha(inputs.jobs_label),
+            "inference": sha(None if inputs.synthetic else inputs.inference_label),
+            "inference_model": model,
+            "fit_seed": str(int(fit_seed)),
+            "clock_offset_h": "auto" if clock_offset_h is None else f"{clock_offset_h:g}"}
+
+
 def sweep(inputs, base, utilizations: tuple[float, ...], replications: int = 2, seed: int = 0,
           shares: tuple[float, ...] = SWEEP_SHARES,
-          progress: Callable[[int, int], None] | None = None) -> tuple[pd.DataFrame, dict]:
-    """Inference-share sweep at each utilization: (table, shape report). The base scenario's
-    share and utilization are ignored (the sweep sets both)."""
-    table = power.sweep(inputs, base, np.random.default_rng(seed), shares, utilizations,
-                        replications, progress)
-    return table, power.shape_report(table)
+          progress: Callable[[int, int], None] | None = None, *,
+          schedulers: tuple[str, ...] = (), checkpoints: tuple = (),
+          store_path=None, key_inputs: dict | None = None, backend: str | None = None,
+          cancel: Callable[[], bool] | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """Inference-share sweep at each utilization (x scheduler x checkpoint) on the sweep runner
+    (:func:`analytics.sweep.run_sweep`): (table, shape, run).
+
+    The base scenario's share and utilization are ignored (the sweep sets both); empty
+    ``schedulers`` / ``checkpoints`` keep the base's. ``table``: one row per cell, means with
+    95 % t-intervals (:func:`analytics.power.sweep_points.sweep_table`); ``shape``: the verdicts
+    with their uncertainty (:func:`~analytics.power.sweep_points.shape_verdicts`); ``run``:
+    :meth:`analytics.sweep.SweepResult.summary` (computed / cached, backend, timing). With
+    ``store_path`` (and ``key_inputs`` from :func:`sweep_key_inputs`) finished points are kept
+    in the store and read back instead of recomputed.
+
+    Raises
+    ------
+    analytics.sweep.SweepCancelled
+        ``cancel()`` returned True; finished points are stored.
+    ValueError
+        Bad parameters, or no Dask scheduler at ``backend``.
+    """
+    from analytics.power import sweep_points
+    from analytics.sweep import run_sweep
+
+    tasks = sweep_points.point_tasks(base, shares, utilizations, schedulers, checkpoints,
+                                     replications, seed)
+    res = run_sweep(tasks, shared={"inputs": inputs}, key_inputs=key_inputs, store=store_path,
+                    backend=backend, progress=progress, cancel=cancel)
+    table = sweep_points.sweep_table(tasks, res.results)
+    return table, sweep_points.shape_verdicts(table), res.summary()
 
 
 def document(inputs, scenario, seed: int = 0, sweep_utilizations: tuple[float, ...] = (),
              shares: tuple[float, ...] = SWEEP_SHARES, replications: int = 2,
-             progress: Callable[[int, int], None] | None = None) -> dict:
+             progress: Callable[[int, int], None] | None = None, **sweep_options) -> dict:
     """The ``headroom powersim`` document (one scenario, plus the sweep when
-    ``sweep_utilizations`` is given); ``warnings`` lists :func:`warnings` (empty when none) and
+    ``sweep_utilizations`` is given: ``sweep`` rows with ``<metric>_lo95`` / ``_hi95``,
+    ``shape`` verdicts with their uncertainty and ``sweep_run``; ``sweep_options`` go to
+    :func:`sweep`); ``warnings`` lists :func:`warnings` (empty when none) and
     ``inputs.demand_density`` the figures behind them."""
     result = power.run_scenario(inputs, scenario, np.random.default_rng(seed))
     metrics = dict(result.metrics)
     out = {"cv": metrics.pop("cv"), "ramp_p50": metrics.pop("ramp_p50"), "sweep": [],
            "scenario": {**scenario.__dict__, "seed": seed}, "metrics": metrics}
     if sweep_utilizations:
-        table = power.sweep(inputs, scenario, np.random.default_rng(seed), shares,
-                            sweep_utilizations, replications, progress)
+        table, shape, run = sweep(inputs, scenario, sweep_utilizations, replications, seed,
+                                  shares, progress, **sweep_options)
         out["sweep"] = table.to_dict("records")
-        out["shape"] = power.shape_report(table)
+        out["shape"] = shape
+        out["sweep_run"] = run
     out["inputs"] = power.describe_inputs(inputs, scenario)
     out["synthetic"] = inputs.synthetic
     out["warnings"] = warnings(inputs)

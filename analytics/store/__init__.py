@@ -70,6 +70,12 @@ from analytics.store.scenarios import (  # noqa: F401
     save_scenario,
     scenarios,
 )
+from analytics.store.sweeps import (  # noqa: F401
+    KEY_COLUMNS,
+    save_sweep_runs,
+    sweep_results,
+    sweep_runs,
+)
 from analytics.store.writes import (  # noqa: F401
     IngestItem,
     add_model_version,

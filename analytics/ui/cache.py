@@ -56,6 +56,14 @@ def connection(write: bool = False) -> Iterator:
         con.close()
 
 
+def sweep_ledger() -> list[dict]:
+    """The sweep points kept in the store, by analysis and where they ran
+    (:func:`analytics.services.data.sweep_ledger`); read each time (one short query), since
+    storing a sweep point does not move the data version."""
+    with connection() as con:
+        return data.sweep_ledger(con)
+
+
 def store_stamp(db_path: Path | None = None) -> tuple:
     """:func:`analytics.store.file_stamp` of the app's store: moves with every committed write,
     costs a ``stat``, not a store connection."""

@@ -307,14 +307,26 @@ def power_run(jobs_name: str, inference_name: str, scenario, seed: int = 0,
 def power_sweep(jobs_name: str, inference_name: str, base, utilizations: tuple,
                 replications: int = 2, seed: int = 0, progress=None,
                 inference_model: str = "replay") -> tuple:
-    """Inference-share sweep (0, 0.1, ..., 1) at each utilization: (table, shape report).
-    The base scenario's share is ignored, so moving the share slider reuses the cached sweep.
-    ``progress(done, total)`` hears of each simulation (not part of the cache key)."""
+    """Inference-share sweep (0, 0.1, ..., 1) at each utilization on the sweep runner:
+    (table with 95 % bands, shape verdicts with their uncertainty, run summary); see
+    :func:`analytics.services.power.sweep`. The base scenario's share is ignored, so moving the
+    share slider reuses the cached sweep. Points are kept in the app's store (``sweep_runs``):
+    after a restart or a Cancel only the missing ones are computed. Runs on the sidebar's Dask
+    scheduler when one is set (:func:`analytics.ui.cluster.backend`), else a local process
+    pool. ``progress(done, total)`` hears of each point (not part of the cache key).
+
+    Raises ValueError (no job trace, no scheduler at the address)."""
+    from analytics.ui import cluster
+
     base = replace(base, inference_share=0.5, utilization=0.5)
     db, version, utils = str(settings().db_path), data_version(), tuple(sorted(utilizations))
+    backend = cluster.backend()
 
     def compute() -> tuple:
         inputs = _power_inputs(db, version, jobs_name, inference_name, seed, inference_model)
-        return power.sweep(inputs, base, utils, replications, seed, progress=progress)
+        with connection() as con:  # closed before the points run
+            key_inputs = power.sweep_key_inputs(con, inputs, seed)
+        return power.sweep(inputs, base, utils, replications, seed, progress=progress,
+                           store_path=db, key_inputs=key_inputs, backend=backend)
     return memo("power_sweep", (db, version, jobs_name, inference_name, base, utils,
                                 replications, seed, inference_model), compute)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from harness import case_file, metrics, new_app, seed, table_with
 
+from analytics.sweep.stats import NOT_DISTINGUISHABLE, interior_below_ends
+
 
 def test_power_page_without_jobs_says_how_to_add_them(app_env):
     at = new_app().run()
@@ -19,6 +21,7 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
          "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
     at = new_app().run()
     at.session_state["power_days"] = 1  # one measured day: the page's work, 7x cheaper
+    at.session_state["power_reps"] = 2  # two seeds per sweep point (the page's default is 3)
     at.switch_page("pages/power.py").run()
     assert not at.exception
     downloads = {b.key for b in at.get("download_button")}  # issue 19 item 12
@@ -36,14 +39,22 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     assert "Inference-share sweep" in charts[1].proto.spec and "SYNTHETIC" not in \
         charts[1].proto.spec
     # the verdict the caption states is the one the sweep table it comes from implies (a CV
-    # minimum at an interior share), not just any sentence containing "U-shaped"
+    # minimum at an interior share, judged within the 95 % bands: issue 17), not just any
+    # sentence containing "U-shaped"
     caption = next(c.value for c in at.caption if c.value.startswith("On these inputs"))
     sweep = table_with(at, "inference_share")
+    assert {"cv_lo95", "cv_hi95", "ramp_15min_lo95"} <= set(sweep.columns)
+    assert '"fill":"toself"' in charts[1].proto.spec.replace(" ", "")  # the band is drawn
     for u, g in sweep.groupby("utilization"):
-        cv = g.sort_values("inference_share")["cv"].to_numpy()
-        shares = g.sort_values("inference_share")["inference_share"].to_numpy()
-        verdict = "U-shaped" if cv[1:-1].min() < min(cv[0], cv[-1]) else "not U-shaped"
-        assert f"U={u:g}: CV is {verdict} (minimum at share {shares[cv.argmin()]:g})" in caption
+        g = g.sort_values("inference_share")
+        cv, shares = g["cv"].to_numpy(), g["inference_share"].to_numpy()
+        means = "U-shaped" if cv[1:-1].min() < min(cv[0], cv[-1]) else "not U-shaped"
+        banded = interior_below_ends(g["cv_lo95"], g["cv_hi95"])
+        verdict = (f"not distinguishable within the 95 % bands (means: {means})"
+                   if banded == NOT_DISTINGUISHABLE else "U-shaped" if banded else "not U-shaped")
+        assert (f"U={u:g}: CV is {verdict} (minimum of the means at share "
+                f"{shares[cv.argmin()]:g})") in caption
+    assert "runs: " in caption and "computed on local" in caption
 
     at.slider(key="power_share").set_value(0.0).run()
     assert not at.exception
@@ -68,6 +79,7 @@ def test_power_sweep_reports_progress_and_cancel_stops_it(app_env):
          "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
     at = new_app().run()
     at.session_state["power_days"] = 1
+    at.session_state["power_reps"] = 2
     at.switch_page("pages/power.py").run()
     assert not at.exception and at.button(key="power_sweep_cancel")
     at.session_state["power_sweep_cancelled"] = True  # what the Cancel button's callback does

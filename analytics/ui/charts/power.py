@@ -89,6 +89,10 @@ def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
         ``realized_utilization``
     share, utilization : the scenario shown above the chart (its sweep point is circled)
     synthetic : label the figure as synthetic
+
+    Where the table has ``cv_lo95`` / ``cv_hi95`` (and ``ramp_15min_lo95`` / ``_hi95``), the
+    95 % t-interval across replications is drawn as a shaded band around the CV and the 15-minute
+    ramp (none where it is undefined: one replication).
     """
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "coefficient of variation of total power", "median |change| of normalised power"))
@@ -102,6 +106,8 @@ def power_sweep_chart(table: pd.DataFrame, share: float | None = None,
                  for s, r in zip(g["inference_share"], g.get("realized_utilization",
                                                               g["inference_share"]),
                                  strict=True)]
+        _band(fig, g, xcol, "cv", color, f"CV 95 % band, U={u:g}", 1)
+        _band(fig, g, xcol, "ramp_15min", color, f"15min ramp 95 % band, U={u:g}", 2)
         fig.add_trace(go.Scatter(x=g[xcol], y=g["cv"], mode="lines+markers", text=hover,
                                  name=f"CV, U={u:g}", line={"color": color}), row=1, col=1)
         for col, dash in dashes.items():
@@ -146,6 +152,20 @@ def power_psd_chart(validation: dict) -> go.Figure:
                       xaxis_title="frequency (1/min)", yaxis={"title": "PSD", "type": "log"},
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return fig
+
+
+def _band(fig: go.Figure, g: pd.DataFrame, xcol: str, col: str, color: str, name: str,
+          subplot: int) -> None:
+    """A shaded band between ``<col>_lo95`` and ``<col>_hi95`` of ``g`` (sorted by share; x from
+    ``xcol``) in subplot ``subplot``; nothing when the columns are missing or all NaN."""
+    lo, hi = f"{col}_lo95", f"{col}_hi95"
+    if lo not in g or hi not in g or g[[lo, hi]].isna().all().all():
+        return
+    x = g[xcol].tolist()
+    fig.add_trace(go.Scatter(x=x + x[::-1], y=g[hi].tolist() + g[lo].tolist()[::-1],
+                             fill="toself", mode="lines", line={"width": 0}, fillcolor=color,
+                             opacity=0.15, name=name, hoverinfo="skip", showlegend=False),
+                  row=1, col=subplot)
 
 
 def power_daily_chart(profile: pd.DataFrame, synthetic: bool = False) -> go.Figure:
