@@ -182,7 +182,8 @@ def sweep_key_inputs(con, inputs, fit_seed: int = 0, clock_offset_h: float | Non
     model = ("replay" if inputs.request_model is None else
              "groups:" + ",".join(sha(name) for name in request_traces(con)))
     return {"jobs": sha(inputs.jobs_label),
-            "inference": sha(None if inputs.synthetic else inputs.inference_label),
+            "inference": (model if inputs.request_model is not None else
+                          sha(None if inputs.synthetic else inputs.inference_label)),
             "inference_model": model,
             "fit_seed": str(int(fit_seed)),
             "clock_offset_h": "auto" if clock_offset_h is None else f"{clock_offset_h:g}"}

@@ -84,6 +84,19 @@ def test_cli_powersim_request_groups_json(tmp_path, capsys):
     rc, offered = _cli(capsys, *args, "--hold", "offered")
     assert rc == 0 and offered["scenario"]["hold"] == "offered"
     assert offered["metrics"]["realized_inference_share"] <= m["realized_inference_share"]
+    # the sweep key of a groups run names the traces the groups were fitted on (its inference
+    # label is a description, not a dataset)
+    from types import SimpleNamespace
+
+    from analytics.services import power
+
+    con = store.connect(db, read_only=True)
+    fitted = SimpleNamespace(jobs_label="slurm-log-queueing-clean", synthetic=False,
+                             inference_label=doc["inputs"]["inference"], request_model=object())
+    key = power.sweep_key_inputs(con, fitted)
+    shas = [str(store.dataset(con, n)["sha256"]) for n in power.request_traces(con)]
+    con.close()
+    assert key["inference_model"] == "groups:" + ",".join(shas) == key["inference"]
 
 
 # --- issue 18 item 15: a trace too sparse to represent serving load -------------------
