@@ -110,9 +110,11 @@ class PowerPoolEngine:
     ``(time_s, seq, kind, payload)`` with ``seq`` from the per-run counter ``seq`` (arrivals are
     read in submit order from ``arrival_jobs`` beside the heap, each taking the ``seq`` it would
     have had as a heap entry, so the counts and tie order are those of one heap); the queue
-    (a sorted list of policy ranks, ``order.rank[job]``; ``queue_version`` bumped on every
-    change; by rank ``queued``, ``need_by_rank`` and ``segment_by_rank`` for the backfill
-    scan); ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
+    (a sorted list of policy ranks, ``order.rank[job]``; by rank ``queued``, ``need_by_rank``
+    and ``segment_by_rank`` for the backfill scan, with the list mirrors ``need_rank_list`` and
+    ``segment_rank_list`` for a short queue; the head reservation on a constant pool
+    ``reserved_s``, valid while ``reserved_rank`` is the head's rank);
+    ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
     when backfilling, in the slot arrays ``slot_ahead_rank`` (the job's queue rank if it has
     work left after the segment, else ``n_jobs``: later than any head), ``slot_end_s``,
     ``slot_hold_s`` (``end_s`` + that work left), ``slot_milli`` and ``slot_until_min`` (a
@@ -148,21 +150,25 @@ class PowerPoolEngine:
         self.end_s = [math.nan] * n_jobs
         self.segment_count = [0] * n_jobs
         self.queue: list[int] = []
-        self.queue_version = 0
+        # the head reservation on a constant pool, valid while ``reserved_rank`` is the head's
+        # rank (see EasyBackfilling.schedule_constant; -1: none held)
+        self.reserved_rank = -1
+        self.reserved_s = math.inf
         # by rank, for the backfill scan: queued or not, GPU request, next segment length
         self.queued = np.zeros(n_jobs, bool)
         self.need_by_rank = jobs.gpu_milli[self.job_of_rank]
         self.segment_by_rank = np.minimum(self.remaining_np, self.segment_s)[self.job_of_rank]
+        self.need_rank_list = self.need_by_rank.tolist()  # list mirrors for short queues
+        self.segment_rank_list = self.segment_by_rank.tolist()
         self.running: dict[int, RunningSegment] = {}
         self.track_slots = params.backfill  # only a backfill reservation reads the slots
         self._init_slots(16)
         self.used_milli = 0
         self.batch_power_w = 0.0
-        self.minute = 0
         self.now_s = 0.0
         self.n_events = 0
         self.state_times_s: list[float] = []
-        self.state_rows: list[tuple] = []
+        self.state_rows: list[tuple] = []  # (used_milli, batch_power_w, queued jobs)
         self.segment_records: list[SegmentRecord] = []
         self.reservation_records: list[ReservationRecord] = []
         self.event_times_s: list[float] = []
@@ -192,11 +198,6 @@ class PowerPoolEngine:
         self.batch_capacity_milli = cap - self.inference_alloc_milli
         self.booked_milli = np.zeros(total_min, np.int64)  # booked by running segments
         self.constant_capacity = inference is None  # batch capacity never changes: fast path
-        # the per-minute state a snapshot reads, as Python scalars
-        shown = max(self.n_min, 1)
-        self._alloc_list = self.inference_alloc_milli[:shown].tolist()
-        self._demand_list = self.demand_milli[:shown].tolist()
-        self._power_list = self.inference_power_w[:shown].tolist()
 
     def _init_slots(self, size: int) -> None:
         """Slot arrays mirroring ``running`` (grown by doubling in :meth:`_take_slot`)."""
@@ -251,10 +252,11 @@ class PowerPoolEngine:
             If an event would move time backwards (an engine bug, never expected).
         """
         events, arrival_s, horizon_s = self.events, self.arrival_s, self.horizon_s
-        n_arrivals, last_minute = len(arrival_s), self.n_min - 1
-        schedule, snapshot = self.policy.schedule, self.snapshot
+        n_arrivals, queue = len(arrival_s), self.queue
+        schedule = self.policy.schedule
+        times_append, rows_append = self.state_times_s.append, self.state_rows.append
         self.next_arrival = 0
-        snapshot(0.0)
+        self.snapshot(0.0)
         while True:
             i = self.next_arrival
             now_s = arrival_s[i] if i < n_arrivals else math.inf
@@ -268,11 +270,10 @@ class PowerPoolEngine:
             self.apply_instant(now_s)
             if not self.running:
                 self.batch_power_w = 0.0  # drop float residue of the running sum
-            minute = int(now_s // 60.0)
-            self.minute = minute if minute < last_minute else last_minute
-            if self.queue:
+            if queue:
                 schedule(self, now_s)
-            snapshot(now_s)
+            times_append(now_s)  # = self.snapshot(now_s), inlined
+            rows_append((self.used_milli, self.batch_power_w, len(queue)))
         return self.result()
 
     def apply_instant(self, now_s: float) -> None:
@@ -301,9 +302,8 @@ class PowerPoolEngine:
             self.event_times_s.extend([now_s] * count)
 
     def change_capacity(self, minute: int) -> None:
-        """Minute ``minute`` starts: inference takes its new allocation; the next change is
-        scheduled."""
-        self.minute = minute
+        """Minute ``minute`` starts: inference takes its new allocation (read from the plan when
+        the state is recorded, :meth:`states`); the next change is scheduled."""
         if minute + 1 < self.n_min:
             self.push((minute + 1) * 60.0, CAPACITY, minute + 1)
 
@@ -327,7 +327,8 @@ class PowerPoolEngine:
             rank = self.rank_list[job]
             bisect.insort(self.queue, rank)
             self.queued[rank] = True
-            self.queue_version += 1
+            if rank < self.reserved_rank:  # requeued ahead of the head: a new head
+                self.reserved_rank = -1
         else:
             self.end_s[job] = now_s
 
@@ -338,7 +339,8 @@ class PowerPoolEngine:
         rank = self.rank_list[job]
         bisect.insort(self.queue, rank)
         self.queued[rank] = True
-        self.queue_version += 1
+        if rank < self.reserved_rank:  # a new head
+            self.reserved_rank = -1
 
     def head(self) -> int:
         """The job at the queue head (the queue must not be empty)."""
@@ -348,7 +350,7 @@ class PowerPoolEngine:
         """Remove the queue head; returns its job."""
         rank = self.queue.pop(0)
         self.queued[rank] = False
-        self.queue_version += 1
+        self.reserved_rank = -1
         job = self.job_of_rank_list[rank]
         return job
 
@@ -356,7 +358,6 @@ class PowerPoolEngine:
         """Remove one queue entry (the rank of a backfilled job)."""
         del self.queue[bisect.bisect_left(self.queue, entry)]
         self.queued[entry] = False
-        self.queue_version += 1
 
     def next_segment_s(self, job: int) -> float:
         """Length of ``job``'s next segment, s."""
@@ -392,7 +393,9 @@ class PowerPoolEngine:
             self.slot_hold_s[slot] = end_s + remaining
             self.slot_milli[slot] = milli
             self.slot_until_min[slot] = booked_until
-            self.segment_by_rank[self.rank_list[job]] = min(remaining, self.segment_s)
+            rank = self.rank_list[job]
+            self.segment_by_rank[rank] = self.segment_rank_list[rank] = min(remaining,
+                                                                            self.segment_s)
         self.running[job] = RunningSegment(end_s, milli, booked_until, slot)
         heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
         self.seq += 1
@@ -411,36 +414,55 @@ class PowerPoolEngine:
     # --- records --------------------------------------------------------------------------------
 
     def snapshot(self, now_s: float) -> None:
-        """Record the state from ``now_s`` on (see :data:`analytics.power.metrics.STATE_COLUMNS`):
-        inference gets ``min(allocation, pool - batch in use)`` and draws its full-service power
-        times the served fraction of its demand."""
-        minute = self.minute
-        target = self._alloc_list[minute]
-        free = self.capacity_milli - self.used_milli
-        served = target if target < free else free
-        if served < 0:
-            served = 0
-        demand = self._demand_list[minute]
-        power = self._power_list[minute] * served / demand if demand > 0 else 0.0
+        """Record the batch state from ``now_s`` on: GPUs in use, batch power, queued jobs
+        (inference's share follows from the minute, :meth:`states`)."""
         self.state_times_s.append(now_s)
-        self.state_rows.append((self.used_milli, served, self.batch_power_w, power,
-                                len(self.queue), demand))
+        self.state_rows.append((self.used_milli, self.batch_power_w, len(self.queue)))
+
+    def states(self) -> tuple[np.ndarray, np.ndarray]:
+        """The recorded states as ``(times_s, states)``: ndarrays of shape (n,) and (n, 6),
+        columns :data:`analytics.power.metrics.STATE_COLUMNS`. Inference gets
+        ``min(allocation, pool - batch in use)`` of its minute's plan (the last minute after the
+        horizon) and draws its full-service power times the served fraction of its demand."""
+        times_s = np.asarray(self.state_times_s)
+        rows = np.asarray(self.state_rows, float).reshape(-1, 3)
+        shown = max(self.n_min, 1)
+        minute = np.minimum((times_s // 60.0).astype(np.int64), self.n_min - 1)
+        used = rows[:, 0].astype(np.int64)
+        served = np.maximum(np.minimum(self.inference_alloc_milli[:shown][minute],
+                                       self.capacity_milli - used), 0)
+        demand = self.demand_milli[:shown][minute]
+        power = np.zeros(times_s.size)
+        np.divide(self.inference_power_w[:shown][minute] * served, demand, out=power,
+                  where=demand > 0)
+        return times_s, np.column_stack([rows[:, 0], served, rows[:, 1], power, rows[:, 2],
+                                         demand]).astype(float)
 
     def result(self) -> SimResult:
         """The run's records as a :class:`SimResult`."""
         jobs = self.jobs
-        minutes = per_minute(np.asarray(self.state_times_s), np.asarray(self.state_rows, float),
-                             self.n_min, self.horizon_s)
+        minutes = per_minute(*self.states(), self.n_min, self.horizon_s)
         job_frame = pd.DataFrame({"job": np.arange(len(jobs)), "submit_s": jobs.submit_s,
                                   "first_start_s": np.asarray(self.first_start_s, float),
                                   "end_s": np.asarray(self.end_s, float),
                                   "gpu_milli": jobs.gpu_milli, "runtime_s": jobs.runtime_s,
-                                  "group": jobs.group})
-        seg_frame = pd.DataFrame(self.segment_records, columns=list(SegmentRecord._fields))
-        res_frame = pd.DataFrame(self.reservation_records,
-                                 columns=list(ReservationRecord._fields))
-        return SimResult(minutes, job_frame, seg_frame, res_frame,
+                                  "group": jobs.group}, copy=False)
+        return SimResult(minutes, job_frame, _records(self.segment_records, SegmentRecord),
+                         _records(self.reservation_records, ReservationRecord),
                          np.asarray(self.event_times_s), self.n_events, self.params.capacity_gpus)
+
+
+_EMPTY: dict[type, pd.DataFrame] = {}
+
+
+def _records(records: list, kind: type) -> pd.DataFrame:
+    """A frame of named-tuple records, columns ``kind._fields`` (an empty list, as most runs
+    keep, is a copy of one frame built once)."""
+    if records:
+        return pd.DataFrame(records, columns=list(kind._fields))
+    if kind not in _EMPTY:
+        _EMPTY[kind] = pd.DataFrame([], columns=list(kind._fields))
+    return _EMPTY[kind].copy()
 
 
 def simulate(jobs: JobArrays, params: SimParams, horizon_s: float,

@@ -44,7 +44,7 @@ def per_minute(times_s: np.ndarray, states: np.ndarray, n_min: int, horizon_s: f
     at = cum[idx] + v[idx] * (bounds - t[idx])[:, None]
     span = np.diff(bounds)
     avg = np.diff(at, axis=0) / np.where(span > 0, span, 1.0)[:, None]
-    starts = v[np.searchsorted(t, bounds[:-1], side="right") - 1]
+    queued = v[idx[:-1], 4].astype(np.int64)  # the state at each minute's start
     return pd.DataFrame({
         "minute": np.arange(n_min),
         "batch_gpus": avg[:, 0] / 1000.0,
@@ -53,8 +53,8 @@ def per_minute(times_s: np.ndarray, states: np.ndarray, n_min: int, horizon_s: f
         "batch_power_w": avg[:, 2],
         "inference_power_w": avg[:, 3],
         "total_power_w": avg[:, 2] + avg[:, 3],
-        "queued_jobs": starts[:, 4].astype(np.int64),
-    })
+        "queued_jobs": queued,
+    }, copy=False)
 
 
 RAMP_HORIZONS_MIN = (1, 5, 15)

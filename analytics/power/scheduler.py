@@ -27,6 +27,9 @@ import numpy as np
 
 from analytics.power.entities import minute_span
 
+#: queues up to this long are scanned for backfilling in Python (numpy calls cost more there)
+SHORT_QUEUE = 64
+
 
 class QueueOrder:
     """Priority of queued jobs: a job with a smaller :meth:`key` starts first.
@@ -216,16 +219,19 @@ class EasyBackfilling(HeadFirst):
 
     def schedule_constant(self, engine, now_s: float) -> None:
         free = self.start_heads_constant(engine, now_s)
-        if len(engine.queue) < 2 or free <= 0 or free < engine.min_need_milli:
+        queue = engine.queue
+        if len(queue) < 2 or free <= 0 or free < engine.min_need_milli:
+            return
+        if len(queue) <= SHORT_QUEUE:
+            self.backfill_short(engine, now_s, free)
             return
         ranks, segment_s, need = self.candidates(engine)
         ok = need <= free
         if not ok.any():
             return
-        head = engine.head()
-        reservation = self.reservation_constant(engine, head, free)
-        engine.record_reservation(head, now_s, reservation)
-        ok &= now_s + segment_s <= reservation + 1e-9
+        reservation = self.head_reservation(engine, now_s, free)
+        ends = now_s + segment_s
+        ok &= ends <= reservation + 1e-9
         job_of_rank = engine.job_of_rank_list
         while ok.any():
             i = int(np.argmax(ok))
@@ -233,9 +239,56 @@ class EasyBackfilling(HeadFirst):
             engine.remove_entry(rank)
             job = job_of_rank[rank]
             engine.start_segment(job, now_s)
+            if ends[i] > reservation:  # ends within the tolerance after it: may move it
+                engine.reserved_rank = -1
             free -= engine.gpu_milli[job]
             ok[i] = False
             ok &= need <= free
+
+    def backfill_short(self, engine, now_s: float, free: int) -> None:
+        """:meth:`schedule_constant`'s backfill on a short queue, in Python (the same decisions:
+        one forward scan, since free capacity only falls as jobs start)."""
+        need_of, segment_of = engine.need_rank_list, engine.segment_rank_list
+        behind = engine.queue[1:self.backfill_depth + 1]
+        for rank in behind:
+            if need_of[rank] <= free:
+                break
+        else:
+            return
+        reservation = self.head_reservation(engine, now_s, free)
+        limit, least = reservation + 1e-9, engine.min_need_milli
+        job_of_rank = engine.job_of_rank_list
+        for rank in behind:
+            need = need_of[rank]
+            if need <= free and now_s + segment_of[rank] <= limit:
+                ends_s = now_s + segment_of[rank]
+                engine.remove_entry(rank)
+                engine.start_segment(job_of_rank[rank], now_s)
+                if ends_s > reservation:  # ends within the tolerance after it: may move it
+                    engine.reserved_rank = -1
+                free -= need
+                if free < least:
+                    return
+
+    def head_reservation(self, engine, now_s: float, free: int) -> float:
+        """The blocked head's reservation on a constant pool (recorded with ``record=True``).
+
+        Kept while the head stays (``engine.reserved_rank``): a segment ending at ``now_s`` that
+        is not ahead of the head adds its GPUs to ``free`` and removes the same GPUs from the
+        ends at or after ``now_s``, and a backfilled segment ending by the reservation takes
+        GPUs from ``free`` and returns them before it, so neither moves the first instant at
+        which enough GPUs are free. The engine drops it when the head starts or a job queues
+        ahead of it; :meth:`schedule_constant` when a backfilled segment ends after it (within
+        the 1e-9 s tolerance)."""
+        head_rank = engine.queue[0]
+        head = engine.job_of_rank_list[head_rank]
+        if engine.reserved_rank == head_rank:
+            reservation = engine.reserved_s
+        else:
+            reservation = self.reservation_constant(engine, head, free)
+            engine.reserved_rank, engine.reserved_s = head_rank, reservation
+        engine.record_reservation(head, now_s, reservation)
+        return reservation
 
     def schedule_booked(self, engine, now_s: float) -> None:
         window = self.start_heads_booked(engine, now_s)
