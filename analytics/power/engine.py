@@ -34,6 +34,7 @@ from analytics.power.metrics import per_minute
 from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS, SCHEDULERS
 
 ARRIVAL, SEGMENT_END, CAPACITY = EventKind.ARRIVAL, EventKind.SEGMENT_END, EventKind.CAPACITY
+_new_tuple = tuple.__new__  # a named tuple without its Python-level constructor
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,8 @@ class PowerPoolEngine:
     ``slot_hold_s`` (``end_s`` + that work left), ``slot_milli`` and ``slot_until_min`` (a
     free slot has milli 0 and ends at inf), so that a reservation is
     worked out in numpy; ``used_milli`` and ``batch_power_w`` of the running segments; per job
-    ``remaining_s`` (ndarray mirror ``remaining_np``), ``first_start_s``, ``end_s``,
-    ``segment_count`` (Python lists while running: scalar access to lists is several times
+    ``remaining_s``, ``first_start_s``, ``end_s``, ``segment_count`` (with ``record=True``;
+    Python lists while running: scalar access to lists is several times
     cheaper than to ndarrays); the per-minute plan ``demand_milli``, ``inference_power_w``,
     ``inference_alloc_milli``, ``batch_capacity_milli`` and ``booked_milli``. See
     :func:`simulate` for the semantics; :meth:`run` returns the :class:`SimResult`.
@@ -144,8 +145,8 @@ class PowerPoolEngine:
         self._plan_capacity(inference)
         self.gpu_milli = jobs.gpu_milli.tolist()  # python ints: exact occupancy arithmetic
         self.power_per_gpu_w = jobs.power_per_gpu_w.tolist()
-        self.remaining_np = jobs.runtime_s.astype(float).copy()
-        self.remaining_s = self.remaining_np.tolist()
+        remaining = jobs.runtime_s.astype(float)
+        self.remaining_s = remaining.tolist()
         self.first_start_s = [math.nan] * n_jobs
         self.end_s = [math.nan] * n_jobs
         self.segment_count = [0] * n_jobs
@@ -157,7 +158,7 @@ class PowerPoolEngine:
         # by rank, for the backfill scan: queued or not, GPU request, next segment length
         self.queued = np.zeros(n_jobs, bool)
         self.need_by_rank = jobs.gpu_milli[self.job_of_rank]
-        self.segment_by_rank = np.minimum(self.remaining_np, self.segment_s)[self.job_of_rank]
+        self.segment_by_rank = np.minimum(remaining, self.segment_s)[self.job_of_rank]
         self.need_rank_list = self.need_by_rank.tolist()  # list mirrors for short queues
         self.segment_rank_list = self.segment_by_rank.tolist()
         self.running: dict[int, RunningSegment] = {}
@@ -246,60 +247,58 @@ class PowerPoolEngine:
         """Process every event before the horizon; all events at one instant are applied, then
         the policy schedules once and the state is recorded.
 
+        The events of an instant: arrivals (in submit order) first, then the heap's. An
+        arrival's ``seq`` is below every pushed event's (arrivals are numbered first), so this is
+        the heap order of one ``(time_s, seq)`` heap; within an instant only the order of segment
+        ends matters (the float running sum of batch power), and it is kept. The policy's pass
+        is :meth:`~analytics.power.scheduler.HeadFirst.schedule_constant` or ``schedule_booked``
+        (what its ``schedule`` dispatches to), called when the queue is not empty.
+
         Raises
         ------
         RuntimeError
             If an event would move time backwards (an engine bug, never expected).
         """
-        events, arrival_s, horizon_s = self.events, self.arrival_s, self.horizon_s
-        n_arrivals, queue = len(arrival_s), self.queue
-        schedule = self.policy.schedule
+        events, arrival_s, arrival_jobs = self.events, self.arrival_s, self.arrival_jobs
+        horizon_s, record, queue, running = self.horizon_s, self.record, self.queue, self.running
+        policy, enqueue, end_segment = self.policy, self.enqueue, self.end_segment
+        schedule = policy.schedule_constant if self.constant_capacity else policy.schedule_booked
         times_append, rows_append = self.state_times_s.append, self.state_rows.append
-        self.next_arrival = 0
+        heappop, inf = heapq.heappop, math.inf
+        i, n_arrivals, n_events, last_s = 0, len(arrival_s), self.n_events, self.now_s
         self.snapshot(0.0)
         while True:
-            i = self.next_arrival
-            now_s = arrival_s[i] if i < n_arrivals else math.inf
+            now_s = arrival_s[i] if i < n_arrivals else inf
             if events and events[0][0] < now_s:
                 now_s = events[0][0]
             if now_s >= horizon_s:
                 break
-            if now_s < self.now_s:
-                raise RuntimeError(f"time ran backwards: event at {now_s} s after {self.now_s} s")
-            self.now_s = now_s
-            self.apply_instant(now_s)
-            if not self.running:
+            if now_s < last_s:
+                raise RuntimeError(f"time ran backwards: event at {now_s} s after {last_s} s")
+            self.now_s = last_s = now_s
+            count = 0
+            while i < n_arrivals and arrival_s[i] == now_s:
+                enqueue(arrival_jobs[i])
+                i += 1
+                count += 1
+            while events and events[0][0] == now_s:
+                _, _, kind, payload = heappop(events)
+                count += 1
+                if kind == SEGMENT_END:
+                    end_segment(payload, now_s)
+                else:
+                    self.change_capacity(payload)
+            n_events += count
+            if record:
+                self.event_times_s.extend([now_s] * count)
+            if not running:
                 self.batch_power_w = 0.0  # drop float residue of the running sum
             if queue:
                 schedule(self, now_s)
             times_append(now_s)  # = self.snapshot(now_s), inlined
             rows_append((self.used_milli, self.batch_power_w, len(queue)))
+        self.next_arrival, self.n_events = i, n_events
         return self.result()
-
-    def apply_instant(self, now_s: float) -> None:
-        """Apply every event at ``now_s``: arrivals (in submit order) first, then the heap's.
-
-        An arrival's ``seq`` is below every pushed event's (arrivals are numbered first), so
-        this is the heap order of one ``(time_s, seq)`` heap; within an instant only the order
-        of segment ends matters (the float running sum of batch power), and it is kept.
-        """
-        events, arrival_s, arrival_jobs = self.events, self.arrival_s, self.arrival_jobs
-        i, n_arrivals, count = self.next_arrival, len(arrival_s), 0
-        while i < n_arrivals and arrival_s[i] == now_s:
-            self.enqueue(arrival_jobs[i])
-            i += 1
-            count += 1
-        self.next_arrival = i
-        while events and events[0][0] == now_s:
-            _, _, kind, payload = heapq.heappop(events)
-            count += 1
-            if kind == SEGMENT_END:
-                self.end_segment(payload, now_s)
-            else:
-                self.change_capacity(payload)
-        self.n_events += count
-        if self.record:
-            self.event_times_s.extend([now_s] * count)
 
     def change_capacity(self, minute: int) -> None:
         """Minute ``minute`` starts: inference takes its new allocation (read from the plan when
@@ -377,7 +376,6 @@ class PowerPoolEngine:
         if remaining < 1e-9:
             remaining = 0.0
         self.remaining_s[job] = remaining
-        self.remaining_np[job] = remaining
         end_s = now_s + duration_s
         self.used_milli += milli
         power_w = milli / 1000.0 * self.power_per_gpu_w[job]
@@ -396,7 +394,7 @@ class PowerPoolEngine:
             rank = self.rank_list[job]
             self.segment_by_rank[rank] = self.segment_rank_list[rank] = min(remaining,
                                                                             self.segment_s)
-        self.running[job] = RunningSegment(end_s, milli, booked_until, slot)
+        self.running[job] = _new_tuple(RunningSegment, (end_s, milli, booked_until, slot))
         heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
         self.seq += 1
         if self.first_start_s[job] != self.first_start_s[job]:  # NaN: the job's first segment
@@ -404,7 +402,7 @@ class PowerPoolEngine:
         if self.record:
             self.segment_records.append(SegmentRecord(
                 job, self.segment_count[job], now_s, end_s, milli, power_w))
-        self.segment_count[job] += 1
+            self.segment_count[job] += 1
 
     def record_reservation(self, job: int, now_s: float, reservation_s: float) -> None:
         """Keep a reservation record (``record=True`` only)."""

@@ -119,26 +119,19 @@ class HeadFirst:
         else:
             self.schedule_booked(engine, now_s)
 
-    def schedule_constant(self, engine, now_s: float) -> None:
-        """Constant batch capacity (no inference)."""
-        self.start_heads_constant(engine, now_s)
-
-    def schedule_booked(self, engine, now_s: float) -> None:
-        """Batch capacity left by inference, minute by minute."""
-        self.start_heads_booked(engine, now_s)
-
     @staticmethod
     def start_heads_constant(engine, now_s: float) -> int:
         """Start queue heads while they fit on a constant pool; returns the milli-GPUs free."""
         queue, gpu_milli, job_of_rank = engine.queue, engine.gpu_milli, engine.job_of_rank_list
         free = engine.capacity_milli - engine.used_milli
+        start = engine.start_segment
         while queue:
             job = job_of_rank[queue[0]]
             need = gpu_milli[job]
             if need > free:
                 break
             engine.pop_head()
-            engine.start_segment(job, now_s)
+            start(job, now_s)
             free -= need
         return free
 
@@ -177,6 +170,12 @@ class HeadFirst:
             avail[:width] -= need
             fit = np.minimum.accumulate(avail)
         return minute, avail, fit
+
+
+    #: the pass on a constant batch capacity (no inference): start heads while they fit
+    schedule_constant = start_heads_constant
+    #: the pass on the batch capacity left by inference, minute by minute
+    schedule_booked = start_heads_booked
 
 
 class EasyBackfilling(HeadFirst):
