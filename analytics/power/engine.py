@@ -424,6 +424,10 @@ class PowerPoolEngine:
         horizon) and draws its full-service power times the served fraction of its demand."""
         times_s = np.asarray(self.state_times_s)
         rows = np.asarray(self.state_rows, float).reshape(-1, 3)
+        if self.constant_capacity:  # no inference: none served, none demanded
+            zero = np.zeros(times_s.size)
+            return times_s, np.column_stack([rows[:, 0], zero, rows[:, 1], zero, rows[:, 2],
+                                             zero])
         shown = max(self.n_min, 1)
         minute = np.minimum((times_s // 60.0).astype(np.int64), self.n_min - 1)
         used = rows[:, 0].astype(np.int64)

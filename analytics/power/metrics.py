@@ -41,9 +41,12 @@ def per_minute(times_s: np.ndarray, states: np.ndarray, n_min: int, horizon_s: f
     widths = np.diff(t, append=horizon_s)
     cum = np.vstack([np.zeros(v.shape[1]), np.cumsum(v * widths[:, None], axis=0)])
     idx = np.searchsorted(t, bounds, side="right") - 1
-    at = cum[idx] + v[idx] * (bounds - t[idx])[:, None]
+    at = np.take(v, idx, axis=0)  # = cum[idx] + v[idx] * (bounds - t[idx]), in place
+    at *= (bounds - np.take(t, idx))[:, None]
+    at += np.take(cum, idx, axis=0)
     span = np.diff(bounds)
-    avg = np.diff(at, axis=0) / np.where(span > 0, span, 1.0)[:, None]
+    avg = np.diff(at, axis=0)
+    avg /= np.where(span > 0, span, 1.0)[:, None]
     queued = v[idx[:-1], 4].astype(np.int64)  # the state at each minute's start
     return pd.DataFrame({
         "minute": np.arange(n_min),

@@ -29,6 +29,8 @@ from analytics.power.entities import minute_span
 
 #: queues up to this long are scanned for backfilling in Python (numpy calls cost more there)
 SHORT_QUEUE = 64
+#: up to this many running segments, a constant-pool reservation is worked out in Python
+FEW_RUNNING = 48
 
 
 class QueueOrder:
@@ -245,22 +247,21 @@ class EasyBackfilling(HeadFirst):
             ok &= need <= free
 
     def backfill_short(self, engine, now_s: float, free: int) -> None:
-        """:meth:`schedule_constant`'s backfill on a short queue, in Python (the same decisions:
-        one forward scan, since free capacity only falls as jobs start)."""
+        """:meth:`schedule_constant`'s backfill on a short queue, in one forward scan in Python
+        (the same decisions: free capacity only falls as jobs start, and the reservation is
+        worked out, as there, only once some job behind the head fits now)."""
         need_of, segment_of = engine.need_rank_list, engine.segment_rank_list
-        behind = engine.queue[1:self.backfill_depth + 1]
-        for rank in behind:
-            if need_of[rank] <= free:
-                break
-        else:
-            return
-        reservation = self.head_reservation(engine, now_s, free)
-        limit, least = reservation + 1e-9, engine.min_need_milli
-        job_of_rank = engine.job_of_rank_list
-        for rank in behind:
+        least, job_of_rank = engine.min_need_milli, engine.job_of_rank_list
+        limit = reservation = None
+        for rank in engine.queue[1:self.backfill_depth + 1]:
             need = need_of[rank]
-            if need <= free and now_s + segment_of[rank] <= limit:
-                ends_s = now_s + segment_of[rank]
+            if need > free:
+                continue
+            if limit is None:
+                reservation = self.head_reservation(engine, now_s, free)
+                limit = reservation + 1e-9
+            ends_s = now_s + segment_of[rank]
+            if ends_s <= limit:
                 engine.remove_entry(rank)
                 engine.start_segment(job_of_rank[rank], now_s)
                 if ends_s > reservation:  # ends within the tolerance after it: may move it
@@ -336,7 +337,10 @@ class EasyBackfilling(HeadFirst):
 
         The ends are sorted only as far as needed: the ``k`` earliest (``k`` = 16, x4 until
         enough GPUs are freed), a prefix of the full sort (ties may come in another order, which
-        cannot change the instant at which the freed GPUs first suffice)."""
+        cannot change the instant at which the freed GPUs first suffice). A few running
+        segments (up to :data:`FEW_RUNNING`) are sorted in Python from ``engine.running``."""
+        if len(engine.running) <= FEW_RUNNING:
+            return cls.reservation_few(engine, head, free)
         end_s, hold_s, milli, _, ahead = cls.running_ahead(engine, head)
         held_s = np.where(ahead, hold_s, end_s)
         need, k = engine.gpu_milli[head], 16
@@ -352,6 +356,21 @@ class EasyBackfilling(HeadFirst):
             if k >= held_s.size:
                 return math.inf
             k *= 4
+
+    @staticmethod
+    def reservation_few(engine, head: int, free: int) -> float:
+        """:meth:`reservation_constant` from the running segments in Python: a job with work
+        left ahead of the head holds its GPUs until ``end_s`` + that work (the slot arrays'
+        ``slot_hold_s``, the same sum), others until ``end_s``."""
+        head_rank, remaining, rank_of = engine.rank_list[head], engine.remaining_s, engine.rank_list
+        held = sorted([(seg[0] + remaining[job] if remaining[job] > 0 and rank_of[job] < head_rank
+                        else seg[0], seg[1]) for job, seg in engine.running.items()])
+        need = engine.gpu_milli[head]
+        for held_s, milli in held:
+            free += milli
+            if free >= need:
+                return held_s
+        return math.inf
 
     @classmethod
     def reservation_booked(cls, engine, head: int, minute: int, until_s: float = math.inf
