@@ -169,7 +169,7 @@ class PowerPoolEngine:
         self.now_s = 0.0
         self.n_events = 0
         self.state_times_s: list[float] = []
-        self.state_rows: list[tuple] = []  # (used_milli, batch_power_w, queued jobs)
+        self.state_rows: list = []  # used_milli, batch_power_w, queued jobs per instant, flat
         self.segment_records: list[SegmentRecord] = []
         self.reservation_records: list[ReservationRecord] = []
         self.event_times_s: list[float] = []
@@ -263,7 +263,7 @@ class PowerPoolEngine:
         horizon_s, record, queue, running = self.horizon_s, self.record, self.queue, self.running
         policy, enqueue, end_segment = self.policy, self.enqueue, self.end_segment
         schedule = policy.schedule_constant if self.constant_capacity else policy.schedule_booked
-        times_append, rows_append = self.state_times_s.append, self.state_rows.append
+        times_append, rows_extend = self.state_times_s.append, self.state_rows.extend
         heappop, inf = heapq.heappop, math.inf
         i, n_arrivals, n_events, last_s = 0, len(arrival_s), self.n_events, self.now_s
         self.snapshot(0.0)
@@ -296,7 +296,7 @@ class PowerPoolEngine:
             if queue:
                 schedule(self, now_s)
             times_append(now_s)  # = self.snapshot(now_s), inlined
-            rows_append((self.used_milli, self.batch_power_w, len(queue)))
+            rows_extend((self.used_milli, self.batch_power_w, len(queue)))
         self.next_arrival, self.n_events = i, n_events
         return self.result()
 
@@ -415,7 +415,7 @@ class PowerPoolEngine:
         """Record the batch state from ``now_s`` on: GPUs in use, batch power, queued jobs
         (inference's share follows from the minute, :meth:`states`)."""
         self.state_times_s.append(now_s)
-        self.state_rows.append((self.used_milli, self.batch_power_w, len(self.queue)))
+        self.state_rows.extend((self.used_milli, self.batch_power_w, len(self.queue)))
 
     def states(self) -> tuple[np.ndarray, np.ndarray]:
         """The recorded states as ``(times_s, states)``: ndarrays of shape (n,) and (n, 6),

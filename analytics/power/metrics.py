@@ -41,12 +41,17 @@ def per_minute(times_s: np.ndarray, states: np.ndarray, n_min: int, horizon_s: f
     widths = np.diff(t, append=horizon_s)
     cum = np.vstack([np.zeros(v.shape[1]), np.cumsum(v * widths[:, None], axis=0)])
     idx = np.searchsorted(t, bounds, side="right") - 1
-    at = np.take(v, idx, axis=0)  # = cum[idx] + v[idx] * (bounds - t[idx]), in place
-    at *= (bounds - np.take(t, idx))[:, None]
-    at += np.take(cum, idx, axis=0)
-    span = np.diff(bounds)
-    avg = np.diff(at, axis=0)
-    avg /= np.where(span > 0, span, 1.0)[:, None]
+    # averaged columns but the queue length; a column at 0 throughout averages to 0.0 exactly
+    live = np.flatnonzero(v.any(axis=0) & (np.arange(v.shape[1]) != 4))
+    avg = np.zeros((n_min, v.shape[1]))
+    if live.size:
+        at = np.take(v[:, live], idx, axis=0)  # = cum[idx] + v[idx] * (bounds - t[idx])
+        at *= (bounds - np.take(t, idx))[:, None]
+        at += np.take(cum[:, live], idx, axis=0)
+        span = np.diff(bounds)
+        part = np.diff(at, axis=0)
+        part /= np.where(span > 0, span, 1.0)[:, None]
+        avg[:, live] = part
     queued = v[idx[:-1], 4].astype(np.int64)  # the state at each minute's start
     return pd.DataFrame({
         "minute": np.arange(n_min),
