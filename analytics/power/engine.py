@@ -365,8 +365,8 @@ class PowerPoolEngine:
     def start_segment(self, job: int, now_s: float) -> None:
         """Start ``job``'s next segment: it holds its GPUs (booked per minute on a varying pool)
         until it ends (paper: segments are never preempted)."""
-        remaining = self.remaining_s[job]
-        duration_s = min(remaining, self.segment_s)
+        remaining, segment_s = self.remaining_s[job], self.segment_s
+        duration_s = segment_s if segment_s < remaining else remaining
         milli = self.gpu_milli[job]
         booked_until = 0
         if not self.constant_capacity:
@@ -386,14 +386,14 @@ class PowerPoolEngine:
             slot = free_slots.pop() if free_slots else self._take_slot()
             if slot >= self.slot_high:
                 self.slot_high = slot + 1
-            self.slot_ahead_rank[slot] = self.rank_list[job] if remaining > 0 else self.n_jobs
+            rank = self.rank_list[job]
+            self.slot_ahead_rank[slot] = rank if remaining > 0 else self.n_jobs
             self.slot_end_s[slot] = end_s
             self.slot_hold_s[slot] = end_s + remaining
             self.slot_milli[slot] = milli
             self.slot_until_min[slot] = booked_until
-            rank = self.rank_list[job]
-            self.segment_by_rank[rank] = self.segment_rank_list[rank] = min(remaining,
-                                                                            self.segment_s)
+            self.segment_by_rank[rank] = self.segment_rank_list[rank] = (
+                segment_s if segment_s < remaining else remaining)
         self.running[job] = _new_tuple(RunningSegment, (end_s, milli, booked_until, slot))
         heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
         self.seq += 1
