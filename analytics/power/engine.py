@@ -319,9 +319,9 @@ class PowerPoolEngine:
             self.slot_end_s[slot] = math.inf
             self.slot_hold_s[slot] = math.inf
             self.free_slots.append(slot)
-        minute = int(now_s // 60.0)
-        if minute < seg.booked_until_min:
-            self.booked_milli[minute:seg.booked_until_min] -= milli
+        until = seg.booked_until_min  # 0 on a constant pool: nothing booked
+        if until and int(now_s // 60.0) < until:
+            self.booked_milli[int(now_s // 60.0):until] -= milli
         if self.remaining_s[job] > 0:
             rank = self.rank_list[job]
             bisect.insort(self.queue, rank)
