@@ -34,6 +34,7 @@ from analytics.power.metrics import per_minute
 from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS, SCHEDULERS
 
 ARRIVAL, SEGMENT_END, CAPACITY = EventKind.ARRIVAL, EventKind.SEGMENT_END, EventKind.CAPACITY
+_new_tuple = tuple.__new__  # a named tuple without its Python-level constructor
 
 
 @dataclass(frozen=True)
@@ -110,16 +111,18 @@ class PowerPoolEngine:
     ``(time_s, seq, kind, payload)`` with ``seq`` from the per-run counter ``seq`` (arrivals are
     read in submit order from ``arrival_jobs`` beside the heap, each taking the ``seq`` it would
     have had as a heap entry, so the counts and tie order are those of one heap); the queue
-    (a sorted list of policy ranks, ``order.rank[job]``; ``queue_version`` bumped on every
-    change; by rank ``queued``, ``need_by_rank`` and ``segment_by_rank`` for the backfill
-    scan); ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
+    (a sorted list of policy ranks, ``order.rank[job]``; by rank ``queued``, ``need_by_rank``
+    and ``segment_by_rank`` for the backfill scan, with the list mirrors ``need_rank_list`` and
+    ``segment_rank_list`` for a short queue; the head reservation on a constant pool
+    ``reserved_s``, valid while ``reserved_rank`` is the head's rank);
+    ``running`` (job -> :class:`~analytics.power.entities.RunningSegment`), mirrored,
     when backfilling, in the slot arrays ``slot_ahead_rank`` (the job's queue rank if it has
     work left after the segment, else ``n_jobs``: later than any head), ``slot_end_s``,
     ``slot_hold_s`` (``end_s`` + that work left), ``slot_milli`` and ``slot_until_min`` (a
     free slot has milli 0 and ends at inf), so that a reservation is
     worked out in numpy; ``used_milli`` and ``batch_power_w`` of the running segments; per job
-    ``remaining_s`` (ndarray mirror ``remaining_np``), ``first_start_s``, ``end_s``,
-    ``segment_count`` (Python lists while running: scalar access to lists is several times
+    ``remaining_s``, ``first_start_s``, ``end_s``, ``segment_count`` (with ``record=True``;
+    Python lists while running: scalar access to lists is several times
     cheaper than to ndarrays); the per-minute plan ``demand_milli``, ``inference_power_w``,
     ``inference_alloc_milli``, ``batch_capacity_milli`` and ``booked_milli``. See
     :func:`simulate` for the semantics; :meth:`run` returns the :class:`SimResult`.
@@ -142,27 +145,31 @@ class PowerPoolEngine:
         self._plan_capacity(inference)
         self.gpu_milli = jobs.gpu_milli.tolist()  # python ints: exact occupancy arithmetic
         self.power_per_gpu_w = jobs.power_per_gpu_w.tolist()
-        self.remaining_np = jobs.runtime_s.astype(float).copy()
-        self.remaining_s = self.remaining_np.tolist()
+        remaining = jobs.runtime_s.astype(float)
+        self.remaining_s = remaining.tolist()
         self.first_start_s = [math.nan] * n_jobs
         self.end_s = [math.nan] * n_jobs
         self.segment_count = [0] * n_jobs
         self.queue: list[int] = []
-        self.queue_version = 0
+        # the head reservation on a constant pool, valid while ``reserved_rank`` is the head's
+        # rank (see EasyBackfilling.schedule_constant; -1: none held)
+        self.reserved_rank = -1
+        self.reserved_s = math.inf
         # by rank, for the backfill scan: queued or not, GPU request, next segment length
         self.queued = np.zeros(n_jobs, bool)
         self.need_by_rank = jobs.gpu_milli[self.job_of_rank]
-        self.segment_by_rank = np.minimum(self.remaining_np, self.segment_s)[self.job_of_rank]
+        self.segment_by_rank = np.minimum(remaining, self.segment_s)[self.job_of_rank]
+        self.need_rank_list = self.need_by_rank.tolist()  # list mirrors for short queues
+        self.segment_rank_list = self.segment_by_rank.tolist()
         self.running: dict[int, RunningSegment] = {}
         self.track_slots = params.backfill  # only a backfill reservation reads the slots
         self._init_slots(16)
         self.used_milli = 0
         self.batch_power_w = 0.0
-        self.minute = 0
         self.now_s = 0.0
         self.n_events = 0
         self.state_times_s: list[float] = []
-        self.state_rows: list[tuple] = []
+        self.state_rows: list = []  # used_milli, batch_power_w, queued jobs per instant, flat
         self.segment_records: list[SegmentRecord] = []
         self.reservation_records: list[ReservationRecord] = []
         self.event_times_s: list[float] = []
@@ -192,11 +199,6 @@ class PowerPoolEngine:
         self.batch_capacity_milli = cap - self.inference_alloc_milli
         self.booked_milli = np.zeros(total_min, np.int64)  # booked by running segments
         self.constant_capacity = inference is None  # batch capacity never changes: fast path
-        # the per-minute state a snapshot reads, as Python scalars
-        shown = max(self.n_min, 1)
-        self._alloc_list = self.inference_alloc_milli[:shown].tolist()
-        self._demand_list = self.demand_milli[:shown].tolist()
-        self._power_list = self.inference_power_w[:shown].tolist()
 
     def _init_slots(self, size: int) -> None:
         """Slot arrays mirroring ``running`` (grown by doubling in :meth:`_take_slot`)."""
@@ -245,65 +247,62 @@ class PowerPoolEngine:
         """Process every event before the horizon; all events at one instant are applied, then
         the policy schedules once and the state is recorded.
 
+        The events of an instant: arrivals (in submit order) first, then the heap's. An
+        arrival's ``seq`` is below every pushed event's (arrivals are numbered first), so this is
+        the heap order of one ``(time_s, seq)`` heap; within an instant only the order of segment
+        ends matters (the float running sum of batch power), and it is kept. The policy's pass
+        is :meth:`~analytics.power.scheduler.HeadFirst.schedule_constant` or ``schedule_booked``
+        (what its ``schedule`` dispatches to), called when the queue is not empty.
+
         Raises
         ------
         RuntimeError
             If an event would move time backwards (an engine bug, never expected).
         """
-        events, arrival_s, horizon_s = self.events, self.arrival_s, self.horizon_s
-        n_arrivals, last_minute = len(arrival_s), self.n_min - 1
-        schedule, snapshot = self.policy.schedule, self.snapshot
-        self.next_arrival = 0
-        snapshot(0.0)
+        events, arrival_s, arrival_jobs = self.events, self.arrival_s, self.arrival_jobs
+        horizon_s, record, queue, running = self.horizon_s, self.record, self.queue, self.running
+        policy, enqueue, end_segment = self.policy, self.enqueue, self.end_segment
+        schedule = policy.schedule_constant if self.constant_capacity else policy.schedule_booked
+        times_append, rows_extend = self.state_times_s.append, self.state_rows.extend
+        heappop, inf = heapq.heappop, math.inf
+        i, n_arrivals, n_events, last_s = 0, len(arrival_s), self.n_events, self.now_s
+        self.snapshot(0.0)
         while True:
-            i = self.next_arrival
-            now_s = arrival_s[i] if i < n_arrivals else math.inf
+            now_s = arrival_s[i] if i < n_arrivals else inf
             if events and events[0][0] < now_s:
                 now_s = events[0][0]
             if now_s >= horizon_s:
                 break
-            if now_s < self.now_s:
-                raise RuntimeError(f"time ran backwards: event at {now_s} s after {self.now_s} s")
-            self.now_s = now_s
-            self.apply_instant(now_s)
-            if not self.running:
+            if now_s < last_s:
+                raise RuntimeError(f"time ran backwards: event at {now_s} s after {last_s} s")
+            self.now_s = last_s = now_s
+            count = 0
+            while i < n_arrivals and arrival_s[i] == now_s:
+                enqueue(arrival_jobs[i])
+                i += 1
+                count += 1
+            while events and events[0][0] == now_s:
+                _, _, kind, payload = heappop(events)
+                count += 1
+                if kind == SEGMENT_END:
+                    end_segment(payload, now_s)
+                else:
+                    self.change_capacity(payload)
+            n_events += count
+            if record:
+                self.event_times_s.extend([now_s] * count)
+            if not running:
                 self.batch_power_w = 0.0  # drop float residue of the running sum
-            minute = int(now_s // 60.0)
-            self.minute = minute if minute < last_minute else last_minute
-            if self.queue:
+            if queue:
                 schedule(self, now_s)
-            snapshot(now_s)
+            times_append(now_s)  # = self.snapshot(now_s), inlined
+            rows_extend((self.used_milli, self.batch_power_w, len(queue)))
+        self.next_arrival, self.n_events = i, n_events
         return self.result()
 
-    def apply_instant(self, now_s: float) -> None:
-        """Apply every event at ``now_s``: arrivals (in submit order) first, then the heap's.
-
-        An arrival's ``seq`` is below every pushed event's (arrivals are numbered first), so
-        this is the heap order of one ``(time_s, seq)`` heap; within an instant only the order
-        of segment ends matters (the float running sum of batch power), and it is kept.
-        """
-        events, arrival_s, arrival_jobs = self.events, self.arrival_s, self.arrival_jobs
-        i, n_arrivals, count = self.next_arrival, len(arrival_s), 0
-        while i < n_arrivals and arrival_s[i] == now_s:
-            self.enqueue(arrival_jobs[i])
-            i += 1
-            count += 1
-        self.next_arrival = i
-        while events and events[0][0] == now_s:
-            _, _, kind, payload = heapq.heappop(events)
-            count += 1
-            if kind == SEGMENT_END:
-                self.end_segment(payload, now_s)
-            else:
-                self.change_capacity(payload)
-        self.n_events += count
-        if self.record:
-            self.event_times_s.extend([now_s] * count)
-
     def change_capacity(self, minute: int) -> None:
-        """Minute ``minute`` starts: inference takes its new allocation; the next change is
-        scheduled."""
-        self.minute = minute
+        """Minute ``minute`` starts: inference takes its new allocation (read from the plan when
+        the state is recorded, :meth:`states`); the next change is scheduled."""
         if minute + 1 < self.n_min:
             self.push((minute + 1) * 60.0, CAPACITY, minute + 1)
 
@@ -320,14 +319,15 @@ class PowerPoolEngine:
             self.slot_end_s[slot] = math.inf
             self.slot_hold_s[slot] = math.inf
             self.free_slots.append(slot)
-        minute = int(now_s // 60.0)
-        if minute < seg.booked_until_min:
-            self.booked_milli[minute:seg.booked_until_min] -= milli
+        until = seg.booked_until_min  # 0 on a constant pool: nothing booked
+        if until and int(now_s // 60.0) < until:
+            self.booked_milli[int(now_s // 60.0):until] -= milli
         if self.remaining_s[job] > 0:
             rank = self.rank_list[job]
             bisect.insort(self.queue, rank)
             self.queued[rank] = True
-            self.queue_version += 1
+            if rank < self.reserved_rank:  # requeued ahead of the head: a new head
+                self.reserved_rank = -1
         else:
             self.end_s[job] = now_s
 
@@ -338,7 +338,8 @@ class PowerPoolEngine:
         rank = self.rank_list[job]
         bisect.insort(self.queue, rank)
         self.queued[rank] = True
-        self.queue_version += 1
+        if rank < self.reserved_rank:  # a new head
+            self.reserved_rank = -1
 
     def head(self) -> int:
         """The job at the queue head (the queue must not be empty)."""
@@ -348,7 +349,7 @@ class PowerPoolEngine:
         """Remove the queue head; returns its job."""
         rank = self.queue.pop(0)
         self.queued[rank] = False
-        self.queue_version += 1
+        self.reserved_rank = -1
         job = self.job_of_rank_list[rank]
         return job
 
@@ -356,7 +357,6 @@ class PowerPoolEngine:
         """Remove one queue entry (the rank of a backfilled job)."""
         del self.queue[bisect.bisect_left(self.queue, entry)]
         self.queued[entry] = False
-        self.queue_version += 1
 
     def next_segment_s(self, job: int) -> float:
         """Length of ``job``'s next segment, s."""
@@ -365,8 +365,8 @@ class PowerPoolEngine:
     def start_segment(self, job: int, now_s: float) -> None:
         """Start ``job``'s next segment: it holds its GPUs (booked per minute on a varying pool)
         until it ends (paper: segments are never preempted)."""
-        remaining = self.remaining_s[job]
-        duration_s = min(remaining, self.segment_s)
+        remaining, segment_s = self.remaining_s[job], self.segment_s
+        duration_s = segment_s if segment_s < remaining else remaining
         milli = self.gpu_milli[job]
         booked_until = 0
         if not self.constant_capacity:
@@ -376,7 +376,6 @@ class PowerPoolEngine:
         if remaining < 1e-9:
             remaining = 0.0
         self.remaining_s[job] = remaining
-        self.remaining_np[job] = remaining
         end_s = now_s + duration_s
         self.used_milli += milli
         power_w = milli / 1000.0 * self.power_per_gpu_w[job]
@@ -387,13 +386,15 @@ class PowerPoolEngine:
             slot = free_slots.pop() if free_slots else self._take_slot()
             if slot >= self.slot_high:
                 self.slot_high = slot + 1
-            self.slot_ahead_rank[slot] = self.rank_list[job] if remaining > 0 else self.n_jobs
+            rank = self.rank_list[job]
+            self.slot_ahead_rank[slot] = rank if remaining > 0 else self.n_jobs
             self.slot_end_s[slot] = end_s
             self.slot_hold_s[slot] = end_s + remaining
             self.slot_milli[slot] = milli
             self.slot_until_min[slot] = booked_until
-            self.segment_by_rank[self.rank_list[job]] = min(remaining, self.segment_s)
-        self.running[job] = RunningSegment(end_s, milli, booked_until, slot)
+            self.segment_by_rank[rank] = self.segment_rank_list[rank] = (
+                segment_s if segment_s < remaining else remaining)
+        self.running[job] = _new_tuple(RunningSegment, (end_s, milli, booked_until, slot))
         heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
         self.seq += 1
         if self.first_start_s[job] != self.first_start_s[job]:  # NaN: the job's first segment
@@ -401,7 +402,7 @@ class PowerPoolEngine:
         if self.record:
             self.segment_records.append(SegmentRecord(
                 job, self.segment_count[job], now_s, end_s, milli, power_w))
-        self.segment_count[job] += 1
+            self.segment_count[job] += 1
 
     def record_reservation(self, job: int, now_s: float, reservation_s: float) -> None:
         """Keep a reservation record (``record=True`` only)."""
@@ -411,36 +412,59 @@ class PowerPoolEngine:
     # --- records --------------------------------------------------------------------------------
 
     def snapshot(self, now_s: float) -> None:
-        """Record the state from ``now_s`` on (see :data:`analytics.power.metrics.STATE_COLUMNS`):
-        inference gets ``min(allocation, pool - batch in use)`` and draws its full-service power
-        times the served fraction of its demand."""
-        minute = self.minute
-        target = self._alloc_list[minute]
-        free = self.capacity_milli - self.used_milli
-        served = target if target < free else free
-        if served < 0:
-            served = 0
-        demand = self._demand_list[minute]
-        power = self._power_list[minute] * served / demand if demand > 0 else 0.0
+        """Record the batch state from ``now_s`` on: GPUs in use, batch power, queued jobs
+        (inference's share follows from the minute, :meth:`states`)."""
         self.state_times_s.append(now_s)
-        self.state_rows.append((self.used_milli, served, self.batch_power_w, power,
-                                len(self.queue), demand))
+        self.state_rows.extend((self.used_milli, self.batch_power_w, len(self.queue)))
+
+    def states(self) -> tuple[np.ndarray, np.ndarray]:
+        """The recorded states as ``(times_s, states)``: ndarrays of shape (n,) and (n, 6),
+        columns :data:`analytics.power.metrics.STATE_COLUMNS`. Inference gets
+        ``min(allocation, pool - batch in use)`` of its minute's plan (the last minute after the
+        horizon) and draws its full-service power times the served fraction of its demand."""
+        times_s = np.asarray(self.state_times_s)
+        rows = np.asarray(self.state_rows, float).reshape(-1, 3)
+        if self.constant_capacity:  # no inference: none served, none demanded
+            zero = np.zeros(times_s.size)
+            return times_s, np.column_stack([rows[:, 0], zero, rows[:, 1], zero, rows[:, 2],
+                                             zero])
+        shown = max(self.n_min, 1)
+        minute = np.minimum((times_s // 60.0).astype(np.int64), self.n_min - 1)
+        used = rows[:, 0].astype(np.int64)
+        served = np.maximum(np.minimum(self.inference_alloc_milli[:shown][minute],
+                                       self.capacity_milli - used), 0)
+        demand = self.demand_milli[:shown][minute]
+        power = np.zeros(times_s.size)
+        np.divide(self.inference_power_w[:shown][minute] * served, demand, out=power,
+                  where=demand > 0)
+        return times_s, np.column_stack([rows[:, 0], served, rows[:, 1], power, rows[:, 2],
+                                         demand]).astype(float)
 
     def result(self) -> SimResult:
         """The run's records as a :class:`SimResult`."""
         jobs = self.jobs
-        minutes = per_minute(np.asarray(self.state_times_s), np.asarray(self.state_rows, float),
-                             self.n_min, self.horizon_s)
+        minutes = per_minute(*self.states(), self.n_min, self.horizon_s)
         job_frame = pd.DataFrame({"job": np.arange(len(jobs)), "submit_s": jobs.submit_s,
                                   "first_start_s": np.asarray(self.first_start_s, float),
                                   "end_s": np.asarray(self.end_s, float),
                                   "gpu_milli": jobs.gpu_milli, "runtime_s": jobs.runtime_s,
-                                  "group": jobs.group})
-        seg_frame = pd.DataFrame(self.segment_records, columns=list(SegmentRecord._fields))
-        res_frame = pd.DataFrame(self.reservation_records,
-                                 columns=list(ReservationRecord._fields))
-        return SimResult(minutes, job_frame, seg_frame, res_frame,
+                                  "group": jobs.group}, copy=False)
+        return SimResult(minutes, job_frame, _records(self.segment_records, SegmentRecord),
+                         _records(self.reservation_records, ReservationRecord),
                          np.asarray(self.event_times_s), self.n_events, self.params.capacity_gpus)
+
+
+_EMPTY: dict[type, pd.DataFrame] = {}
+
+
+def _records(records: list, kind: type) -> pd.DataFrame:
+    """A frame of named-tuple records, columns ``kind._fields`` (an empty list, as most runs
+    keep, is a copy of one frame built once)."""
+    if records:
+        return pd.DataFrame(records, columns=list(kind._fields))
+    if kind not in _EMPTY:
+        _EMPTY[kind] = pd.DataFrame([], columns=list(kind._fields))
+    return _EMPTY[kind].copy()
 
 
 def simulate(jobs: JobArrays, params: SimParams, horizon_s: float,

@@ -40,11 +40,29 @@ def per_minute(times_s: np.ndarray, states: np.ndarray, n_min: int, horizon_s: f
     bounds = np.minimum(np.arange(n_min + 1) * 60.0, horizon_s)
     widths = np.diff(t, append=horizon_s)
     cum = np.vstack([np.zeros(v.shape[1]), np.cumsum(v * widths[:, None], axis=0)])
-    idx = np.searchsorted(t, bounds, side="right") - 1
-    at = cum[idx] + v[idx] * (bounds - t[idx])[:, None]
-    span = np.diff(bounds)
-    avg = np.diff(at, axis=0) / np.where(span > 0, span, 1.0)[:, None]
-    starts = v[np.searchsorted(t, bounds[:-1], side="right") - 1]
+    # bounds from ``tail`` on lie in the last state (index n - 1): no search, no gathers there
+    n, tail = t.size, int(np.searchsorted(bounds, t[-1], side="left"))
+    idx = np.searchsorted(t, bounds[:tail], side="right") - 1
+    # averaged columns but the queue length; a column at 0 throughout averages to 0.0 exactly
+    live = np.flatnonzero(v.any(axis=0) & (np.arange(v.shape[1]) != 4))
+    avg = np.zeros((n_min, v.shape[1]))
+    if live.size:  # at = cum[idx] + v[idx] * (bounds - t[idx]) at every bound
+        vl, cl = v[:, live], cum[:, live]
+        at = np.empty((n_min + 1, live.size))
+        head = at[:tail]
+        np.take(vl, idx, axis=0, out=head)
+        head *= (bounds[:tail] - np.take(t, idx))[:, None]
+        head += np.take(cl, idx, axis=0)
+        if vl[n - 1].any():
+            at[tail:] = vl[n - 1] * (bounds[tail:] - t[n - 1])[:, None] + cl[n - 1]
+        else:  # 0 x (a finite, non-negative width) + cum is cum
+            at[tail:] = cl[n - 1]
+        span = np.diff(bounds)
+        part = np.diff(at, axis=0)
+        part /= np.where(span > 0, span, 1.0)[:, None]
+        avg[:, live] = part
+    queued = np.full(n_min, v[n - 1, 4]).astype(np.int64)  # the state at each minute's start
+    queued[:tail] = v[idx[:n_min], 4]
     return pd.DataFrame({
         "minute": np.arange(n_min),
         "batch_gpus": avg[:, 0] / 1000.0,
@@ -53,8 +71,8 @@ def per_minute(times_s: np.ndarray, states: np.ndarray, n_min: int, horizon_s: f
         "batch_power_w": avg[:, 2],
         "inference_power_w": avg[:, 3],
         "total_power_w": avg[:, 2] + avg[:, 3],
-        "queued_jobs": starts[:, 4].astype(np.int64),
-    })
+        "queued_jobs": queued,
+    }, copy=False)
 
 
 RAMP_HORIZONS_MIN = (1, 5, 15)

@@ -27,6 +27,11 @@ import numpy as np
 
 from analytics.power.entities import minute_span
 
+#: queues up to this long are scanned for backfilling in Python (numpy calls cost more there)
+SHORT_QUEUE = 64
+#: up to this many running segments, a constant-pool reservation is worked out in Python
+FEW_RUNNING = 48
+
 
 class QueueOrder:
     """Priority of queued jobs: a job with a smaller :meth:`key` starts first.
@@ -116,26 +121,19 @@ class HeadFirst:
         else:
             self.schedule_booked(engine, now_s)
 
-    def schedule_constant(self, engine, now_s: float) -> None:
-        """Constant batch capacity (no inference)."""
-        self.start_heads_constant(engine, now_s)
-
-    def schedule_booked(self, engine, now_s: float) -> None:
-        """Batch capacity left by inference, minute by minute."""
-        self.start_heads_booked(engine, now_s)
-
     @staticmethod
     def start_heads_constant(engine, now_s: float) -> int:
         """Start queue heads while they fit on a constant pool; returns the milli-GPUs free."""
         queue, gpu_milli, job_of_rank = engine.queue, engine.gpu_milli, engine.job_of_rank_list
         free = engine.capacity_milli - engine.used_milli
+        start = engine.start_segment
         while queue:
             job = job_of_rank[queue[0]]
             need = gpu_milli[job]
             if need > free:
                 break
             engine.pop_head()
-            engine.start_segment(job, now_s)
+            start(job, now_s)
             free -= need
         return free
 
@@ -174,6 +172,12 @@ class HeadFirst:
             avail[:width] -= need
             fit = np.minimum.accumulate(avail)
         return minute, avail, fit
+
+
+    #: the pass on a constant batch capacity (no inference): start heads while they fit
+    schedule_constant = start_heads_constant
+    #: the pass on the batch capacity left by inference, minute by minute
+    schedule_booked = start_heads_booked
 
 
 class EasyBackfilling(HeadFirst):
@@ -216,16 +220,19 @@ class EasyBackfilling(HeadFirst):
 
     def schedule_constant(self, engine, now_s: float) -> None:
         free = self.start_heads_constant(engine, now_s)
-        if len(engine.queue) < 2 or free <= 0 or free < engine.min_need_milli:
+        queue = engine.queue
+        if len(queue) < 2 or free <= 0 or free < engine.min_need_milli:
+            return
+        if len(queue) <= SHORT_QUEUE:
+            self.backfill_short(engine, now_s, free)
             return
         ranks, segment_s, need = self.candidates(engine)
         ok = need <= free
         if not ok.any():
             return
-        head = engine.head()
-        reservation = self.reservation_constant(engine, head, free)
-        engine.record_reservation(head, now_s, reservation)
-        ok &= now_s + segment_s <= reservation + 1e-9
+        reservation = self.head_reservation(engine, now_s, free)
+        ends = now_s + segment_s
+        ok &= ends <= reservation + 1e-9
         job_of_rank = engine.job_of_rank_list
         while ok.any():
             i = int(np.argmax(ok))
@@ -233,9 +240,55 @@ class EasyBackfilling(HeadFirst):
             engine.remove_entry(rank)
             job = job_of_rank[rank]
             engine.start_segment(job, now_s)
+            if ends[i] > reservation:  # ends within the tolerance after it: may move it
+                engine.reserved_rank = -1
             free -= engine.gpu_milli[job]
             ok[i] = False
             ok &= need <= free
+
+    def backfill_short(self, engine, now_s: float, free: int) -> None:
+        """:meth:`schedule_constant`'s backfill on a short queue, in one forward scan in Python
+        (the same decisions: free capacity only falls as jobs start, and the reservation is
+        worked out, as there, only once some job behind the head fits now)."""
+        need_of, segment_of = engine.need_rank_list, engine.segment_rank_list
+        least, job_of_rank = engine.min_need_milli, engine.job_of_rank_list
+        limit = reservation = None
+        for rank in engine.queue[1:self.backfill_depth + 1]:
+            need = need_of[rank]
+            if need > free:
+                continue
+            if limit is None:
+                reservation = self.head_reservation(engine, now_s, free)
+                limit = reservation + 1e-9
+            ends_s = now_s + segment_of[rank]
+            if ends_s <= limit:
+                engine.remove_entry(rank)
+                engine.start_segment(job_of_rank[rank], now_s)
+                if ends_s > reservation:  # ends within the tolerance after it: may move it
+                    engine.reserved_rank = -1
+                free -= need
+                if free < least:
+                    return
+
+    def head_reservation(self, engine, now_s: float, free: int) -> float:
+        """The blocked head's reservation on a constant pool (recorded with ``record=True``).
+
+        Kept while the head stays (``engine.reserved_rank``): a segment ending at ``now_s`` that
+        is not ahead of the head adds its GPUs to ``free`` and removes the same GPUs from the
+        ends at or after ``now_s``, and a backfilled segment ending by the reservation takes
+        GPUs from ``free`` and returns them before it, so neither moves the first instant at
+        which enough GPUs are free. The engine drops it when the head starts or a job queues
+        ahead of it; :meth:`schedule_constant` when a backfilled segment ends after it (within
+        the 1e-9 s tolerance)."""
+        head_rank = engine.queue[0]
+        head = engine.job_of_rank_list[head_rank]
+        if engine.reserved_rank == head_rank:
+            reservation = engine.reserved_s
+        else:
+            reservation = self.reservation_constant(engine, head, free)
+            engine.reserved_rank, engine.reserved_s = head_rank, reservation
+        engine.record_reservation(head, now_s, reservation)
+        return reservation
 
     def schedule_booked(self, engine, now_s: float) -> None:
         window = self.start_heads_booked(engine, now_s)
@@ -284,7 +337,10 @@ class EasyBackfilling(HeadFirst):
 
         The ends are sorted only as far as needed: the ``k`` earliest (``k`` = 16, x4 until
         enough GPUs are freed), a prefix of the full sort (ties may come in another order, which
-        cannot change the instant at which the freed GPUs first suffice)."""
+        cannot change the instant at which the freed GPUs first suffice). A few running
+        segments (up to :data:`FEW_RUNNING`) are sorted in Python from ``engine.running``."""
+        if len(engine.running) <= FEW_RUNNING:
+            return cls.reservation_few(engine, head, free)
         end_s, hold_s, milli, _, ahead = cls.running_ahead(engine, head)
         held_s = np.where(ahead, hold_s, end_s)
         need, k = engine.gpu_milli[head], 16
@@ -300,6 +356,21 @@ class EasyBackfilling(HeadFirst):
             if k >= held_s.size:
                 return math.inf
             k *= 4
+
+    @staticmethod
+    def reservation_few(engine, head: int, free: int) -> float:
+        """:meth:`reservation_constant` from the running segments in Python: a job with work
+        left ahead of the head holds its GPUs until ``end_s`` + that work (the slot arrays'
+        ``slot_hold_s``, the same sum), others until ``end_s``."""
+        head_rank, remaining, rank_of = engine.rank_list[head], engine.remaining_s, engine.rank_list
+        held = sorted([(seg[0] + remaining[job] if remaining[job] > 0 and rank_of[job] < head_rank
+                        else seg[0], seg[1]) for job, seg in engine.running.items()])
+        need = engine.gpu_milli[head]
+        for held_s, milli in held:
+            free += milli
+            if free >= need:
+                return held_s
+        return math.inf
 
     @classmethod
     def reservation_booked(cls, engine, head: int, minute: int, until_s: float = math.inf

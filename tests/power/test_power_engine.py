@@ -266,3 +266,39 @@ def test_bounded_reservation_search_decides_as_the_full_one(params):
     pd.testing.assert_frame_equal(recorded.minutes, bounded.minutes)
     pd.testing.assert_frame_equal(recorded.jobs, bounded.jobs)
     assert recorded.n_events == bounded.n_events
+
+
+def test_kept_head_reservation_and_python_paths_decide_as_recomputed_numpy(monkeypatch):
+    """The head reservation kept across instants (constant pool), the Python reservation over a
+    few running segments and the Python scan of a short queue give the reservation worked out
+    afresh in numpy over the slot arrays at every pass."""
+    from analytics.power import scheduler
+
+    rng = np.random.default_rng(5)
+    n = 400
+    gpus = rng.choice([1, 2, 4, 8], n, p=[0.85, 0.1, 0.03, 0.02])
+    runtime = np.maximum(rng.lognormal(np.log(1800), 1.0, n), 1.0)
+    submit = np.sort(rng.uniform(0, 0.4 * n * 1.4 * 3000 / 64, n))  # overloaded
+    jobs = _jobs(submit, gpus, runtime)
+    checked = []
+    kept = scheduler.EasyBackfilling.head_reservation
+
+    def head_reservation(self, engine, now_s, free):
+        reservation = kept(self, engine, now_s, free)
+        head = engine.job_of_rank_list[engine.queue[0]]
+        end_s, hold_s, milli, _, ahead = scheduler.EasyBackfilling.running_ahead(engine, head)
+        held = np.sort(np.where(ahead, hold_s, end_s), kind="stable")
+        order = np.argsort(np.where(ahead, hold_s, end_s), kind="stable")
+        enough = np.flatnonzero(free + np.cumsum(milli[order]) >= engine.gpu_milli[head])
+        assert reservation == (held[enough[0]] if enough.size else math.inf)
+        checked.append((len(engine.queue) > scheduler.SHORT_QUEUE,
+                        len(engine.running) > scheduler.FEW_RUNNING))
+        return reservation
+
+    monkeypatch.setattr(scheduler.EasyBackfilling, "head_reservation", head_reservation)
+    res = simulate(jobs, SimParams(64, "fcfs", True, 30.0), 40 * 86400.0)
+    assert res.jobs["end_s"].notna().all()
+    long_queue, many_running = np.array(checked).T
+    # both scans (short / long queue) and both reservations (Python / numpy) were exercised
+    assert long_queue.any() and not long_queue.all()
+    assert many_running.any() and not many_running.all()
