@@ -13,12 +13,13 @@ own ``cpu_s`` (the pool's workers are children of the forkserver, not reaped her
 obtained" = cell CPU / wall, printed beside the speedup with the load average before and after.
 The first run's hit table (cells at or above target coverage per method) is printed as well.
 
-    python bench/bench_atlas.py [--alphas 0.05,0.1,0.2] [--repeat 3] [--datasets A,B]
+    python bench/bench_atlas.py [--alphas 0.05,0.1,0.2] [--repeat 1] [--datasets A,B]
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -63,9 +64,11 @@ def timed(inputs, alphas, backend) -> tuple[float, float, dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--alphas", default="0.05,0.1,0.2")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="serial / local pairs (3 for medians: about 6 min on a quiet 2-core host)")
     ap.add_argument("--datasets", default="")
     args = ap.parse_args()
+    logging.getLogger().setLevel(logging.WARNING)  # MAPIE logs INFO on the root logger
     alphas = tuple(float(a) for a in args.alphas.split(","))
     datasets = tuple(d for d in args.datasets.split(",") if d)
     print("goal: local pool speedup over serial >= 1.7x wall on 2 cores (issue 17)")
