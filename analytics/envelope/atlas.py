@@ -17,6 +17,9 @@ kept: its rows carry null values and the envelope's reason, never dropped.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import numpy as np
 
 from analytics.envelope import pipeline
@@ -37,6 +40,26 @@ DEFAULT_ALPHAS = (0.05, 0.1, 0.2)
 def grid_key(dataset: str, bin_s: int) -> str:
     """Name of a grid in the tasks' shared ``grids`` mapping."""
     return f"{dataset}@{int(bin_s)}"
+
+
+@contextlib.contextmanager
+def _quiet_root():
+    """No INFO lines from MAPIE on a worker's stderr: MAPIE's CQR calls
+    ``logging.basicConfig(level=INFO)`` then ``logging.info("The predictions are ill-sorted.")``
+    (mapie/utils.py), which configures a bare root logger; a root with a handler (a
+    ``NullHandler`` here, while the cell runs) at WARNING makes both no-ops."""
+    root = logging.getLogger()
+    level, null = root.level, None
+    if not root.handlers:
+        null = logging.NullHandler()
+        root.addHandler(null)
+    root.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        if null is not None:
+            root.removeHandler(null)
 
 
 def run_cell(params: dict, seed: int, *, grids: dict) -> dict:
@@ -63,7 +86,8 @@ def run_cell(params: dict, seed: int, *, grids: dict) -> dict:
     env_params = pipeline.EnvelopeParams(**fields)
     grid = grids[grid_key(params["dataset"], params["bin_s"])]
     try:
-        result = pipeline.run_envelope(grid, int(params["bin_s"]), env_params)
+        with _quiet_root():
+            result = pipeline.run_envelope(grid, int(params["bin_s"]), env_params)
     except ValueError as exc:  # too few bins for the split or for alpha: a refused cell
         return {"methods": None, "wape": None, "n_test": None, "reason": str(exc),
                 "base_model": env_params.base_model, "null_reasons": {}}
