@@ -1,13 +1,78 @@
 """Coverage: do the demand envelopes cover as often as they promise?"""
 
+import pandas as pd
 import streamlit as st
 from analytics.config import BIN_CHOICES_S, DemandTarget
 from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
+from analytics.ui.progress import Progress
 
 scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Coverage")
+
+
+def atlas_section(out: Export) -> None:
+    """The envelope atlas: every interval method on every demand dataset x bin x alpha, run on
+    the sweep runner (stored, resumable), as a heatmap of the coverage gap and a table."""
+    st.subheader("Envelope atlas: every dataset x bin x alpha")
+    if Progress.cancelled("envelope_atlas"):
+        st.session_state["atlas_on"] = False
+        st.info("Atlas cancelled; the cells that finished are kept in the store and are read, "
+                "not recomputed, when it runs again.")
+    if not st.toggle("Compute the atlas", key="atlas_on",
+                     help="Coverage and mean width of every interval method for every demand "
+                          "dataset, at each bin the dataset offers and each alpha. One task "
+                          "per dataset x bin x alpha on a local process pool (or the sidebar's "
+                          "Dask scheduler); finished cells are kept in the store."):
+        st.caption("Off: the atlas fits one envelope per dataset x bin x alpha (minutes on "
+                   "a large store; a rerun reads the stored cells).")
+        return
+    c1, c2 = st.columns(2)
+    st.session_state.setdefault("atlas_alphas", list(cache.ATLAS_ALPHAS))
+    alphas = c1.multiselect("alphas", [0.01, 0.05, 0.1, 0.2, 0.3], key="atlas_alphas",
+                            format_func=lambda a: f"{a:g}")
+    names = c2.multiselect("datasets (empty: every demand dataset)",
+                           cache.dataset_names(cache.DEMAND_KINDS), key="atlas_datasets")
+    if not alphas:
+        st.info("Choose at least one alpha.")
+        return
+    bar = Progress("Envelope atlas (dataset x bin x alpha cells)", "envelope_atlas")
+    try:
+        doc = cache.envelope_atlas(tuple(alphas), (), tuple(names), progress=bar)
+    except ValueError as exc:  # e.g. the sidebar's Dask scheduler does not answer
+        bar.close()
+        st.error(f"No atlas: {widgets.plain(exc)}")
+        return
+    bar.close()
+    rows = pd.DataFrame(doc["rows"])
+    synthetic = bool(doc["synthetic"])
+    if synthetic:
+        st.warning("SYNTHETIC data among the datasets: "
+                   + ", ".join(widgets.plain(n) for n in doc["synthetic"]) + ".")
+    out.param(atlas_alphas=", ".join(f"{a:g}" for a in doc["alphas"]))
+    out.chart(charts.atlas_chart(rows, synthetic), key="atlas_chart",
+              title="Envelope atlas: coverage gap by dataset x method per alpha")
+    hits = pd.DataFrame([{"method": charts.METHOD_LABELS.get(m, m), **h}
+                         for m, h in doc["hits"].items()])
+    out.table(hits, "atlas_hits", "Atlas: cells at or above target coverage", hide_index=True,
+              column_config={"mean_gap_pp": st.column_config.NumberColumn(
+                  "mean gap (pp)", format="%+.1f"),
+                  "hit_target": st.column_config.NumberColumn("at or above target")})
+    out.table(rows, "atlas_rows", "Envelope atlas", hide_index=True, column_config={
+        "coverage": st.column_config.NumberColumn(format="percent"),
+        "target_coverage": st.column_config.NumberColumn("target", format="percent"),
+        "coverage_gap_pp": st.column_config.NumberColumn("gap (pp)", format="%+.1f"),
+        "mean_width": st.column_config.NumberColumn("mean width", format="%.0f",
+                                                    help="target unit per bin")})
+    run = doc["sweep_run"]
+    where = ("all read from the store" if run["backend"] == "store" else
+             f"{run['computed']} computed on {widgets.plain(run['backend'])} ({run['workers']} "
+             f"workers, {run['task_cpu_s']:,.1f} s CPU), {run['cached']} read from the store")
+    st.caption(f"{run['tasks']} cells: {where}. Gap = coverage minus 1 - alpha on each test "
+               "window (negative: the method under-covers). A refused cell (too few bins for "
+               "the split or for alpha) is kept with its reason. Widths are in each "
+               "dataset's own target unit per bin.")
 
 name, info = widgets.chosen_dataset()
 synthetic = bool(info["synthetic"])
@@ -21,6 +86,9 @@ try:
         env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, target=target)
 except ValueError as exc:
     st.error(f"No envelope for this grid: {widgets.plain(exc)}")
+    atlas_out = Export("Coverage", [])
+    atlas_section(atlas_out)
+    atlas_out.render()
     st.stop()
 
 out = Export("Coverage", [name])
@@ -111,4 +179,5 @@ else:
         st.caption("Each trace is scaled by its own mean known at forecast time (the source's, "
                    "and the target's first k hours), so traces in different units (tokens vs "
                    "GPU-seconds) can be compared; widths are in the target's unit.")
+atlas_section(out)
 out.render()

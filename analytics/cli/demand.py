@@ -1,6 +1,18 @@
-"""``headroom grid | envelope | coldstart``: demand grids, envelopes and their coverage."""
+"""``headroom grid | envelope | coldstart | envelope-atlas``: demand grids, envelopes and their
+coverage.
+
+``headroom envelope-atlas [--alphas 0.05,0.1,0.2] [--bins 5min,1h] [--datasets A,B]
+[--cluster tcp://HOST:8786] [--no-store]`` -> ``{"rows": [{dataset, bin_s, alpha, method,
+coverage, target_coverage, coverage_gap_pp, mean_width, wape, n_test, reason}], "hits",
+"alphas", "synthetic", "sweep_run"}``: every interval method's coverage and width for every
+demand dataset x bin x alpha (:func:`analytics.services.atlas.run_atlas`), one sweep task per
+(dataset, bin, alpha) kept in the store's ``sweep_runs`` (a rerun reads them). A refused cell
+is a row per method with null values and the reason.
+"""
 
 from __future__ import annotations
+
+import argparse
 
 from analytics.cli.common import (
     LazyChoices,
@@ -19,7 +31,24 @@ COMMANDS = {
     "envelope": "point forecasts, conformal intervals and their coverage",
     "coldstart": "fit on one trace, calibrate on the first k hours of another, report coverage "
                  "on the rest",
+    "envelope-atlas": "coverage and width of every interval method for every demand dataset x "
+                      "bin x alpha, on the sweep runner",
 }
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _alphas(text: str) -> tuple[float, ...]:
+    return tuple(open_unit(x) for x in _names(text))
+
+
+def _bins(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(parse_bin(x) for x in _names(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _learned() -> tuple[str, ...]:
@@ -63,6 +92,21 @@ def add_parsers(sub) -> None:
     p.add_argument("--alpha", type=open_unit, default=0.1, help="interval miscoverage")
     p.set_defaults(run=coldstart)
 
+    p = sub.add_parser("envelope-atlas", help=COMMANDS["envelope-atlas"])
+    p.add_argument("--alphas", type=_alphas, default=(0.05, 0.1, 0.2),
+                   help="miscoverages, e.g. 0.05,0.1,0.2 (the default)")
+    p.add_argument("--bins", type=_bins, default=(),
+                   help="bin widths, e.g. 5min,1h (default: each dataset's bins the envelope "
+                        "pages offer)")
+    p.add_argument("--datasets", type=_names, default=(),
+                   help="demand datasets, comma-separated (default: every one in the store)")
+    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
+                   help="run the cells on this Dask scheduler (default $HEADROOM_DASK_SCHEDULER, "
+                        "else a local process pool)")
+    p.add_argument("--no-store", action="store_true",
+                   help="neither read nor keep cells in the store's sweep_runs")
+    p.set_defaults(run=envelope_atlas)
+
 
 def grid(args, settings) -> dict:
     """Summary of the complete grid (and every bin with ``--rows``)."""
@@ -100,3 +144,24 @@ def coldstart(args, settings) -> dict:
                                   args.alpha)
     return {"source": args.source, "target": args.target_trace, "alpha": args.alpha,
             "rows": table.to_dict("records")}
+
+
+def envelope_atlas(args, settings) -> dict:
+    """Every interval method's coverage and width per dataset x bin x alpha."""
+    import sys
+
+    from tqdm import tqdm
+
+    from analytics.services import atlas, open_store
+    from analytics.sweep import resolve_backend
+
+    with open_store(settings.db_path) as con:  # closed before the cells run
+        inputs = atlas.atlas_inputs(con, args.datasets, args.bins)
+    log(f"envelope atlas: {len(inputs.cells)} dataset x bin grids x {len(args.alphas)} alphas"
+        + (f", {len(inputs.refused)} refused" if inputs.refused else ""))
+    with tqdm(total=len(inputs.cells) * len(set(args.alphas)), file=sys.stderr, desc="atlas",
+              unit="cell") as bar:
+        return atlas.run_atlas(inputs, args.alphas,
+                               store_path=None if args.no_store else settings.db_path,
+                               backend=resolve_backend(args.cluster),
+                               progress=lambda done, _total: bar.update(done - bar.n))

@@ -269,6 +269,33 @@ def cold_start(source: str, target_trace: str, bin_s: int, k_hours: tuple[int, .
     return _cold_start(source, target_trace, int(bin_s), tuple(k_hours), float(alpha))
 
 
+ATLAS_ALPHAS = (0.05, 0.1, 0.2)
+
+
+def envelope_atlas(alphas: tuple[float, ...] = ATLAS_ALPHAS, bins: tuple[int, ...] = (),
+                   datasets: tuple[str, ...] = (), progress=None) -> dict:
+    """The envelope atlas (:func:`analytics.services.atlas.run_atlas`): every interval method's
+    coverage and width per demand dataset x bin x alpha, as ``{"rows", "hits", "alphas",
+    "synthetic", "sweep_run"}``. Cells are kept in the app's store (``sweep_runs``): after a
+    restart or a Cancel only the missing ones are computed. Runs on the sidebar's Dask
+    scheduler when one is set, else a local process pool. ``progress(done, total)`` hears of
+    each cell (not part of the cache key). Memoised per server on the data version.
+
+    Raises ValueError (an alpha outside (0, 1), no scheduler at the address) and
+    ``analytics.sweep.SweepCancelled`` (Cancel; finished cells stored)."""
+    from analytics.services import atlas
+    from analytics.ui import cluster
+
+    db, version, backend = str(settings().db_path), data_version(), cluster.backend()
+    key = (db, version, tuple(sorted(alphas)), tuple(bins), tuple(datasets))
+
+    def compute() -> dict:
+        with connection() as con:  # closed before the cells run
+            inputs = atlas.atlas_inputs(con, tuple(datasets), tuple(bins))
+        return atlas.run_atlas(inputs, tuple(alphas), store_path=db, backend=backend,
+                               progress=progress)
+    return memo("envelope_atlas", key, compute)
+
 # --------------------------------------------------------------------------- decisions
 _capacity = cached(decisions.capacity_plan, max_entries=24)
 _dispatch = cached(decisions.dispatch_plan, max_entries=24)

@@ -183,3 +183,42 @@ def cold_start_chart(table: pd.DataFrame, alpha: float, source: str, target: str
                       yaxis={"tickformat": ".0%", "title": "coverage on the rest"}, height=360,
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return label_synthetic(fig, synthetic)
+
+
+def atlas_chart(rows: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+    """Envelope atlas heatmaps: coverage gap (pp, coverage minus target) by dataset x bin (rows)
+    and interval method (columns), one panel per alpha; refused cells are blank and say so.
+
+    Parameters
+    ----------
+    rows : the atlas rows (:data:`analytics.envelope.atlas.COLUMNS`)
+    synthetic : label the figure as synthetic (a synthetic dataset among the rows)
+    """
+    from analytics.config import BIN_CHOICES_S
+
+    label = {v: k for k, v in BIN_CHOICES_S.items()}
+    frame = rows.assign(cell=[f"{d} @ {label.get(int(b), f'{int(b)} s')}" if pd.notna(b)
+                              else f"{d} @ no bin"
+                              for d, b in zip(rows["dataset"], rows["bin_s"], strict=True)])
+    alphas = sorted(frame["alpha"].unique())
+    methods = list(dict.fromkeys(frame["method"]))
+    cells = list(dict.fromkeys(frame["cell"]))
+    fig = make_subplots(rows=1, cols=len(alphas), shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[f"alpha {a:g} (target {1 - a:.0%})" for a in alphas])
+    span = float(np.nanmax(np.abs(frame["coverage_gap_pp"].to_numpy(float)), initial=1.0))
+    for j, a in enumerate(alphas, start=1):
+        sub = frame[frame["alpha"] == a]
+        z = sub.pivot(index="cell", columns="method", values="coverage_gap_pp").reindex(
+            index=cells, columns=methods).to_numpy(float)
+        text = [["refused" if np.isnan(v) else f"{v:+.1f}" for v in row] for row in z]
+        fig.add_trace(go.Heatmap(
+            z=z, x=[METHOD_LABELS.get(m, m) for m in methods], y=cells, zmid=0.0,
+            zmin=-span, zmax=span, colorscale="RdBu", showscale=j == len(alphas), text=text,
+            texttemplate="%{text}", hovertemplate="%{y}<br>%{x}: %{text} pp<extra></extra>",
+            colorbar={"title": "gap (pp)"}), row=1, col=j)
+    title = "Coverage gap (coverage minus target, percentage points) per dataset x method"
+    if synthetic:
+        title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=title, height=max(300, 60 + 34 * len(cells)),
+                      margin={"l": 60, "r": 20, "t": 80, "b": 40})
+    return label_synthetic(fig, synthetic)
