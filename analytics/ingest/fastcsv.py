@@ -8,9 +8,10 @@ types (``auto_detect=false``, strict rows) in batches of :data:`BATCH_ROWS` rows
 every cell the checked reader would refuse (an empty required cell, a fractional or non-finite
 count, a time not in the format's layout) in one ``__bad`` column; each batch then passes the
 format's own checks (the time order and the warnings carried from batch to batch) and is written
-to the store by one INSERT inside the ingest transaction. Python holds one batch at a time; what
-still grows with the file is DuckDB's open transaction, about 25 bytes a row (peak RSS of the
-CLI: 542 MiB at 5 M BurstGPT rows, 936 MiB at 20 M, against 850 MiB and 1.95 GB before;
+to the store by one INSERT inside the ingest transaction. Python holds one batch at a time, and
+the store's DuckDB holds at most :data:`analytics.store.writes.STREAM_MEMORY` while it writes
+and checkpoints (peak RSS of the CLI: 386 MiB at 5 M BurstGPT rows, 430 MiB at 20 M, against
+443 and 841 MiB without that limit, 850 MiB and 1.95 GB before streaming;
 ``bench/bench_ingest.py``).
 
 Anything the fast reader does not judge raises :class:`~analytics.schema.StreamRefused`: the

@@ -110,8 +110,9 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
 #: DuckDB memory (its buffer pool) the store may hold while a streamed file is written: the
 #: written blocks past it are evicted (they are in the store file already) or spilled to the
 #: store's temporary folder. Without it the buffer pool kept them all, and the checkpoint at
-#: close read them again: peak RSS of ``headroom ingest`` grew with the file (795 MiB at 20 M
-#: BurstGPT rows, 427 MiB with it; issue 15).
+#: close read them again: peak RSS of ``headroom ingest`` grew with the file (CLI: 841 MiB at
+#: 20 M BurstGPT rows, 430 MiB with it; 443 and 386 MiB at 5 M; ``bench/bench_ingest.py``,
+#: issue 15).
 STREAM_MEMORY = "256MB"
 
 
