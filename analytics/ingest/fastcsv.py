@@ -69,6 +69,8 @@ class Plan:
         across batches
     warnings : ``warnings(state) -> tuple`` once every batch passed
     resolution_s : the format's time resolution (``Parsed.resolution_s``)
+    timestampformat : the layout of the columns ``columns`` types ``TIMESTAMP`` (DuckDB's
+        ``read_csv`` option; a cell not in it stops the read: the checked reader judges it)
     """
 
     columns: dict[str, str]
@@ -77,6 +79,7 @@ class Plan:
     warnings: Callable[[dict], tuple]
     resolution_s: float
     state: dict = field(default_factory=dict)
+    timestampformat: str | None = None
 
 
 def eligible(path: Path, head: str, opts) -> bool:
@@ -170,9 +173,11 @@ class Streamed:
 
     def _sql(self) -> str:
         cols = ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in self.plan.columns.items())
+        layout = self.plan.timestampformat
+        fmt = "" if layout is None else f", timestampformat = {_literal(layout)}"
         return (f"SELECT {self.plan.select} FROM read_csv(?, header = true, auto_detect = false, "
                 f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
-                f"null_padding = false, columns = {{{cols}}}) AS cells")
+                f"null_padding = false, columns = {{{cols}}}{fmt}) AS cells")
 
     def _check(self, frame: pl.DataFrame, names: list[str]) -> pl.DataFrame:
         """The canonical columns of ``frame``; raise StreamRefused unless the checked reader
