@@ -9,7 +9,9 @@ Shapes (real rows resampled, written to a temporary folder, never into the repo)
 BurstGPT (numeric ``Timestamp``; rows of ``BurstGPT_1_head400.csv``) and Azure LLM 2023
 (``TIMESTAMP`` strings with 7 fraction digits; rows of the conversation and code traces).
 Each side runs in its own child process, A/B alternating, ``--repeat`` times; CPU time is
-``time.process_time()`` of the ingest call itself (all threads; imports excluded on both sides),
+``time.process_time()`` of the ingest call and the store's close (all threads; DuckDB writes a
+CREATE TABLE's rows at the checkpoint of its close, headroom's streamed ingest checkpoints
+itself; imports before the call excluded on both sides),
 the median is quoted. Peak RSS is that of a ``python -m analytics.cli ingest`` child
 (``os.wait4`` rusage ``ru_maxrss``). The load average is printed with the results.
 
@@ -84,6 +86,18 @@ def run_side(side: str, csv: Path, db: Path) -> dict:
         con = store.connect(db)
         cpu, wall = time.process_time(), time.perf_counter()
         rows = ingest.ingest_files(con, [ingest.FileIn(csv, csv.name)])[0]["rows"]
+    elif side == "upload":  # a browser upload: the app's service, store opened per file
+        import functools
+
+        from analytics.config import ParseOptions
+        from analytics.services import data, open_store
+
+        opener = functools.partial(open_store, db, write=True)
+        con = _Closed()
+        cpu, wall = time.process_time(), time.perf_counter()
+        with open(csv, "rb") as up:
+            rows = data.ingest_uploads(opener, [up], ParseOptions(), max_bytes=1 << 40,
+                                       tmp_dir=db.parent / "uploads-tmp")[0]["rows"]
     else:
         import duckdb
 
@@ -92,9 +106,16 @@ def run_side(side: str, csv: Path, db: Path) -> dict:
         cpu, wall = time.process_time(), time.perf_counter()
         con.execute(f"CREATE TABLE t AS SELECT * FROM read_csv('{csv}')")
         rows = con.execute("SELECT count(*) FROM t").fetchone()[0]
+    con.close()  # both sides until the data is in the store file (DuckDB checkpoints at close)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    con.close()
     return {"side": side, "rows": rows, "cpu_s": cpu, "wall_s": wall}
+
+
+class _Closed:
+    """Stands for a connection the side has already closed."""
+
+    def close(self) -> None:
+        pass
 
 
 def child(args: list[str]) -> tuple[int, str, float]:
@@ -144,6 +165,16 @@ def peak_rss_mib(csv: Path, tmp: Path) -> float:
     return rss_kib / 1024
 
 
+def upload_peak_rss_mib(csv: Path, tmp: Path) -> float:
+    """Peak RSS (MiB) of a child ingesting ``csv`` as a browser upload (streamed to a
+    temporary file, then ingested; ``services.data.ingest_uploads``)."""
+    db = tmp / "upload.duckdb"
+    db.unlink(missing_ok=True)
+    rss_kib, _, _ = child([sys.executable, __file__, "--child", "upload", str(csv), str(db)])
+    db.unlink(missing_ok=True)
+    return rss_kib / 1024
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=5_000_000)
@@ -173,6 +204,8 @@ def main() -> None:
         small = shape_file(tmp, "burstgpt", args.rows)
         print(f"  peak RSS, headroom ingest CLI, {args.rows:,} BurstGPT rows: "
               f"{peak_rss_mib(small, tmp):,.0f} MiB")
+        print(f"  peak RSS, browser upload ({small.stat().st_size / 1e6:.0f} MB, "
+              f"{args.rows:,} BurstGPT rows): {upload_peak_rss_mib(small, tmp):,.0f} MiB")
         small.unlink()
         big = shape_file(tmp, "burstgpt", args.big_rows)
         print(f"  peak RSS, headroom ingest CLI, {args.big_rows:,} BurstGPT rows: "

@@ -8,9 +8,10 @@ types (``auto_detect=false``, strict rows) in batches of :data:`BATCH_ROWS` rows
 every cell the checked reader would refuse (an empty required cell, a fractional or non-finite
 count, a time not in the format's layout) in one ``__bad`` column; each batch then passes the
 format's own checks (the time order and the warnings carried from batch to batch) and is written
-to the store by one INSERT inside the ingest transaction. Python holds one batch at a time; what
-still grows with the file is DuckDB's open transaction, about 25 bytes a row (peak RSS of the
-CLI: 542 MiB at 5 M BurstGPT rows, 936 MiB at 20 M, against 850 MiB and 1.95 GB before;
+to the store by one INSERT inside the ingest transaction. Python holds one batch at a time, and
+the store's DuckDB holds at most :data:`analytics.store.writes.STREAM_MEMORY` while it writes
+and checkpoints (peak RSS of the CLI: 386 MiB at 5 M BurstGPT rows, 430 MiB at 20 M, against
+443 and 841 MiB without that limit, 850 MiB and 1.95 GB before streaming;
 ``bench/bench_ingest.py``).
 
 Anything the fast reader does not judge raises :class:`~analytics.schema.StreamRefused`: the
@@ -68,6 +69,8 @@ class Plan:
         across batches
     warnings : ``warnings(state) -> tuple`` once every batch passed
     resolution_s : the format's time resolution (``Parsed.resolution_s``)
+    timestampformat : the layout of the columns ``columns`` types ``TIMESTAMP`` (DuckDB's
+        ``read_csv`` option; a cell not in it stops the read: the checked reader judges it)
     """
 
     columns: dict[str, str]
@@ -76,6 +79,7 @@ class Plan:
     warnings: Callable[[dict], tuple]
     resolution_s: float
     state: dict = field(default_factory=dict)
+    timestampformat: str | None = None
 
 
 def eligible(path: Path, head: str, opts) -> bool:
@@ -130,14 +134,18 @@ class Streamed:
         try:
             con.execute("SET TimeZone = 'UTC'")
             con.execute("SET enable_progress_bar = false")
-            source = con.sql(self._sql(), params=[str(self.path)]).to_arrow_reader(BATCH_ROWS)
+            relation = con.sql(self._sql(), params=[str(self.path)])
+            # the schema from DuckDB's own empty result: pyarrow's ``empty_table()`` imports
+            # pandas (0.5 s of CPU, a third of a 2 M-row ingest; issue 15)
+            empty = relation.limit(0).pl()
+            source = relation.to_arrow_reader(BATCH_ROWS)
         except duckdb.Error as exc:
             con.close()
             self.refused = StreamRefused(self, f"DuckDB: {exc}")
             raise self.refused from exc
-        names = [c for c in CANONICAL[self.table] if c in source.schema.names]
+        names = [c for c in CANONICAL[self.table] if c in empty.columns]
         self.columns = names
-        schema = _arrow(pl.from_arrow(source.schema.empty_table()).select(names)).schema
+        schema = _arrow(empty.select(names)).schema
         return pa.RecordBatchReader.from_batches(schema, self._batches(con, source, names))
 
     def warnings(self) -> tuple:
@@ -165,9 +173,11 @@ class Streamed:
 
     def _sql(self) -> str:
         cols = ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in self.plan.columns.items())
+        layout = self.plan.timestampformat
+        fmt = "" if layout is None else f", timestampformat = {_literal(layout)}"
         return (f"SELECT {self.plan.select} FROM read_csv(?, header = true, auto_detect = false, "
                 f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
-                f"null_padding = false, columns = {{{cols}}}) AS cells")
+                f"null_padding = false, columns = {{{cols}}}{fmt}) AS cells")
 
     def _check(self, frame: pl.DataFrame, names: list[str]) -> pl.DataFrame:
         """The canonical columns of ``frame``; raise StreamRefused unless the checked reader

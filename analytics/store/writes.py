@@ -71,7 +71,8 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
         A statement failed. Nothing of the batch is written.
     """
     results, changed = [], False
-    with con.cursor() as cur, transaction(cur):
+    with _stream_memory(con, any(it.parsed.stream is not None for it in items)), \
+            con.cursor() as cur, transaction(cur):
         seen_names = set()
         for item in items:
             p = item.parsed
@@ -104,6 +105,44 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
         if changed or any(r["status"] == "ingested" for r in results):
             _bump_data_version(cur)
     return results
+
+
+#: DuckDB memory (its buffer pool) the store may hold while a streamed file is written: the
+#: written blocks past it are evicted (they are in the store file already) or spilled to the
+#: store's temporary folder. Without it the buffer pool kept them all, and the checkpoint at
+#: close read them again: peak RSS of ``headroom ingest`` grew with the file (CLI: 841 MiB at
+#: 20 M BurstGPT rows, 430 MiB with it; 443 and 386 MiB at 5 M; ``bench/bench_ingest.py``,
+#: issue 15).
+STREAM_MEMORY = "256MB"
+
+
+@contextlib.contextmanager
+def _stream_memory(con, streamed: bool):
+    """While a batch with a streamed item is written: the store's ``memory_limit`` at
+    :data:`STREAM_MEMORY`, and a ``CHECKPOINT`` after the commit (under that limit, so that
+    closing the store has nothing left to write); the caller's limit is restored afterwards.
+    Does nothing for a batch without a streamed item, or in an in-memory store."""
+    with con.cursor() as cur:  # settings are the database's; the caller's results stay
+        if not streamed or _one(cur, "SELECT path FROM duckdb_databases() "
+                                     "WHERE database_name = current_database()") is None:
+            yield
+            return
+        old = _one(cur, "SELECT current_setting('memory_limit')")
+        _one(cur, f"SET memory_limit = '{STREAM_MEMORY}'")
+        try:
+            yield
+            with contextlib.suppress(Exception):  # another open transaction: close writes it
+                _one(cur, "CHECKPOINT")
+        finally:  # RESET when it was DuckDB's default (SET of its rounded text drifts down)
+            _one(cur, "RESET memory_limit")
+            if _one(cur, "SELECT current_setting('memory_limit')") != old:
+                _one(cur, f"SET memory_limit = '{old}'")
+
+
+def _one(cur, sql: str):
+    """The first value of ``sql``'s result (None without rows), the result read to its end."""
+    rows = cur.execute(sql).fetchall()
+    return rows[0][0] if rows and rows[0] else None
 
 
 def _site_alias(cur, dataset_id: int, p: Parsed) -> tuple[dict | None, bool]:

@@ -163,3 +163,26 @@ def test_azure_2024_offsets_are_converted_as_the_checked_reader_does(fast, no_fa
     frame, warnings = _checked(path)
     assert _stored(con, result["dataset"]).equals(frame)
     assert [w["text"] for w in result["warnings"]] == list(warnings)
+
+
+@pytest.mark.parametrize("limit", [None, "3.0 GiB"])
+def test_streamed_ingest_bounds_then_restores_the_store_memory_limit(fast, no_fallback, con,
+                                                                     limit):
+    """The store's memory_limit is held at STREAM_MEMORY while a streamed file is written
+    (flat peak RSS, issue 15) and is the caller's again afterwards, default or set."""
+    if limit:
+        con.execute(f"SET memory_limit = '{limit}'")
+    before = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    seen = []
+    real = fastcsv.Streamed.reader
+
+    def reader(self):
+        seen.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return real(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fastcsv.Streamed, "reader", reader)
+        [result] = ingest.ingest_files(con, [ingest.FileIn(shared(_BURST), "b.csv")])
+    assert result["status"] == "ingested" and result["rows"] > 0
+    assert seen == ["244.1 MiB"]  # store.writes.STREAM_MEMORY, as DuckDB prints 256 MB
+    assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == before
