@@ -36,6 +36,7 @@ Festina Fig. 3 (:func:`energy_curve`).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -311,14 +312,17 @@ class ClockGrid:
                     * decode_itl_s(s, gpu, b, self.clocks)
                 row.append(float(self.xs[np.argmin(ed)]))
             self.xopt_decode_by_bucket.append(np.array(row))
+        # plain lists for the per-event lookups below (bisect_left == np.searchsorted, side left)
+        self._buckets = self.DECODE_BUCKETS.tolist()
+        self._xs = self.xs.tolist()
+        self._xopt_decode = [row.tolist() for row in self.xopt_decode_by_bucket]
 
     def xopt_decode(self, slot: int, batch: int) -> float:
         """Energy-optimal relative decode clock of ``slot`` at the bucket of ``batch``."""
-        k = min(int(np.searchsorted(self.DECODE_BUCKETS, max(batch, 1))),
-                len(self.DECODE_BUCKETS) - 1)
-        return float(self.xopt_decode_by_bucket[slot][k])
+        k = min(bisect.bisect_left(self._buckets, max(batch, 1)), len(self._buckets) - 1)
+        return self._xopt_decode[slot][k]
 
     def up(self, x: float) -> float:
         """Smallest grid clock (relative) >= x, clamped to [x_min, 1]."""
-        k = int(np.searchsorted(self.xs, min(x, 1.0) - 1e-12))
-        return float(self.xs[min(k, len(self.xs) - 1)])
+        k = bisect.bisect_left(self._xs, min(x, 1.0) - 1e-12)
+        return self._xs[min(k, len(self._xs) - 1)]

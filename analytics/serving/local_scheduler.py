@@ -95,11 +95,14 @@ class LocalScheduler:
             b = len(replica.running)
             nom = float(prof.itl_nom_ms(b)) / 1000.0
             m = float(prof.mem_fraction(b))
-            h = np.array(replica.running)
-            rids = h[:, 1].astype(np.int64)
-            left_tok = np.maximum(h[:, 0] - replica.iterations, 1e-9)
-            budget = sim.tbt_s * (sim.output[rids] - 1) - (t - sim.t_first[rids])
-            target = min(sim.tbt_s, float(np.min(budget / left_tok)))
+            # per in-flight sequence (a plain loop: batches are small, and no arrays per event)
+            tight, stall = np.inf, np.inf
+            for end, rid in replica.running:
+                left_tok = max(float(end) - replica.iterations, 1e-9)
+                budget = sim.tbt_s * float(sim.output[rid] - 1) - (t - float(sim.t_first[rid]))
+                tight = min(tight, budget / left_tok)
+                stall = min(stall, budget - left_tok * nom)
+            target = min(sim.tbt_s, tight)
             ratio = target / nom
             if mixed and replica.prefill_rid >= 0:  # a chunk rides in every iteration: no stall
                 room = target - nom * m
@@ -107,7 +110,6 @@ class LocalScheduler:
             else:
                 v_d = (1 - m) / (ratio - m) if ratio > m + 1e-9 else np.inf
             if replica.prefill_rid >= 0 and not mixed:
-                stall = float(np.min(budget - left_tok * nom))
                 need = replica.prefill_left / prof.prefill_tok_s
                 v_p = max(v_p, need / stall if stall > 1e-9 else np.inf)
         return min(v_p, 1e3), min(v_d, 1e3)  # unreachable needs: capped, shares stay finite
