@@ -8,10 +8,11 @@ types (``auto_detect=false``, strict rows) in batches of :data:`BATCH_ROWS` rows
 every cell the checked reader would refuse (an empty required cell, a fractional or non-finite
 count, a time not in the format's layout) in one ``__bad`` column; each batch then passes the
 format's own checks (the time order and the warnings carried from batch to batch) and is written
-to the store by one INSERT inside the ingest transaction. Python holds one batch at a time; what
-still grows with the file is DuckDB's open transaction, about 25 bytes a row (peak RSS of the
-CLI: 542 MiB at 5 M BurstGPT rows, 936 MiB at 20 M, against 850 MiB and 1.95 GB before;
-``bench/bench_ingest.py``).
+to the store by one INSERT inside the ingest transaction. Python holds one batch at a time, and
+DuckDB writes and commits the rows under a small memory limit
+(:data:`analytics.store.writes.STREAM_INSERT_MEMORY`), so memory hardly grows with the file
+(peak RSS of the CLI: 365 MiB at 5 M BurstGPT rows, 444 MiB at 20 M, against 850 MiB and
+1.95 GB before streaming; ``bench/bench_ingest.py``).
 
 Anything the fast reader does not judge raises :class:`~analytics.schema.StreamRefused`: the
 transaction rolls back (the store is as it was) and the file is read again by the checked reader
