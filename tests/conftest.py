@@ -18,8 +18,24 @@ def con(tmp_path):
     c.close()
 
 
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory):
+    """One folder of fitted-model caches for the session's app stores (see :func:`share_cache`)."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+def share_cache(db, folder) -> None:
+    """Point the store ``db``'s cache folder (``<stem>-cache``, ``Settings.cache_dir``) at the
+    session's ``folder``: a page or server that fits the same envelope as an earlier test reads
+    it back instead of refitting. Safe to share: envelope entries are keyed by the grid's values,
+    the parameters and the code version (:mod:`analytics.services.envelope_cache`), advisor
+    entries by the stores' own ledger rows with their ingest times (never shared across stores).
+    """
+    (db.parent / f"{db.stem}-cache").symlink_to(folder, target_is_directory=True)
+
+
 @pytest.fixture
-def app_env(tmp_path, monkeypatch):
+def app_env(tmp_path, monkeypatch, model_cache):
     """A fresh store and an empty data folder for the app; caches cleared; AppTest quirk fixed.
 
     AppTest resets ``PagesManager.uses_pages_directory`` before every run, and because this repo
@@ -32,6 +48,7 @@ def app_env(tmp_path, monkeypatch):
     from streamlit.runtime import pages_manager
 
     db = tmp_path / "app.duckdb"
+    share_cache(db, model_cache)
     raw = tmp_path / "raw"
     raw.mkdir()
     monkeypatch.setenv("HEADROOM_DB", str(db))
@@ -80,7 +97,7 @@ def week_envelope(week_grid):
 
 
 @pytest.fixture
-def app_url(tmp_path, request):
+def app_url(tmp_path, request, model_cache):
     """URL of a Streamlit server running ``app.py`` on a fresh store and an empty data folder.
 
     Parametrise it indirectly with a tuple of staged files (paths under the shared data folder)
@@ -89,6 +106,7 @@ def app_url(tmp_path, request):
     raw = tmp_path / "raw"
     raw.mkdir()
     db = tmp_path / "e2e.duckdb"
+    share_cache(db, model_cache)
     files = getattr(request, "param", ())
     if files:
         seed(db, *files)

@@ -36,6 +36,7 @@ Festina Fig. 3 (:func:`energy_curve`).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -99,6 +100,13 @@ def _interpolator(pts: np.ndarray, vals: np.ndarray):
     return lambda q: np.interp(q[:, axis], xs, ys)
 
 
+_NUMBER = (int, float, np.integer, np.floating)
+
+
+def _scalars(a, b, c) -> bool:
+    return isinstance(a, _NUMBER) and isinstance(b, _NUMBER) and isinstance(c, _NUMBER)
+
+
 def _measured_ratio(prof: Profile, phase: str, f_mhz, share, what: str):
     tab = prof.measured.get(phase)
     if tab is None:
@@ -124,6 +132,9 @@ def prefill_time_s(prof: Profile, gpu: GpuDvfs, tokens, f_mhz, share=1.0):
     Model: compute-bound, ``tokens / (prefill_tok_s * x * share)`` with ``x = f/f_max``; a
     measured profile replaces ``1/(x*share)`` by its latency ratio.
     """
+    if not prof.measured and _scalars(tokens, f_mhz, share):  # the simulator's hot path
+        return float(tokens) / prof.prefill_tok_s * (
+            1.0 / ((float(f_mhz) / gpu.f_max_mhz) * float(share)))
     r = _measured_ratio(prof, "prefill", f_mhz, share, "lat")
     scale = r if r is not None else 1.0 / ((np.asarray(f_mhz) / gpu.f_max_mhz) * share)
     return np.asarray(tokens, dtype=float) / prof.prefill_tok_s * scale
@@ -131,6 +142,9 @@ def prefill_time_s(prof: Profile, gpu: GpuDvfs, tokens, f_mhz, share=1.0):
 
 def decode_itl_s(prof: Profile, gpu: GpuDvfs, batch, f_mhz, share=1.0):
     """Decode iteration time (s) for ``batch`` sequences: ``T_nom(b) (m + (1-m)/(x s))``."""
+    if not prof.measured and _scalars(batch, f_mhz, share):  # the simulator's hot path
+        nom_ms, m, _ = prof.batch_terms(batch)
+        return nom_ms / 1000.0 * (m + (1.0 - m) / ((float(f_mhz) / gpu.f_max_mhz) * float(share)))
     nom = prof.itl_nom_ms(batch) / 1000.0
     r = _measured_ratio(prof, "decode", f_mhz, share, "lat")
     if r is not None:
@@ -144,6 +158,12 @@ def dynamic_power_w(prof: Profile, gpu: GpuDvfs, phase: str, batch, f_mhz, share
     """Power (W) above the static floor drawn by one tenant in ``phase`` (``"prefill"`` or
     ``"decode"``): ``share * (P_nom - P_idle) * (m + (1 - m) x**gamma)`` with ``m = m(batch)``
     for decode and 0 for prefill (module docstring), or measured ``P(f, s) - P_idle``."""
+    if not prof.measured and _scalars(batch, f_mhz, share):  # the simulator's hot path
+        xg = float((float(f_mhz) / gpu.f_max_mhz) ** params.gamma)
+        if phase == "prefill":
+            return float(share) * max(prof.prefill_power_w - gpu.idle_w, 0.0) * xg
+        _, m, p_nom = prof.batch_terms(batch)
+        return float(share) * max(p_nom - gpu.idle_w, 0.0) * (m + (1.0 - m) * xg)
     r = _measured_ratio(prof, phase, f_mhz, share, "pow")
     if r is not None:
         return np.maximum(r - gpu.idle_w, 0.0)
@@ -292,14 +312,17 @@ class ClockGrid:
                     * decode_itl_s(s, gpu, b, self.clocks)
                 row.append(float(self.xs[np.argmin(ed)]))
             self.xopt_decode_by_bucket.append(np.array(row))
+        # plain lists for the per-event lookups below (bisect_left == np.searchsorted, side left)
+        self._buckets = self.DECODE_BUCKETS.tolist()
+        self._xs = self.xs.tolist()
+        self._xopt_decode = [row.tolist() for row in self.xopt_decode_by_bucket]
 
     def xopt_decode(self, slot: int, batch: int) -> float:
         """Energy-optimal relative decode clock of ``slot`` at the bucket of ``batch``."""
-        k = min(int(np.searchsorted(self.DECODE_BUCKETS, max(batch, 1))),
-                len(self.DECODE_BUCKETS) - 1)
-        return float(self.xopt_decode_by_bucket[slot][k])
+        k = min(bisect.bisect_left(self._buckets, max(batch, 1)), len(self._buckets) - 1)
+        return self._xopt_decode[slot][k]
 
     def up(self, x: float) -> float:
         """Smallest grid clock (relative) >= x, clamped to [x_min, 1]."""
-        k = int(np.searchsorted(self.xs, min(x, 1.0) - 1e-12))
-        return float(self.xs[min(k, len(self.xs) - 1)])
+        k = bisect.bisect_left(self._xs, min(x, 1.0) - 1e-12)
+        return self._xs[min(k, len(self._xs) - 1)]

@@ -95,9 +95,18 @@ class LocalScheduler:
             b = len(replica.running)
             nom = float(prof.itl_nom_ms(b)) / 1000.0
             m = float(prof.mem_fraction(b))
-            rids, left_tok, n_dec = self.predicted_left(replica)
-            budget = sim.tbt_s * n_dec - (t - sim.t_first[rids])
-            target = min(sim.tbt_s, float(np.min(budget / left_tok)))
+            # per in-flight sequence from its *predicted* length, as :meth:`predicted_left`
+            # (a plain loop: batches are small, and no arrays per event)
+            tight, stall, it = np.inf, np.inf, replica.iterations
+            for _, rid in replica.running:
+                end, n_dec = float(sim.pred_end[rid]), float(sim.pred[rid] - 1)
+                if end < it - 1e-6:  # past its predicted end: expected at its next token
+                    n_dec, end = n_dec + (it + 1.0 - end), it + 1.0
+                left_tok = max(end - it, 1e-9)
+                budget = sim.tbt_s * n_dec - (t - float(sim.t_first[rid]))
+                tight = min(tight, budget / left_tok)
+                stall = min(stall, budget - left_tok * nom)
+            target = min(sim.tbt_s, tight)
             ratio = target / nom
             if mixed and replica.prefill_rid >= 0:  # a chunk rides in every iteration: no stall
                 room = target - nom * m
@@ -105,7 +114,6 @@ class LocalScheduler:
             else:
                 v_d = (1 - m) / (ratio - m) if ratio > m + 1e-9 else np.inf
             if replica.prefill_rid >= 0 and not mixed:
-                stall = float(np.min(budget - left_tok * nom))
                 need = replica.prefill_left / prof.prefill_tok_s
                 v_p = max(v_p, need / stall if stall > 1e-9 else np.inf)
         return min(v_p, 1e3), min(v_d, 1e3)  # unreachable needs: capped, shares stay finite

@@ -81,17 +81,46 @@ class Profile:
     measured: dict = field(default_factory=dict, compare=False, hash=False)
 
     def itl_nom_ms(self, batch):
-        """Decode ITL (ms) at the top clock and whole GPU for ``batch`` (scalar or array)."""
-        return self.itl_a_ms + self.itl_c_ms * np.asarray(batch, dtype=float)
+        """Decode ITL (ms) at the top clock and whole GPU for ``batch`` (scalar: a float, or
+        array)."""
+        return self._itl(batch) if _is_array(batch) else self.batch_terms(batch)[0]
 
     def mem_fraction(self, batch):
         """Memory-bound fraction ``m(b)`` of one decode iteration (roofline, capped at 0.95)."""
-        return np.minimum(0.95, self.t_mem_ms / self.itl_nom_ms(batch))
+        return self._mem(batch) if _is_array(batch) else self.batch_terms(batch)[1]
 
     def decode_power_nom_w(self, batch):
         """Measured decode power (W) at ``batch``, log2-interpolated, flat outside the rows."""
+        return self._pow(batch) if _is_array(batch) else self.batch_terms(batch)[2]
+
+    def batch_terms(self, batch) -> tuple[float, float, float]:
+        """(ITL ms, ``m(b)``, decode W) at a scalar ``batch``: the array formulas' values,
+        computed once per batch size and kept on the profile (the serving simulator asks for the
+        same few batch sizes millions of times; the values are bit-identical to the formulas)."""
+        memo = self.__dict__.get("_batch_memo")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_batch_memo", memo)  # frozen dataclass: a private cache
+        row = memo.get(batch)
+        if row is None:
+            row = (float(self._itl(batch)), float(self._mem(batch)), float(self._pow(batch)))
+            if len(memo) < 100_000:
+                memo[batch] = row
+        return row
+
+    def _itl(self, batch):
+        return self.itl_a_ms + self.itl_c_ms * np.asarray(batch, dtype=float)
+
+    def _mem(self, batch):
+        return np.minimum(0.95, self.t_mem_ms / self._itl(batch))
+
+    def _pow(self, batch):
         return np.interp(np.log2(np.maximum(np.asarray(batch, dtype=float), 1.0)),
                          np.log2(self.dec_batches), self.dec_power_w)
+
+
+def _is_array(x) -> bool:
+    return not isinstance(x, (int, float, np.integer, np.floating))
 
 
 # --------------------------------------------------------------------------- from bench rows

@@ -44,30 +44,13 @@ def test_upload_real_trace_see_table_and_chart(app_url):
 
 
 @pytest.mark.parametrize("app_url", [WEEK], indirect=True)
-def test_changing_alpha_changes_band_and_coverage(app_url):
-    with browser_page(1400) as (_, page):
+def test_alpha_and_target_sliders_change_band_coverage_factor_and_violations(app_url):
+    """One server and one browser for both pages of the same week (the Capacity page's envelope
+    is the one the Demand page fitted): Capacity first, at the default alpha, then Demand."""
+    with browser_page(1400) as (sync_api, page):
         page.goto(app_url)
         # st.navigation's own links (capitalised titles) replace the pages/-folder default once
         # app.py has run; wait for them as a user would before clicking
-        page.get_by_role("link", name="Demand", exact=True).click()
-        page.get_by_text("ACI 90% band").first.wait_for()
-        wait_settled(page)
-        cov_90, width_90 = read_metric(page, "ACI coverage"), read_metric(page, "mean width")
-        slider = page.get_by_role("slider").first
-        slider.focus()
-        slider.press("ArrowRight")  # alpha 0.1 -> 0.2
-        page.get_by_text("ACI 80% band").first.wait_for()
-        wait_settled(page)
-        cov_80, width_80 = read_metric(page, "ACI coverage"), read_metric(page, "mean width")
-        page.screenshot(path=str(ARTIFACTS / "demand_alpha_0.2.png"), full_page=True)
-    assert float(cov_80.rstrip("%")) < float(cov_90.rstrip("%"))
-    assert float(width_80.replace(",", "")) < float(width_90.replace(",", ""))
-
-
-@pytest.mark.parametrize("app_url", [WEEK], indirect=True)
-def test_target_violation_slider_changes_factor_and_violations(app_url):
-    with browser_page(1400) as (sync_api, page):
-        page.goto(app_url)
         page.get_by_role("link", name="Capacity", exact=True).click()
         page.get_by_text("overbooking factor").first.wait_for()
         wait_settled(page)
@@ -82,5 +65,19 @@ def test_target_violation_slider_changes_factor_and_violations(app_url):
         factor_after = read_metric(page, "overbooking factor")
         viol_after = read_metric(page, "test violations")
         page.screenshot(path=str(ARTIFACTS / "capacity_target_30.png"), full_page=True)
+
+        page.get_by_role("link", name="Demand", exact=True).click()
+        page.get_by_text("ACI 90% band").first.wait_for()
+        wait_settled(page)
+        cov_90, width_90 = read_metric(page, "ACI coverage"), read_metric(page, "mean width")
+        slider = page.get_by_role("slider").first
+        slider.focus()
+        slider.press("ArrowRight")  # alpha 0.1 -> 0.2
+        page.get_by_text("ACI 80% band").first.wait_for()
+        wait_settled(page)
+        cov_80, width_80 = read_metric(page, "ACI coverage"), read_metric(page, "mean width")
+        page.screenshot(path=str(ARTIFACTS / "demand_alpha_0.2.png"), full_page=True)
     assert float(factor_after) < float(factor_before)
     assert int(viol_after.split("/")[0]) > int(viol_before.split("/")[0])
+    assert float(cov_80.rstrip("%")) < float(cov_90.rstrip("%"))
+    assert float(width_80.replace(",", "")) < float(width_90.replace(",", ""))

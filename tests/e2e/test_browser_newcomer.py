@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from conftest import share_cache
 from harness import (
     ARTIFACTS,
     SHARED_DATA,
@@ -30,7 +31,7 @@ CARBON = [f"sustaindc_dcrl/CarbonIntensity/{ba}_NG_&_avgCI.csv" for ba in ("CISO
 
 
 @pytest.fixture
-def first_run_url(tmp_path):
+def first_run_url(tmp_path, model_cache):
     """A server on an empty store whose data folder holds links to the staged v3 model files
     and two carbon files (what a newcomer who copied them into ``data/raw`` would have)."""
     raw = tmp_path / "raw"
@@ -40,6 +41,7 @@ def first_run_url(tmp_path):
         (raw / "models" / f.name).symlink_to(f)
     for rel in CARBON:
         (raw / shared(rel).name).symlink_to(shared(rel))
+    share_cache(tmp_path / "new.duckdb", model_cache)  # envelopes fitted by earlier tests
     with streamlit_server(tmp_path / "new.duckdb", raw, tmp_path / "streamlit.log") as url:
         yield url
 

@@ -15,8 +15,8 @@ FIRST_RUN_MS = 1.5 * WAIT_MS  # 180 s by default: the first run simulates the wh
                          indirect=True)
 def test_share_slider_updates_power_curves(app_url):
     with browser_page(1600) as (sync_api, page):
-        page.goto(app_url + "/power?power_days=2")  # a share link: two measured days
-        sync_api.expect(page.get_by_label("measured days", exact=True)).to_have_value("2")
+        page.goto(app_url + "/power?power_days=1")  # a share link: one measured day (default 7)
+        sync_api.expect(page.get_by_label("measured days", exact=True)).to_have_value("1")
         page.get_by_text("this scenario (share 0.5)").first.wait_for(timeout=FIRST_RUN_MS)
         wait_settled(page, timeout=FIRST_RUN_MS)
         cv_before = read_metric(page, "CV of total power")

@@ -42,8 +42,12 @@ def test_power_page_names_the_job_left_out(app_env):
         con.close()
     at = new_app().run()
     at.session_state["power_days"] = 1  # the left-out job is named whatever the length
+    # the warning and table come with the scenario's run, before the share sweep (44 more
+    # simulations, tested in test_power_page.py): the sweep is cancelled, as its button would
+    at.session_state["power_sweep_cancelled"] = True
     at.switch_page("pages/power.py").run()
     assert not at.exception
+    assert "Sweep cancelled." in [i.value for i in at.info]
     assert any("1 GPU job(s)" in w.value and "11 used" in w.value for w in at.warning)
     left = table_with(at, "reason")
     assert left["job_id"].tolist() == ["8001"]

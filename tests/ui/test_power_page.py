@@ -1,5 +1,6 @@
 """The Power page through AppTest: empty store explains itself; with a real job trace and the
-BurstGPT per-minute series it simulates, and moving the inference share changes the metrics."""
+BurstGPT per-minute series it simulates, its share sweep can be cancelled and run again, and
+moving the inference share changes the metrics."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
         assert (f"U={u:g}: CV is {verdict} (minimum of the means at share "
                 f"{shares[cv.argmin()]:g})") in caption
     assert "runs: " in caption and "computed on local" in caption
+    _cancel_then_run_the_sweep_again(at)
 
     at.slider(key="power_share").set_value(0.0).run()
     assert not at.exception
@@ -69,19 +71,14 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     assert all("SYNTHETIC" in c.proto.spec for c in at.get("plotly_chart"))
 
 
-def test_power_sweep_reports_progress_and_cancel_stops_it(app_env):
-    """Issue 19 item 5: the sweep's bar says n of N with elapsed time and an ETA; a Cancel
-    (its callback sets the flag before the rerun) leaves the page with a Run button instead of
-    starting the sweep again; Run brings the (cached) sweep back."""
+def _cancel_then_run_the_sweep_again(at):
+    """Issue 19 item 5 (on the page the test above opened, sweep done): the sweep's bar says n
+    of N with elapsed time and an ETA; a Cancel (its callback sets the flag before the rerun)
+    leaves the page with a Run button instead of starting the sweep again; Run brings the
+    (cached) sweep back."""
     from analytics.ui.progress import Progress
 
-    seed(app_env["db"], "mit_supercloud/slurm-log-queueing-clean.csv",
-         "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv")
-    at = new_app().run()
-    at.session_state["power_days"] = 1
-    at.session_state["power_reps"] = 2
-    at.switch_page("pages/power.py").run()
-    assert not at.exception and at.button(key="power_sweep_cancel")
+    assert at.button(key="power_sweep_cancel")
     at.session_state["power_sweep_cancelled"] = True  # what the Cancel button's callback does
     at.run()
     assert "Sweep cancelled." in [i.value for i in at.info]
