@@ -52,3 +52,31 @@ def copy_hashed(src: BinaryIO, dst: BinaryIO, chunk_bytes: int = CHUNK_BYTES) ->
         hasher.update(chunk)
         dst.write(chunk)
     return hasher.hexdigest()
+
+
+def code_digest(paths, libraries=()) -> str:
+    """sha256 (hex) of source files and library versions: the code version of a cached result.
+
+    Parameters
+    ----------
+    paths : iterable of source file paths, hashed in the given order by name and bytes
+    libraries : distribution names whose installed versions are hashed too (``?`` when one is
+        not installed)
+
+    Raises
+    ------
+    OSError
+        A file cannot be read.
+    """
+    from importlib import metadata
+
+    h = hashlib.sha256()
+    for path in paths:
+        path = Path(path)
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for lib in libraries:
+        try:
+            h.update(f"{lib}=={metadata.version(lib)}\0".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{lib}==?\0".encode())
+    return h.hexdigest()

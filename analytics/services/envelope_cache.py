@@ -34,7 +34,6 @@ import os
 import shutil
 import tempfile
 from dataclasses import asdict
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -73,16 +72,9 @@ def code_files() -> list[Path]:
 @functools.cache
 def code_version() -> str:
     """sha256 (hex) of :func:`code_files` and the library versions."""
-    h = hashlib.sha256()
-    for path in code_files():
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    for lib in _LIBS:
-        try:
-            h.update(f"{lib}={metadata.version(lib)}".encode())
-        except metadata.PackageNotFoundError:
-            h.update(f"{lib}=?".encode())
-    return h.hexdigest()
+    from analytics.ingest.digest import code_digest
+
+    return code_digest(code_files(), _LIBS)
 
 
 def grid_digest(grid: pd.DataFrame) -> str:

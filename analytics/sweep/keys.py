@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from importlib import metadata
 from pathlib import Path
 
 from analytics.sweep.worker import jsonable
@@ -44,12 +43,6 @@ def code_version(fn: str) -> str:
 
     module = importlib.import_module(fn.partition(":")[0])
     folder = Path(module.__file__).resolve().parent
-    h = hashlib.sha256()
-    for path in [*sorted(folder.glob("*.py")), Path(__file__)]:
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    for lib in _LIBS:
-        try:
-            h.update(f"{lib}=={metadata.version(lib)}\0".encode())
-        except metadata.PackageNotFoundError:
-            h.update(f"{lib}==?\0".encode())
-    return h.hexdigest()
+    from analytics.ingest.digest import code_digest
+
+    return code_digest([*sorted(folder.glob("*.py")), Path(__file__)], _LIBS)
