@@ -163,7 +163,8 @@ def sensitivity_inputs(con, trace_name: str, params, measured: bytes | None = No
 
 
 def run_sensitivity(inputs: dict, params, *, store_path=None, backend: str | None = "serial",
-                    progress=None, cancel=None) -> pd.DataFrame:
+                    progress=None, cancel=None, gammas: tuple | None = None,
+                    static_scales: tuple | None = None) -> pd.DataFrame:
     """Festina vs max-clock over the DVFS exponent x static power grid on the sweep runner
     (:func:`analytics.sweep.run_sweep`, one task per setting:
     :mod:`analytics.serving.sensitivity_points`): the rows of
@@ -171,7 +172,8 @@ def run_sensitivity(inputs: dict, params, *, store_path=None, backend: str | Non
     :meth:`~analytics.sweep.SweepResult.summary`. ``inputs`` from :func:`sensitivity_inputs`;
     with ``store_path`` the settings are kept in ``sweep_runs`` and read back instead of
     recomputed; ``backend`` as :func:`~analytics.sweep.run_sweep` (default: in this process);
-    ``progress(done, total, label)`` after each setting.
+    ``progress(done, total, label)`` after each setting; ``gammas`` / ``static_scales``
+    default to :data:`~analytics.serving.sensitivity_points.GAMMAS` / ``STATIC_SCALES``.
 
     Raises
     ------
@@ -183,11 +185,14 @@ def run_sensitivity(inputs: dict, params, *, store_path=None, backend: str | Non
     from analytics.serving import sensitivity_points
     from analytics.sweep import run_sweep
 
-    res = run_sweep(sensitivity_points.point_tasks(params), shared=inputs["shared"],
+    tasks = sensitivity_points.point_tasks(
+        params, sensitivity_points.GAMMAS if gammas is None else gammas,
+        sensitivity_points.STATIC_SCALES if static_scales is None else static_scales)
+    res = run_sweep(tasks, shared=inputs["shared"],
                     key_inputs=inputs["key_inputs"], store=store_path, backend=backend,
                     progress=(lambda done, total: progress(done, total, "")) if progress
                     else None, cancel=cancel)
-    out = pd.DataFrame(res.results)
+    out = pd.DataFrame(res.results, columns=list(sensitivity_points.COLUMNS))
     out.attrs["sweep_run"] = res.summary()
     return out
 

@@ -25,6 +25,10 @@ FN = "analytics.serving.sensitivity_points:run_point"
 #: The sweep's default settings (as :func:`analytics.serving.compare.sensitivity`).
 GAMMAS: tuple[float | None, ...] = (None, 1.5, 2.0, 3.0)
 STATIC_SCALES: tuple[float, ...] = (0.5, 1.0, 1.5)
+#: The row's columns in :func:`analytics.serving.compare.sensitivity`'s order (stored results
+#: come back with their keys sorted).
+COLUMNS = ("static_scale", "idle_w", "gamma", "calibrated", "max_clock_kwh", "festina_kwh",
+           "saving", "ttft_pp", "tbt_pp", "festina_gpus_on", "festina_clock_mhz")
 
 
 def run_point(params: dict, seed: int, *, trace: pd.DataFrame, profiles: list,
