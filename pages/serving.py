@@ -209,13 +209,26 @@ if st.button("Run the sensitivity sweep (12 x 2 simulations)", key="serving_sens
     st.session_state["serving_sens_for"] = sens_key
 if Progress.cancelled("serving_sens"):
     st.session_state.pop("serving_sens_for", None)
-    st.info("Sensitivity sweep cancelled; settings finished before the cancel are not kept.")
+    st.info("Sensitivity sweep cancelled; the settings finished before the cancel are "
+            "kept in the store, and running it again computes only the rest.")
 if st.session_state.get("serving_sens_for") == sens_key:
     bar = Progress("Sensitivity sweep", "serving_sens")
-    sens = whatifs.serving_sensitivity(trace, params, measured, progress=bar)
-    bar.close()
-    out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
-    out.table(sens, hide_index=True, key="serving_sens_table")
+    try:
+        sens = whatifs.serving_sensitivity(trace, params, measured, progress=bar)
+    except ValueError as exc:  # e.g. the sidebar's Dask scheduler does not answer
+        bar.close()
+        st.error(f"No sensitivity sweep: {widgets.plain(exc)}")
+        sens = None
+    if sens is not None:
+        bar.close()
+        out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic),
+                  key="serving_sens")
+        out.table(sens, hide_index=True, key="serving_sens_table")
+        sens_run = sens.attrs["sweep_run"]
+        st.caption(f"{sens_run['tasks']} settings: " + (
+            "read from the store" if sens_run["backend"] == "store" else
+            f"{sens_run['computed']} computed on {widgets.plain(sens_run['backend'])} "
+            f"({sens_run['workers']} workers), {sens_run['cached']} read from the store") + ".")
 
 st.subheader("Output-length prediction")
 st.caption("The schedulers read each request's predicted output length (Festina Sec. 3.2.2); "

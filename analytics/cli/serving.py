@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from analytics import params
@@ -25,7 +26,13 @@ def add_parsers(sub) -> None:
     params.add_arguments(p, ServingParams)  # every knob: help, unit and bounds in one place
     p.add_argument("--sensitivity", action="store_true",
                    help="also sweep gamma (calibrated, 1.5, 2, 3) x static power (x0.5, 1, 1.5) "
-                        "for max-clock vs Festina")
+                        "for max-clock vs Festina, on the sweep runner: points kept in the "
+                        "store's sweep_runs and read back on a rerun")
+    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
+                   help="run the sensitivity sweep on this Dask scheduler (default "
+                        "$HEADROOM_DASK_SCHEDULER, else a local process pool)")
+    p.add_argument("--no-store", action="store_true",
+                   help="neither read nor keep sensitivity points in the store's sweep_runs")
     p.add_argument("--prediction-sweep", action="store_true",
                    help="also run max-clock vs Festina with the output-length predictor at "
                         "0, 2.5, 5 and 10 %% error and the quantile predictor, all replaying "
@@ -55,8 +62,39 @@ def serve_energy(args, settings) -> dict:
                                           else "no such file"))
         measured, measured_name = path.read_bytes(), path.name
     what_if = params.from_namespace(ServingParams, args)
+    bench = tuple(args.bench) if args.bench else None
     with open_store(settings.db_path) as con:
-        return serving.document(con, args.trace, what_if, policies, measured, measured_name,
-                                tuple(args.bench) if args.bench else None,
-                                with_sensitivity=args.sensitivity, on_stage=log,
-                                with_prediction_sweep=args.prediction_sweep)
+        out = serving.document(con, args.trace, what_if, policies, measured, measured_name,
+                               bench, on_stage=log)
+        sens_in = serving.sensitivity_inputs(con, args.trace, what_if, measured, measured_name,
+                                             bench) if args.sensitivity else None
+    if sens_in is not None:  # the store is closed: the sweep writes its points through its own
+        out.update(_sensitivity(args, settings, sens_in, what_if))
+    if args.prediction_sweep:
+        log("serve-energy: output-length prediction sweep (5 x 2 runs) ...")
+        with open_store(settings.db_path) as con:
+            sweep = serving.prediction_sweep(con, args.trace, what_if, measured, measured_name,
+                                             bench)
+        out["prediction_error"] = serving.prediction_records(sweep, what_if)
+    return out
+
+
+def _sensitivity(args, settings, inputs: dict, what_if) -> dict:
+    """The sensitivity sweep on the sweep runner: ``--cluster`` (else
+    ``$HEADROOM_DASK_SCHEDULER``, else a local pool), points kept in the store unless
+    ``--no-store``, a tqdm bar on stderr; the document's ``sensitivity`` and
+    ``sensitivity_run``."""
+    from tqdm import tqdm
+
+    from analytics.services import serving
+    from analytics.sweep import resolve_backend
+
+    log("serve-energy: sensitivity sweep (12 x 2 runs) ...")
+    with tqdm(total=12, file=sys.stderr, desc="sensitivity", unit="setting") as bar:
+        def step(done: int, total: int, _label: str = "") -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+        sens = serving.run_sensitivity(
+            inputs, what_if, store_path=None if args.no_store else settings.db_path,
+            backend=resolve_backend(args.cluster), progress=step)
+    return serving.sensitivity_records(sens)

@@ -140,13 +140,84 @@ def run_views(con, trace_name: str, params, measured: bytes | None = None,
 def sensitivity(con, trace_name: str, params, measured: bytes | None = None,
                 measured_name: str = "uploaded profile",
                 bench_datasets: tuple[str, ...] | None = None, _on_step=None) -> pd.DataFrame:
-    """Festina vs max-clock over the DVFS exponent x static power grid
-    (:func:`analytics.serving.sensitivity`); ``_on_step(done, total, label)`` hears of each
-    setting (underscored: the app's cache leaves it out of its key)."""
+    """Festina vs max-clock over the DVFS exponent x static power grid, in this process and
+    kept nowhere (:func:`run_sensitivity` on :func:`sensitivity_inputs`); ``_on_step(done,
+    total, label)`` hears of each setting (underscored: not part of a cache key)."""
+    return run_sensitivity(sensitivity_inputs(con, trace_name, params, measured, measured_name,
+                                              bench_datasets), params, progress=_on_step)
+
+
+def sensitivity_inputs(con, trace_name: str, params, measured: bytes | None = None,
+                       measured_name: str = "uploaded profile",
+                       bench_datasets: tuple[str, ...] | None = None) -> dict:
+    """What the sensitivity sweep reads from the store, so the connection can be closed before
+    its points run (they are written through their own): ``shared`` (``trace``, ``profiles``,
+    ``fit`` for :func:`analytics.serving.sensitivity_points.run_point`) and ``key_inputs``
+    (:func:`sensitivity_key_inputs`). Raises ValueError (bad parameter, not a request trace,
+    no usable profile)."""
     serving.check_params(params)
     profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
     replay, fit = arrivals(con, trace_name, params)
-    return serving.sensitivity(replay, profs, params, on_step=_on_step, fit=fit)
+    return {"shared": {"trace": replay, "profiles": profs, "fit": fit},
+            "key_inputs": sensitivity_key_inputs(con, trace_name, measured, bench_datasets)}
+
+
+def run_sensitivity(inputs: dict, params, *, store_path=None, backend: str | None = "serial",
+                    progress=None, cancel=None, gammas: tuple | None = None,
+                    static_scales: tuple | None = None) -> pd.DataFrame:
+    """Festina vs max-clock over the DVFS exponent x static power grid on the sweep runner
+    (:func:`analytics.sweep.run_sweep`, one task per setting:
+    :mod:`analytics.serving.sensitivity_points`): the rows of
+    :func:`analytics.serving.sensitivity`, with ``.attrs["sweep_run"]`` the runner's
+    :meth:`~analytics.sweep.SweepResult.summary`. ``inputs`` from :func:`sensitivity_inputs`;
+    with ``store_path`` the settings are kept in ``sweep_runs`` and read back instead of
+    recomputed; ``backend`` as :func:`~analytics.sweep.run_sweep` (default: in this process);
+    ``progress(done, total, label)`` after each setting; ``gammas`` / ``static_scales``
+    default to :data:`~analytics.serving.sensitivity_points.GAMMAS` / ``STATIC_SCALES``.
+
+    Raises
+    ------
+    ValueError
+        Bad parameter, no profile fits, no Dask scheduler at ``backend``.
+    analytics.sweep.SweepCancelled
+        ``cancel()`` returned True; finished settings are stored.
+    """
+    from analytics.serving import sensitivity_points
+    from analytics.sweep import run_sweep
+
+    tasks = sensitivity_points.point_tasks(
+        params, sensitivity_points.GAMMAS if gammas is None else gammas,
+        sensitivity_points.STATIC_SCALES if static_scales is None else static_scales)
+    res = run_sweep(tasks, shared=inputs["shared"],
+                    key_inputs=inputs["key_inputs"], store=store_path, backend=backend,
+                    progress=(lambda done, total: progress(done, total, "")) if progress
+                    else None, cancel=cancel)
+    out = pd.DataFrame(res.results, columns=list(sensitivity_points.COLUMNS))
+    out.attrs["sweep_run"] = res.summary()
+    return out
+
+
+def sensitivity_records(sens: pd.DataFrame) -> dict:
+    """The CLI document's ``sensitivity`` (rows, floats rounded to 6 places) and
+    ``sensitivity_run`` (the sweep runner's summary)."""
+    return {"sensitivity": [{k: (round(v, 6) if isinstance(v, float) else v)
+                             for k, v in r.items()} for r in sens.to_dict("records")],
+            "sensitivity_run": sens.attrs["sweep_run"]}
+
+
+def sensitivity_key_inputs(con, trace_name: str, measured: bytes | None = None,
+                           bench_datasets: tuple[str, ...] | None = None) -> dict[str, str]:
+    """What a sensitivity sweep's shared inputs were built from, for the ``sweep_runs`` key:
+    the trace's dataset sha256, the sha256 of every bench dataset the profiles come from
+    (sorted by name) and of the measured profile bytes (``"none"`` without)."""
+    import hashlib
+
+    names = sorted(set(store.bench_runs(con)["dataset"]))
+    if bench_datasets:
+        names = [n for n in names if n in set(bench_datasets)]
+    return {"trace": str(store.dataset(con, trace_name)["sha256"]),
+            "bench": ",".join(str(store.dataset(con, n)["sha256"]) for n in names),
+            "measured_profile": hashlib.sha256(measured).hexdigest() if measured else "none"}
 
 
 def prediction_sweep(con, trace_name: str, params, measured: bytes | None = None,
@@ -179,6 +250,8 @@ def document(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLIC
              bench_datasets: tuple[str, ...] | None = None, with_sensitivity: bool = False,
              on_stage=None, with_prediction_sweep: bool = False) -> dict:
     """The ``headroom serve-energy`` document; ``on_stage(text)`` reports progress;
+    ``with_sensitivity`` adds :func:`sensitivity_records` (run in this process, kept nowhere;
+    the CLI runs it on the sweep runner with the store instead: :func:`run_sensitivity`);
     ``with_prediction_sweep`` adds ``prediction_error`` (:func:`prediction_records`)."""
     if on_stage:
         on_stage(f"serve-energy: {len(policies)} policies ...")
@@ -188,8 +261,7 @@ def document(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLIC
         if on_stage:
             on_stage("serve-energy: sensitivity sweep (12 x 2 runs) ...")
         sens = sensitivity(con, trace_name, params, measured, measured_name, bench_datasets)
-        out["sensitivity"] = [{k: (round(v, 6) if isinstance(v, float) else v)
-                               for k, v in r.items()} for r in sens.to_dict("records")]
+        out.update(sensitivity_records(sens))
     if with_prediction_sweep:
         if on_stage:
             on_stage("serve-energy: output-length prediction sweep (5 x 2 runs) ...")

@@ -275,21 +275,34 @@ def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingPar
     total = len(static_scales) * len(gammas)
     for sc in static_scales:
         for g in gammas:
-            comp = simulate(trace, profiles, replace(params, dvfs_gamma=g, static_scale=sc),
-                            ("max_clock", "festina"), fit=fit)
-            f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
-            rows.append({
-                "static_scale": sc, "idle_w": GPU_DVFS[params.gpu].idle_w * sc,
-                "gamma": comp.params.dvfs_gamma, "calibrated": g is None,
-                "max_clock_kwh": m["energy_kwh"], "festina_kwh": f["energy_kwh"],
-                "saving": 1 - f["energy_kwh"] / m["energy_kwh"],
-                "ttft_pp": 100 * (f["ttft_attainment"] - m["ttft_attainment"]),
-                "tbt_pp": 100 * (f["tbt_attainment"] - m["tbt_attainment"]),
-                "festina_gpus_on": f["mean_gpus_on"], "festina_clock_mhz": f["mean_clock_mhz"]})
+            rows.append(sensitivity_row(trace, profiles,
+                                        replace(params, dvfs_gamma=g, static_scale=sc), fit))
             if on_step:
-                on_step(len(rows), total, f"static x{sc:g}, gamma "
-                                          f"{'calibrated' if g is None else f'{g:g}'}")
+                on_step(len(rows), total, sensitivity_label(sc, g))
     return pd.DataFrame(rows)
+
+
+def sensitivity_label(static_scale: float, gamma: float | None) -> str:
+    """A setting of the sensitivity sweep in words (progress bars)."""
+    return f"static x{static_scale:g}, gamma {'calibrated' if gamma is None else f'{gamma:g}'}"
+
+
+def sensitivity_row(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
+                    fit: pd.DataFrame | None = None) -> dict:
+    """One row of :func:`sensitivity`: max-clock and Festina at ``params.dvfs_gamma`` (None =
+    calibrated) and ``params.static_scale``; the columns are :func:`sensitivity`'s. Raises
+    ValueError as :func:`simulate`."""
+    comp = simulate(trace, profiles, params, ("max_clock", "festina"), fit=fit)
+    f, m = comp.results["festina"].summary, comp.results["max_clock"].summary
+    return {
+        "static_scale": params.static_scale,
+        "idle_w": GPU_DVFS[params.gpu].idle_w * params.static_scale,
+        "gamma": comp.params.dvfs_gamma, "calibrated": params.dvfs_gamma is None,
+        "max_clock_kwh": m["energy_kwh"], "festina_kwh": f["energy_kwh"],
+        "saving": 1 - f["energy_kwh"] / m["energy_kwh"],
+        "ttft_pp": 100 * (f["ttft_attainment"] - m["ttft_attainment"]),
+        "tbt_pp": 100 * (f["tbt_attainment"] - m["tbt_attainment"]),
+        "festina_gpus_on": f["mean_gpus_on"], "festina_clock_mhz": f["mean_clock_mhz"]}
 
 
 def prediction_sweep(fit: pd.DataFrame, replay: pd.DataFrame, profiles: list[Profile],

@@ -213,13 +213,24 @@ def serving_run(trace: str, params: ServingParams, measured: bytes | None = None
 
 def serving_sensitivity(trace: str, params: ServingParams, measured: bytes | None = None,
                         progress=None) -> pd.DataFrame:
-    """Festina vs max-clock over gamma x static power (cached); ``progress(done, total,
-    label)`` hears of each setting (not part of the cache key)."""
+    """Festina vs max-clock over gamma x static power on the sweep runner (cached); see
+    :func:`analytics.services.serving.run_sensitivity`. Settings are kept in the app's store
+    (``sweep_runs``): after a restart or a Cancel only the missing ones are computed. Runs on
+    the sidebar's Dask scheduler when one is set (:func:`analytics.ui.cluster.backend`), else a
+    local process pool. ``progress(done, total, label)`` hears of each setting (not part of the
+    cache key); ``.attrs["sweep_run"]`` is the runner's summary.
+
+    Raises ValueError (bad parameter, no usable profile, no scheduler at the address)."""
+    from analytics.ui import cluster
+
     db, version = str(settings().db_path), data_version()
+    backend = cluster.backend()
 
     def compute() -> pd.DataFrame:
-        with connection() as con:
-            return serving.sensitivity(con, trace, params, measured, _on_step=progress)
+        with connection() as con:  # closed before the settings run
+            inputs = serving.sensitivity_inputs(con, trace, params, measured)
+        return serving.run_sensitivity(inputs, params, store_path=db, backend=backend,
+                                       progress=progress)
     return memo("serving_sensitivity", (db, version, trace, params, measured), compute)
 
 
