@@ -22,9 +22,11 @@ def test_submit_request_and_see_ranked_arms(app_url):
         conc = page.get_by_label("concurrency")
         conc.fill("4096")
         inp = page.get_by_label("input tokens")
-        inp.fill("8000")
+        inp.fill("200000")
         page.get_by_role("button", name="Rank arms").click()
-        # a huge KV cache makes the small arms infeasible: fewer ranked arms than before
+        # one 200k-token sequence (26 GB of KV cache for 8B) does not fit beside the weights of
+        # a single 40 GB GPU: those arms are infeasible (a long queue alone only caps the
+        # concurrency, as vLLM preempts rather than fails)
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=\"stMetric\"]')].some(m => "
             "m.innerText.includes('infeasible') && !m.innerText.endsWith('\\n0'))")

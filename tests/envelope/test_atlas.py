@@ -111,7 +111,7 @@ def test_coverage_page_atlas_section(atlas_store, app_env):
     shutil.copy(atlas_store["db"], app_env["db"])
     cache_dir = atlas_store["db"].parent / "atlas-cache"
     if cache_dir.exists():
-        shutil.copytree(cache_dir, app_env["db"].parent / "app-cache")
+        shutil.copytree(cache_dir, app_env["db"].parent / "app-cache", dirs_exist_ok=True)
     at = new_app()
     at.session_state["atlas_on"] = True
     at.session_state["atlas_alphas"] = list(ALPHAS)
