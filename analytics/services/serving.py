@@ -197,6 +197,65 @@ def run_sensitivity(inputs: dict, params, *, store_path=None, backend: str | Non
     return out
 
 
+def run_policies(inputs: dict, params, policies: tuple[str, ...] = ALL_POLICIES, *,
+                 store_path=None, backend: str | None = "serial", progress=None, cancel=None):
+    """The policy comparison on the sweep runner (:func:`analytics.sweep.run_sweep`, one task
+    per policy: :mod:`analytics.serving.policy_points`); returns ``(comparison, summary)``: the
+    :class:`~analytics.serving.Comparison` equal to :func:`analytics.serving.simulate`'s and
+    the ``policies_run`` block (the runner's summary over both rounds: the policies, then
+    static DVFS provisioned from the max-clock run). ``inputs`` from :func:`sensitivity_inputs`
+    (the same shared trace, profiles and key); ``store_path``, ``backend``, ``progress(done,
+    total, label)`` and ``cancel`` as :func:`run_sensitivity`.
+
+    Raises
+    ------
+    ValueError
+        Unknown policy, bad parameter, no profile fits, no Dask scheduler at ``backend``.
+    analytics.sweep.SweepCancelled
+        ``cancel()`` returned True; finished policies are stored.
+    """
+    from analytics.serving import compare as cmp
+    from analytics.serving import policy_points as pp
+    from analytics.sweep import run_sweep
+
+    _check(params, policies)
+    sh = inputs["shared"]
+    setup = cmp.setup_run(sh["trace"], sh["profiles"], params, policies, fit=sh["fit"])
+    order = cmp.run_order(policies)
+    ran = [p for p in order if not (p == "stage1" and "max_clock" in order)]
+    first = [p for p in ran if p != "static_dvfs"]
+    total = len(ran)
+    runs, summaries = {}, []
+    for round_ in (first, [p for p in ran if p == "static_dvfs"]):
+        if not round_:
+            continue
+        offset = len(runs)
+        res = run_sweep(pp.policy_tasks(params, round_, runs.get("max_clock")),
+                        shared=sh, key_inputs=inputs["key_inputs"], store=store_path,
+                        backend=backend, cancel=cancel,
+                        progress=(lambda d, _t, o=offset: progress(o + d, total, ""))
+                        if progress else None)
+        runs |= dict(zip(round_, res.results, strict=True))
+        summaries.append(res.summary())
+    sims = {p: pp.restore(r["run"], sh["trace"], setup) for p, r in runs.items()}
+    comp = cmp.finish(sh["trace"], sh["profiles"], setup, policies, order, sims,
+                      {p: int(r["sim_runs"]) for p, r in runs.items()})
+    return comp, _merge_summaries(summaries, ran)
+
+
+def _merge_summaries(summaries: list[dict], ran: list[str]) -> dict:
+    """One ``policies_run`` block from the runner summaries of the sweep's rounds."""
+    out = dict(summaries[0])
+    for s in summaries[1:]:
+        for k in ("tasks", "computed", "cached", "unsaved"):
+            out[k] += s[k]
+        out["wall_s"] = round(out["wall_s"] + s["wall_s"], 3)
+        out["task_cpu_s"] = round(out["task_cpu_s"] + s["task_cpu_s"], 3)
+        if s["backend"] != out["backend"]:
+            out["backend"] = f"{out['backend']}+{s['backend']}"
+    return out | {"policies": ran, "rounds": len(summaries)}
+
+
 def sensitivity_records(sens: pd.DataFrame) -> dict:
     """The CLI document's ``sensitivity`` (rows, floats rounded to 6 places) and
     ``sensitivity_run`` (the sweep runner's summary)."""

@@ -115,14 +115,8 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
     ValueError : unknown GPU kind or policy, empty trace, no profiles, a quantile predictor
         without fit requests
     """
-    gpu, slots, fits, params = _prepare(profiles, params, policies, trace)
-    rng = rng if rng is not None else np.random.default_rng(params.seed)
-    params, notes = resolve_gamma(params, profiles, gpu)
-    models, pop = assign_models(len(trace), params.n_models, params.zipf_s, rng)
-    pred, pred_note = predict_lengths(trace, models, pop, params, fit)
-    notes.append(pred_note)
-    order = list(dict.fromkeys(("max_clock",) + tuple(policies)
-                               if "static_dvfs" in policies else policies))
+    setup = setup_run(trace, profiles, params, policies, rng, fit)
+    order = run_order(policies)
     sims: dict[str, ServingEngine] = {}
     runs: dict[str, int] = {}
     base_sim = None
@@ -130,9 +124,12 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         if pol == "stage1" and "max_clock" in sims:
             continue  # stage 1 is max-clock: one run serves both
         if pol == "static_dvfs":
-            sim, runs[pol] = _run_static_dvfs(trace, models, slots, gpu, params, base_sim, pred)
+            sim, runs[pol] = run_static_dvfs(
+                trace, setup, static_clocks(setup.gpu, setup.slots, base_sim, setup.params),
+                gpu_attainment(base_sim, setup.params))
         else:
-            sim = ServingEngine(trace, models, slots, gpu, params, get_policy(pol), pred=pred)
+            sim = ServingEngine(trace, setup.models, setup.slots, setup.gpu, setup.params,
+                                get_policy(pol), pred=setup.pred)
             runs[pol] = 1
             sim.run()
         if on_step:
@@ -140,7 +137,51 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         if pol in ("max_clock", "stage1") and base_sim is None:
             base_sim = sim
         sims[pol] = sim
-    # one horizon for all policies: the last completion of any of them
+    return finish(trace, profiles, setup, policies, order, sims, runs)
+
+
+@dataclass
+class RunSetup:
+    """What every policy run of :func:`simulate` shares: the GPU kind, model slots, the profiles
+    that fit, ``params`` with the exponent resolved, its notes, the model of each request, the
+    popularity, the predicted output lengths and the predictor's note."""
+
+    gpu: GpuDvfs
+    slots: list[Profile]
+    fits: list[Profile]
+    params: ServingParams
+    notes: list[str]
+    models: np.ndarray
+    popularity: np.ndarray
+    pred: np.ndarray
+
+
+def setup_run(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
+              policies: tuple[str, ...], rng: np.random.Generator | None = None,
+              fit: pd.DataFrame | None = None) -> RunSetup:
+    """The shared part of :func:`simulate` (validation, exponent, model assignment seeded with
+    ``params.seed`` unless ``rng``, length prediction). Raises ValueError as :func:`simulate`."""
+    gpu, slots, fits, params = _prepare(profiles, params, policies, trace)
+    rng = rng if rng is not None else np.random.default_rng(params.seed)
+    params, notes = resolve_gamma(params, profiles, gpu)
+    models, pop = assign_models(len(trace), params.n_models, params.zipf_s, rng)
+    pred, pred_note = predict_lengths(trace, models, pop, params, fit)
+    notes.append(pred_note)
+    return RunSetup(gpu, slots, fits, params, notes, models, pop, pred)
+
+
+def run_order(policies: tuple[str, ...]) -> list[str]:
+    """The policies in run order (``max_clock`` first when ``static_dvfs`` needs it)."""
+    return list(dict.fromkeys(("max_clock",) + tuple(policies)
+                              if "static_dvfs" in policies else policies))
+
+
+def finish(trace: pd.DataFrame, profiles: list[Profile], setup: RunSetup,
+           policies: tuple[str, ...], order: list[str], sims: dict, runs: dict[str, int]
+           ) -> Comparison:
+    """The :class:`Comparison` of finished runs ``sims`` (engines, or anything with their
+    ``extend_to`` / ``end`` / ``result``): every run accounted to one horizon (the last
+    completion of any policy), ``stage1`` shared with ``max_clock``, the notes."""
     horizon = max(sim.end for sim in sims.values())
     results: dict[str, SimResult] = {}
     for pol, sim in sims.items():
@@ -150,6 +191,7 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
         results["stage1"] = replace(results["max_clock"], policy="stage1")
     results = {k: results[k] for k in dict.fromkeys(tuple(policies)) if k in results} | \
         {k: v for k, v in results.items() if k not in policies}
+    params, fits, notes = setup.params, setup.fits, list(setup.notes)
     notes += [f"{len(profiles) - len(fits)} benchmarked models do not fit one GPU with their "
               "KV budget and are not co-hosted"] if len(fits) < len(profiles) else []
     notes += [f"{len(trace):,} requests over {trace['arrival_s'].max() / 60:.1f} min; "
@@ -160,8 +202,8 @@ def simulate(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams
                   "token count in the trace: simulated with 1 token there (the minimum)"]
     prediction = {"predictor": params.length_predictor, "length_error": params.length_error,
                   "length_quantile": params.length_quantile, "length_fit_s": params.length_fit_s,
-                  "mean_abs_error": mean_abs_error(pred, trace["output"].to_numpy())}
-    return Comparison(results, trace, slots, pop, params, notes, prediction)
+                  "mean_abs_error": mean_abs_error(setup.pred, trace["output"].to_numpy())}
+    return Comparison(results, trace, setup.slots, setup.popularity, params, notes, prediction)
 
 
 def _prepare(profiles: list[Profile], params: ServingParams, policies: tuple[str, ...],
@@ -186,20 +228,22 @@ def _prepare(profiles: list[Profile], params: ServingParams, policies: tuple[str
     return gpu, model_slots(fits, params.n_models), fits, params
 
 
-def _run_static_dvfs(trace: pd.DataFrame, models: np.ndarray, slots: list[Profile], gpu: GpuDvfs,
-                     params: ServingParams, base_sim: ServingEngine, pred: np.ndarray
-                     ) -> tuple[ServingEngine, int]:
-    """Static DVFS: clocks provisioned from the max-clock run ``base_sim``
-    (:func:`static_clocks`), then up to :data:`STATIC_ROUNDS` re-provisioning rounds. Returns
-    the last run and the number of simulator passes."""
+def run_static_dvfs(trace: pd.DataFrame, setup: RunSetup, static: dict[int, float],
+                    base_att: dict[int, float]) -> tuple[ServingEngine, int]:
+    """Static DVFS: clocks ``static`` provisioned from the max-clock run (:func:`static_clocks`),
+    then up to :data:`STATIC_ROUNDS` re-provisioning rounds against the max-clock run's
+    per-GPU attainment ``base_att`` (:func:`gpu_attainment`). Returns the last run and the
+    number of simulator passes."""
     policy = get_policy("static_dvfs")
-    static = static_clocks(gpu, slots, base_sim, params)
+    static = dict(static)
+    gpu, slots, params, models, pred = setup.gpu, setup.slots, setup.params, setup.models, \
+        setup.pred
     sim = ServingEngine(trace, models, slots, gpu, params, policy, static, pred)
     sim.run()
     runs = 1
     for _ in range(STATIC_ROUNDS):
         # re-provision: GPUs that lost SLO attainment vs max-clock go 3 grid steps up
-        lag = lagging_gpus(sim, base_sim, params)
+        lag = lagging_gpus(sim, base_att, params)
         if not lag:
             break
         clocks = sim.grid.clocks
@@ -243,17 +287,21 @@ def static_clocks(gpu: GpuDvfs, slots: list[Profile], sim: ServingEngine, params
     return out
 
 
-def lagging_gpus(sim: ServingEngine, base: ServingEngine, params: ServingParams, slack: float = 0.01
-                  ) -> list[int]:
-    """GPUs whose requests meet both SLOs less often than in the max-clock run by > ``slack``."""
-    def att(s: ServingEngine) -> pd.Series:
-        ttft = (s.t_first - s.arrival) * 1000.0
-        tbt = np.where(s.output > 1, (s.t_done - s.t_first) / np.maximum(s.output - 1, 1) * 1000.0, 0)
-        ok = np.isfinite(s.t_done) & (ttft <= params.ttft_slo_ms) & (tbt <= params.tbt_slo_ms)
-        return pd.Series(ok).groupby(s.gpu_of).mean()
+def gpu_attainment(sim: ServingEngine, params: ServingParams) -> dict[int, float]:
+    """Per GPU (-1: unserved), the share of its requests meeting both SLOs (without margin)."""
+    ttft = (sim.t_first - sim.arrival) * 1000.0
+    tbt = np.where(sim.output > 1,
+                   (sim.t_done - sim.t_first) / np.maximum(sim.output - 1, 1) * 1000.0, 0)
+    ok = np.isfinite(sim.t_done) & (ttft <= params.ttft_slo_ms) & (tbt <= params.tbt_slo_ms)
+    return {int(g): float(v) for g, v in pd.Series(ok).groupby(sim.gpu_of).mean().items()}
 
-    a, b = att(sim), att(base)
-    return [int(g) for g in a.index if g >= 0 and a[g] < b.get(g, 1.0) - slack]
+
+def lagging_gpus(sim: ServingEngine, base_att: dict[int, float], params: ServingParams,
+                 slack: float = 0.01) -> list[int]:
+    """GPUs whose requests meet both SLOs less often than in the max-clock run (per-GPU
+    attainment ``base_att``, :func:`gpu_attainment`) by > ``slack``."""
+    a = gpu_attainment(sim, params)
+    return [g for g in a if g >= 0 and a[g] < base_att.get(g, 1.0) - slack]
 
 
 def sensitivity(trace: pd.DataFrame, profiles: list[Profile], params: ServingParams,
