@@ -29,10 +29,11 @@ def add_parsers(sub) -> None:
                         "for max-clock vs Festina, on the sweep runner: points kept in the "
                         "store's sweep_runs and read back on a rerun")
     p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
-                   help="run the sensitivity sweep on this Dask scheduler (default "
+                   help="run the policies and the sensitivity sweep on this Dask scheduler (default "
                         "$HEADROOM_DASK_SCHEDULER, else a local process pool)")
     p.add_argument("--no-store", action="store_true",
-                   help="neither read nor keep sensitivity points in the store's sweep_runs")
+                   help="neither read nor keep policy runs or sensitivity points in the store's "
+                        "sweep_runs")
     p.add_argument("--prediction-sweep", action="store_true",
                    help="also run max-clock vs Festina with the output-length predictor at "
                         "0, 2.5, 5 and 10 %% error and the quantile predictor, all replaying "
@@ -64,12 +65,12 @@ def serve_energy(args, settings) -> dict:
     what_if = params.from_namespace(ServingParams, args)
     bench = tuple(args.bench) if args.bench else None
     with open_store(settings.db_path) as con:
-        out = serving.document(con, args.trace, what_if, policies, measured, measured_name,
-                               bench, on_stage=log)
-        sens_in = serving.sensitivity_inputs(con, args.trace, what_if, measured, measured_name,
-                                             bench) if args.sensitivity else None
-    if sens_in is not None:  # the store is closed: the sweep writes its points through its own
-        out.update(_sensitivity(args, settings, sens_in, what_if))
+        inputs = serving.policy_inputs(con, args.trace, what_if, policies, measured,
+                                       measured_name, bench)
+    # the store is closed: the sweeps write their tasks through their own connections
+    out = _policies(args, settings, inputs, what_if, policies)
+    if args.sensitivity:  # the same trace, profiles and key
+        out.update(_sensitivity(args, settings, inputs, what_if))
     if args.prediction_sweep:
         log("serve-energy: output-length prediction sweep (5 x 2 runs) ...")
         with open_store(settings.db_path) as con:
@@ -77,6 +78,28 @@ def serve_energy(args, settings) -> dict:
                                              bench)
         out["prediction_error"] = serving.prediction_records(sweep, what_if)
     return out
+
+
+def _policies(args, settings, inputs: dict, what_if, policies: tuple[str, ...]) -> dict:
+    """The policy comparison on the sweep runner (one task per policy; ``--cluster``, else
+    ``$HEADROOM_DASK_SCHEDULER``, else a local pool), policy runs kept in the store unless
+    ``--no-store``, a tqdm bar on stderr; the document (:func:`analytics.serving.to_json`)
+    plus ``policies_run``."""
+    from tqdm import tqdm
+
+    from analytics.services import serving
+    from analytics.serving import to_json
+    from analytics.sweep import resolve_backend
+
+    log(f"serve-energy: {len(policies)} policies ...")
+    with tqdm(total=len(policies), file=sys.stderr, desc="policies", unit="policy") as bar:
+        def step(done: int, total: int, _label: str = "") -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+        comp, run = serving.run_policies(
+            inputs, what_if, policies, store_path=None if args.no_store else settings.db_path,
+            backend=resolve_backend(args.cluster), progress=step)
+    return to_json(comp) | {"policies_run": run}
 
 
 def _sensitivity(args, settings, inputs: dict, what_if) -> dict:

@@ -197,15 +197,29 @@ def run_sensitivity(inputs: dict, params, *, store_path=None, backend: str | Non
     return out
 
 
+def policy_inputs(con, trace_name: str, params, policies: tuple[str, ...] = ALL_POLICIES,
+                  measured: bytes | None = None, measured_name: str = "uploaded profile",
+                  bench_datasets: tuple[str, ...] | None = None) -> dict:
+    """What the policy comparison reads from the store (as :func:`sensitivity_inputs`, checked
+    and read in :func:`compare`'s order: policies and parameters, the trace, the profiles), so
+    the connection can be closed before :func:`run_policies`. Raises ValueError as
+    :func:`compare`."""
+    _check(params, policies)
+    replay, fit = arrivals(con, trace_name, params)
+    profs = profiles(con, params.gpu, measured, measured_name, bench_datasets)
+    return {"shared": {"trace": replay, "profiles": profs, "fit": fit},
+            "key_inputs": sensitivity_key_inputs(con, trace_name, measured, bench_datasets)}
+
+
 def run_policies(inputs: dict, params, policies: tuple[str, ...] = ALL_POLICIES, *,
                  store_path=None, backend: str | None = "serial", progress=None, cancel=None):
     """The policy comparison on the sweep runner (:func:`analytics.sweep.run_sweep`, one task
     per policy: :mod:`analytics.serving.policy_points`); returns ``(comparison, summary)``: the
     :class:`~analytics.serving.Comparison` equal to :func:`analytics.serving.simulate`'s and
     the ``policies_run`` block (the runner's summary over both rounds: the policies, then
-    static DVFS provisioned from the max-clock run). ``inputs`` from :func:`sensitivity_inputs`
-    (the same shared trace, profiles and key); ``store_path``, ``backend``, ``progress(done,
-    total, label)`` and ``cancel`` as :func:`run_sensitivity`.
+    static DVFS provisioned from the max-clock run). ``inputs`` from :func:`policy_inputs`
+    (or :func:`sensitivity_inputs`: the same shared trace, profiles and key); ``store_path``,
+    ``backend``, ``progress(done, total, label)`` and ``cancel`` as :func:`run_sensitivity`.
 
     Raises
     ------
