@@ -109,8 +109,8 @@ params = whatifs.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=
                               length_fit_s=float(fit_min) * 60,
                               window_s=float(window_min) * 60 if window_min else None)
 if Progress.cancelled("serving_run"):
-    st.info("Simulation cancelled. Change a setting or press **Run the simulation** to start it "
-            "again.")
+    st.info("Simulation cancelled; the policies finished before the cancel are kept in the "
+            "store, and running it again computes only the rest.")
     st.stop()
 bar = Progress("Simulating max-clock, static DVFS, Festina and the ablation", "serving_run")
 try:
@@ -120,6 +120,11 @@ except ValueError as exc:
     st.error(f"No simulation: {widgets.plain(exc)}")
     st.stop()
 bar.close()
+pol_run = run["policies_run"]
+st.caption(f"{pol_run['tasks']} policy runs: " + (
+    "read from the store" if pol_run["backend"] == "store" else
+    f"{pol_run['computed']} computed on {widgets.plain(pol_run['backend'])} "
+    f"({pol_run['workers']} workers), {pol_run['cached']} read from the store") + ".")
 
 out = Export("Serving", [trace])
 out.param(**{k: v for k, v in params.__dict__.items() if not k.startswith("_")})

@@ -125,6 +125,12 @@ def run_views(con, trace_name: str, params, measured: bytes | None = None,
     tr, fit = arrivals(con, trace_name, params)  # read once: simulated and binned
     comp = _compare(con, tr, params, ALL_POLICIES, measured, "uploaded profile", None,
                     on_step=_on_step, fit=fit)
+    return views(comp, tr)
+
+
+def views(comp, tr: pd.DataFrame) -> dict:
+    """What the Serving page draws of a :class:`~analytics.serving.Comparison` of every policy
+    on the replayed trace ``tr`` (the keys of :func:`run_views`)."""
     ts = pd.concat([serving.timeseries(r, tr).assign(policy=k)
                     for k, r in comp.results.items()], ignore_index=True)
     cdfs = {}

@@ -194,17 +194,30 @@ def serving_params(**kwargs) -> ServingParams:
 
 def serving_run(trace: str, params: ServingParams, measured: bytes | None = None,
                 progress=None) -> dict:
-    """All serving policies on a stored trace (kept per server on data version, parameters
-    and the uploaded profile bytes; ``progress(done, total, policy)`` hears of each policy run).
-    Raises ValueError (an invalid profile CSV, no profiles); a refusal is kept too."""
+    """All serving policies on a stored trace on the sweep runner, one task per policy
+    (:func:`analytics.services.serving.run_policies`), kept per server on data version,
+    parameters and the uploaded profile bytes, and each policy run in the app's store
+    (``sweep_runs``): after a restart or a Cancel only the missing policies are computed. Runs
+    on the sidebar's Dask scheduler when one is set (:func:`analytics.ui.cluster.backend`),
+    else a local process pool. ``progress(done, total, label)`` hears of each policy run; the
+    views of :func:`analytics.services.serving.run_views` plus ``policies_run`` (the runner's
+    summary). Raises ValueError (an invalid profile CSV, no profiles, no scheduler at the
+    address); a refusal is kept too."""
+    from analytics.ui import cluster
+
     db, version = str(settings().db_path), data_version()
+    backend = cluster.backend()
 
     def compute():
-        with connection() as con:
-            try:
-                return serving.run_views(con, trace, params, measured, _on_step=progress)
-            except ValueError as exc:
-                return _Refused(exc)
+        try:
+            with connection() as con:  # closed before the policies run
+                inputs = serving.policy_inputs(con, trace, params, serving.ALL_POLICIES,
+                                               measured)
+            comp, run = serving.run_policies(inputs, params, store_path=db, backend=backend,
+                                             progress=progress)
+        except ValueError as exc:
+            return _Refused(exc)
+        return serving.views(comp, inputs["shared"]["trace"]) | {"policies_run": run}
     out = memo("serving_run", (db, version, trace, params, measured), compute, max_entries=16)
     if isinstance(out, _Refused):
         raise out.exc
