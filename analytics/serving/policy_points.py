@@ -94,10 +94,21 @@ def snapshot(sim: ServingEngine) -> dict:
     return {"end": float(sim.end), "t_first": arr(sim.t_first), "t_done": arr(sim.t_done),
             "gpu_of": [int(g) for g in sim.gpu_of],
             "segments": [[int(s[0])] + [float(x) for x in s[1:]] for s in sim.segments],
-            "gpus": [{**{k: getattr(d, k) for k in _DEVICE},
-                      "tenants": [{**{k: getattr(r, k) for k in _REPLICA},
+            "gpus": [{**{k: _plain(getattr(d, k)) for k in _DEVICE},
+                      "tenants": [{**{k: _plain(getattr(r, k)) for k in _REPLICA},
                                    "running": len(r.running)} for r in d.tenants.values()]}
                      for d in sim.gpus]}
+
+
+def _plain(v):
+    """A state value as plain JSON (NumPy scalars to Python; the same float64 values)."""
+    if isinstance(v, list):
+        return [float(x) for x in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return v if isinstance(v, str) else float(v)
 
 
 class _Restored(SimpleNamespace):
