@@ -148,3 +148,32 @@ def adv(bench_db):
                       model.FitParams(targets=("throughput_tok_s", "itl_ms", "power_w")))
     con.close()
     return a
+
+
+#: The serving runner tests' inputs: the Azure conv trace, ML.ENERGY v3 and Argonne TTFT.
+SERVING_FILES = ("azure_llm/AzureLLMInferenceTrace_conv.csv",
+                 "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
+                 "llm_inference_bench_argonne/Fig_21__all_results_TTFT.csv")
+
+
+@pytest.fixture(scope="session")
+def serving_db_template(tmp_path_factory):
+    """A store holding :data:`SERVING_FILES`, ingested once per session (copy it before use)."""
+    from analytics import store
+    from analytics.ingest import files as ingest
+
+    path = tmp_path_factory.mktemp("serving") / "template.duckdb"
+    con = store.connect(path)
+    for rel in SERVING_FILES:
+        ingest.ingest_files(con, [ingest.FileIn(shared(rel), shared(rel).name)])
+    con.close()
+    return path
+
+
+@pytest.fixture
+def serving_db(serving_db_template, tmp_path):
+    """A private copy of :func:`serving_db_template` (each test sees an empty ``sweep_runs``)."""
+    import shutil
+    from pathlib import Path
+
+    return Path(shutil.copy(serving_db_template, tmp_path / "serving.duckdb"))

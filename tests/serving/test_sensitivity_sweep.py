@@ -5,23 +5,16 @@ sweep computes only what is missing. A 2-minute slice of the staged Azure conv t
 from __future__ import annotations
 
 import pandas as pd
-from conftest import shared
 
 from analytics import serving, store
-from analytics.ingest import files as ingest
 from analytics.services import serving as service
 
 CONV = "AzureLLMInferenceTrace_conv"
-FILES = (f"azure_llm/{CONV}.csv", "ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
-         "llm_inference_bench_argonne/Fig_21__all_results_TTFT.csv")
 
 
-def test_sensitivity_on_the_runner_equals_direct_and_is_stored(tmp_path):
-    db = tmp_path / "s.duckdb"
+def test_sensitivity_on_the_runner_equals_direct_and_is_stored(serving_db):
+    db = serving_db
     con = store.connect(db)
-    for rel in FILES:
-        path = shared(rel)
-        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     params = serving.ServingParams(window_s=120)
     inputs = service.sensitivity_inputs(con, CONV, params)
     con.close()
