@@ -28,9 +28,10 @@ Modules, in data-flow order:
 * :mod:`~analytics.power.inputs` - :class:`PowerInputs` (fitted once per sweep),
   :func:`prepare_inputs`, :func:`describe_inputs`, the sparsity rule of inference traces
   (:func:`demand_density`, :func:`too_sparse`).
-* :mod:`~analytics.power.entities`, :mod:`~analytics.power.scheduler`,
-  :mod:`~analytics.power.engine` - the discrete-event engine (:class:`PowerPoolEngine`,
-  :func:`simulate`): immutable records, registered scheduling policies, the event loop.
+* :mod:`~analytics.power.entities`, :mod:`~analytics.power.runspec`,
+  :mod:`~analytics.power.scheduler`, :mod:`~analytics.power.engine` - the discrete-event engine
+  (:class:`PowerPoolEngine`, :func:`simulate`): immutable records, the run's settings and result
+  (:class:`SimParams`, :class:`SimResult`), registered scheduling policies, the event loop.
 * :mod:`~analytics.power.metrics` - per-minute averages, CV and ramps (:func:`power_metrics`).
 * :mod:`~analytics.power.experiments` - :class:`Scenario`, :func:`run_scenario`, :func:`sweep`,
   :func:`shape_report`, :func:`daily_profile`.

@@ -95,7 +95,7 @@ class SmallestWorkFirst(QueueOrder):
 #: queue orders by name
 QUEUE_ORDERS: dict[str, type[QueueOrder]] = {cls.name: cls for cls in (FirstComeFirstServed,
                                                                        SmallestWorkFirst)}
-#: the scheduler names accepted by :class:`~analytics.power.engine.SimParams`
+#: the scheduler names accepted by :class:`~analytics.power.runspec.SimParams`
 SCHEDULERS = tuple(QUEUE_ORDERS)
 
 
@@ -405,7 +405,7 @@ class EasyBackfilling(HeadFirst):
         return (minute + 1 + int(clear[0])) * 60.0 if clear.size else math.inf
 
 
-#: start policies by name; :class:`~analytics.power.engine.SimParams` ``backfill`` picks ``easy``
+#: start policies by name; :class:`~analytics.power.runspec.SimParams` ``backfill`` picks ``easy``
 #: (True) or ``none`` (False)
 BACKFILL_POLICIES: dict[str, type[HeadFirst]] = {cls.name: cls for cls in (HeadFirst,
                                                                           EasyBackfilling)}
