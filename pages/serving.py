@@ -3,7 +3,7 @@
 import streamlit as st
 from analytics.ui import cache, charts, scenario, whatifs, widgets
 from analytics.ui.export import Export
-from analytics.ui.progress import Progress
+from analytics.ui.progress import Progress, on_demand
 
 scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
@@ -209,31 +209,19 @@ st.caption("No staged file measures GPU power against the SM clock, so the savin
            "exponent gamma (calibrated by default) and on the static floor. The sweep reruns "
            "max-clock and Festina with the settings above for gamma = calibrated, 1.5, 2, 3 "
            "and the static floor x 0.5, 1, 1.5.")
-sens_key = (trace, params, measured)
-if st.button("Run the sensitivity sweep (12 x 2 simulations)", key="serving_sens_run"):
-    st.session_state["serving_sens_for"] = sens_key
-if Progress.cancelled("serving_sens"):
-    st.session_state.pop("serving_sens_for", None)
-    st.info("Sensitivity sweep cancelled; the settings finished before the cancel are "
-            "kept in the store, and running it again computes only the rest.")
-if st.session_state.get("serving_sens_for") == sens_key:
-    bar = Progress("Sensitivity sweep", "serving_sens")
-    try:
-        sens = whatifs.serving_sensitivity(trace, params, measured, progress=bar)
-    except ValueError as exc:  # e.g. the sidebar's Dask scheduler does not answer
-        bar.close()
-        st.error(f"No sensitivity sweep: {widgets.plain(exc)}")
-        sens = None
-    if sens is not None:
-        bar.close()
-        out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic),
-                  key="serving_sens")
-        out.table(sens, hide_index=True, key="serving_sens_table")
-        sens_run = sens.attrs["sweep_run"]
-        st.caption(f"{sens_run['tasks']} settings: " + (
-            "read from the store" if sens_run["backend"] == "store" else
-            f"{sens_run['computed']} computed on {widgets.plain(sens_run['backend'])} "
-            f"({sens_run['workers']} workers), {sens_run['cached']} read from the store") + ".")
+sens = on_demand("serving_sens", "Run the sensitivity sweep (12 x 2 simulations)",
+                 "Sensitivity sweep", (trace, params, measured),
+                 "Sensitivity sweep cancelled; the settings finished before the cancel are kept "
+                 "in the store, and running it again computes only the rest.",
+                 lambda bar: whatifs.serving_sensitivity(trace, params, measured, progress=bar))
+if sens is not None:
+    out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
+    out.table(sens, hide_index=True, key="serving_sens_table")
+    sens_run = sens.attrs["sweep_run"]
+    st.caption(f"{sens_run['tasks']} settings: " + (
+        "read from the store" if sens_run["backend"] == "store" else
+        f"{sens_run['computed']} computed on {widgets.plain(sens_run['backend'])} "
+        f"({sens_run['workers']} workers), {sens_run['cached']} read from the store") + ".")
 
 st.subheader("Output-length prediction")
 st.caption("The schedulers read each request's predicted output length (Festina Sec. 3.2.2); "
@@ -244,31 +232,22 @@ st.caption("The schedulers read each request's predicted output length (Festina 
            "then not replayed. The sweep reruns max-clock and Festina for the oracle at 0, 2.5, "
            "5 and 10 % and for the quantile predictor, all on the requests after the quantile "
            "predictor's fit window (the same requests in every row).")
-pred_key = (trace, params, measured)
-if st.button("Run the prediction-error sweep (5 x 2 simulations)", key="serving_pred_run"):
-    st.session_state["serving_pred_for"] = pred_key
-if Progress.cancelled("serving_pred"):
-    st.session_state.pop("serving_pred_for", None)
-    st.info("Prediction-error sweep cancelled; rows finished before the cancel are not kept.")
-if st.session_state.get("serving_pred_for") == pred_key:
-    bar = Progress("Prediction-error sweep", "serving_pred")
-    try:
-        sweep = whatifs.serving_prediction_sweep(trace, params, measured, progress=bar)
-    except ValueError as exc:
-        sweep = None
-        st.error(f"No sweep: {widgets.plain(exc)}")
-    bar.close()
-    if sweep is not None:
-        out.chart(cache.figure(charts.serving_prediction_chart, sweep, synthetic),
-                  key="serving_pred")
-        out.table(sweep, hide_index=True, key="serving_pred_table", column_config={
-            "length_error": st.column_config.NumberColumn("oracle error (+-)", format="percent"),
-            "mean_abs_error_pct": st.column_config.NumberColumn("mean |error| (%)",
-                                                                format="%.1f"),
-            "energy_saving_pct": st.column_config.NumberColumn("energy saving (%)",
-                                                               format="%.2f"),
-            "slo_attainment_pct": st.column_config.NumberColumn("SLO attainment (%)",
-                                                                format="%.2f")})
+sweep = on_demand("serving_pred", "Run the prediction-error sweep (5 x 2 simulations)",
+                  "Prediction-error sweep", (trace, params, measured),
+                  "Prediction-error sweep cancelled; rows finished before the cancel are not kept.",
+                  lambda bar: whatifs.serving_prediction_sweep(trace, params, measured,
+                                                               progress=bar))
+if sweep is not None:
+    out.chart(cache.figure(charts.serving_prediction_chart, sweep, synthetic),
+              key="serving_pred")
+    out.table(sweep, hide_index=True, key="serving_pred_table", column_config={
+        "length_error": st.column_config.NumberColumn("oracle error (+-)", format="percent"),
+        "mean_abs_error_pct": st.column_config.NumberColumn("mean |error| (%)",
+                                                            format="%.1f"),
+        "energy_saving_pct": st.column_config.NumberColumn("energy saving (%)",
+                                                           format="%.2f"),
+        "slo_attainment_pct": st.column_config.NumberColumn("SLO attainment (%)",
+                                                            format="%.2f")})
 
 st.subheader("Profile viewer")
 batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch")

@@ -53,3 +53,35 @@ class Progress:
     def close(self) -> None:
         """Remove the bar and the button (the result is drawn in their place)."""
         self.bar.empty()
+
+
+def on_demand(key: str, button: str, what: str, run_key, cancelled_note: str, compute):
+    """Long page work the user starts with a button, with a :class:`Progress` and Cancel.
+
+    The button (``<key>_run``) records ``run_key`` (the inputs the work is for) under
+    ``<key>_for``; while that matches, the work runs (cached by the service, so a rerun redraws)
+    as ``compute(progress)``. A Cancel forgets the request and shows ``cancelled_note``. A
+    ``ValueError`` (e.g. an unreachable Dask scheduler) is shown as "No <what>: ..." in plain
+    text.
+
+    Returns
+    -------
+    ``compute``'s result, or None (not asked for these inputs, cancelled, or refused).
+    """
+    from analytics.ui.widgets import plain
+
+    if st.button(button, key=f"{key}_run"):
+        st.session_state[f"{key}_for"] = run_key
+    if Progress.cancelled(key):
+        st.session_state.pop(f"{key}_for", None)
+        st.info(cancelled_note)
+    if st.session_state.get(f"{key}_for") != run_key:
+        return None
+    bar = Progress(what, key)
+    try:
+        return compute(bar)
+    except ValueError as exc:
+        st.error(f"No {what.lower()}: {plain(exc)}")
+        return None
+    finally:
+        bar.close()
