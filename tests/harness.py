@@ -241,3 +241,16 @@ def wait_metrics_change(page, before: dict[str, str], timeout: float = WAIT_MS) 
     shows another value, then until the run has settled (:func:`wait_settled`)."""
     page.wait_for_function(_CHANGED_JS, arg=before, timeout=timeout)
     wait_settled(page, timeout)
+
+
+def replica_stub(model, prefill_left=0.0, queued=0.0, running=(), iterations=0.0):
+    """A serving :class:`~analytics.serving.state.Replica` in a hand-set state (for hand-derived
+    scheduler checks): a prefill running when ``prefill_left`` > 0, ``running`` (end iteration,
+    request id) pairs."""
+    from analytics.serving.state import Replica
+
+    r = Replica(0, model, 0.0)
+    r.prefill_rid = 7 if prefill_left > 0 else -1
+    r.prefill_left, r.queued_tokens, r.iterations = prefill_left, queued, iterations
+    r.running = list(running)
+    return r

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import shared
+from harness import replica_stub as _replica
 from harness import strict_loads
 
 from analytics import cli, serving, store
@@ -18,7 +19,6 @@ from analytics.ingest import files as ingest
 from analytics.serving import prediction
 from analytics.serving.local_scheduler import LocalScheduler
 from analytics.serving.placement import Placement
-from analytics.serving.state import Replica
 
 BENCH = ("ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
          "llm_inference_bench_argonne/Fig_21__all_results_TTFT.csv")
@@ -205,14 +205,6 @@ def _stub_sim(chunk_tokens: int) -> SimpleNamespace:
                                                 xopt_decode=lambda slot, b: 0.5),
                            pred=np.array([1.0, 11.0, 21.0, 21.0]),
                            pred_end=np.array([np.nan, 20.0, 30.0, 25.0]))
-
-
-def _replica(model, prefill_left=0.0, queued=0.0, running=(), iterations=0.0):
-    r = Replica(0, model, 0.0)
-    r.prefill_rid = 7 if prefill_left > 0 else -1
-    r.prefill_left, r.queued_tokens, r.iterations = prefill_left, queued, iterations
-    r.running = list(running)
-    return r
 
 
 def test_a_decode_batch_stalled_by_its_prefill_is_no_eq9_term():

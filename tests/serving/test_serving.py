@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
+from harness import replica_stub as _replica
 from harness import strict_loads
 
 from analytics import cli, serving, store
@@ -77,14 +78,6 @@ def _stub_profile() -> serving.Profile:
                            itl_a_ms=10.0, itl_c_ms=0.0, dec_batches=(1.0, 64.0),
                            dec_power_w=(300.0, 300.0), prefill_tok_s=1000.0,
                            prefill_power_w=500.0, t_mem_ms=5.0, max_batch=64)
-
-
-def _replica(model, prefill_left=0.0, queued=0.0, running=(), iterations=0.0):
-    r = Replica(0, model, 0.0)
-    r.prefill_rid = 7 if prefill_left > 0 else -1
-    r.prefill_left, r.queued_tokens, r.iterations = prefill_left, queued, iterations
-    r.running = list(running)
-    return r
 
 
 def test_eq9_as_the_simulator_runs_it_matches_a_hand_derivation():
