@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 from analytics.ui import cache, charts, scenario, whatifs, widgets
 from analytics.ui.export import Export
+from analytics.ui.progress import LazyProgress
 
 scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
@@ -19,12 +20,20 @@ if catalog.empty:
             "CSVs or your own `vllm bench serve --save-result` JSON on the Data page (or "
             "`headroom ingest FILE`); the advisor fits on them.")
     st.stop()
+if LazyProgress.cancelled("advisor_fit"):
+    st.info("Cost-model fit cancelled. The fold fits that finished are kept in the store; "
+            "resuming computes only the rest.")
+    if not st.button("Resume the fit", key="advisor_fit_resume"):
+        st.stop()
+fit_bar = LazyProgress("Cost-model fold fits", "advisor_fit")
 try:
     with st.spinner("Fitting the cost model (once per data version) ..."):
-        adv = whatifs.advisor_model()
+        adv = whatifs.advisor_model(progress=fit_bar)
 except ValueError as exc:
     st.error(f"No advisor: {widgets.plain(exc)}")
     st.stop()
+fit_bar.close()
+st.caption(whatifs.advisor_fit_note())
 
 envelope = adv.cost.envelope
 models = catalog["model"].tolist()

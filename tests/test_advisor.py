@@ -500,6 +500,10 @@ def test_cli_advise_and_backtest(bench_db, capsys):
     assert {"q10", "q50", "q90"} == set(ranked[0]["throughput_tok_s"])
     assert doc["arms"][0]["rank"] == 1
     assert doc["model_cache"] == "miss"  # fitted, then stored beside the store
+    # issue 17: its fold fits ran as sweep tasks (5 targets x grouped + random folds; TTFT 3)
+    # on the local pool and were kept in sweep_runs
+    run = doc["fold_sweep"]
+    assert (run["tasks"], run["computed"], run["backend"]) == (46, 46, "local")
     assert doc["decision"] in ("launch", "do_not_launch")
     assert doc["break_even_value_per_token"] > 0 and doc["break_even_reason"] is None
     flagged = [a for a in doc["arms"][len(ranked):] if a["abstain"]]
@@ -517,7 +521,7 @@ def test_cli_advise_and_backtest(bench_db, capsys):
                for p in doc["policies"].values())
     assert doc["bootstrap"]["resamples"] == 1000 and doc["terms"]["slo"]["itl_ms"] is None
     assert doc["slos_without_model"] == []  # TTFT fitted with 3 folds, ITL with 5
-    assert doc["model_cache"] == "hit"  # same data, same fit
+    assert doc["model_cache"] == "hit" and doc["fold_sweep"] is None  # same data, same fit
     assert set(doc["coverage"]) >= {"held_out_cell", "random_fold"}
     assert doc["model_version"]["promoted"] is True
     code = cli.main(["--db", str(bench_db), "advise", "--model", "x", "--params-b", "8",

@@ -30,8 +30,8 @@ class Advisor:
     jobs_rows: int
 
 
-def build(bench: pd.DataFrame, jobs: pd.DataFrame, params: model.FitParams | None = None
-          ) -> Advisor:
+def build(bench: pd.DataFrame, jobs: pd.DataFrame, params: model.FitParams | None = None,
+          folds: model.FoldRunner | None = None) -> Advisor:
     """Fit the cost model on every benchmark row and the launch priors on every job row.
 
     Parameters
@@ -39,12 +39,14 @@ def build(bench: pd.DataFrame, jobs: pd.DataFrame, params: model.FitParams | Non
     bench : ``bench_runs`` rows (:func:`analytics.store.bench_runs`), one per measured run
     jobs : ``jobs`` rows (:func:`analytics.store.jobs`): launch outcomes and queue waits
     params : cost-model settings (targets, folds, quantiles)
+    folds : runs the cost model's out-of-fold fits (:func:`analytics.advisor.model.fit`;
+        default in this process, or :func:`analytics.advisor.fold_points.runner`)
 
     Raises
     ------
     ValueError
         Too few benchmark rows (the message says what to ingest).
     """
-    cost = model.fit(bench, params)
+    cost = model.fit(bench, params, folds)
     ctx = decide.Context(priors.launch_priors(jobs), priors.queue_wait_h(jobs))
     return Advisor(cost, ctx, int(len(jobs)))

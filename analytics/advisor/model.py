@@ -26,6 +26,7 @@ are sorted per row so q10 <= q50 <= q90 always holds.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import lightgbm as lgb
@@ -171,12 +172,39 @@ def _regressor(q: float, p: FitParams) -> lgb.LGBMRegressor:
                              random_state=p.seed, verbose=-1)
 
 
-def _oof(X: pd.DataFrame, y: np.ndarray, splits, p: FitParams) -> np.ndarray:
-    """Out-of-fold log-space quantile predictions, shape (n, 3)."""
-    out = np.full((len(y), len(QUANTILES)), np.nan)
-    for train, test in splits:
-        for k, q in enumerate(QUANTILES):
-            out[test, k] = _regressor(q, p).fit(X.iloc[train], y[train]).predict(X.iloc[test])
+#: One out-of-fold job: (target, scheme, fold index); scheme ``"grouped"`` (``GroupKFold`` by
+#: workload cell) or ``"random"`` (``KFold``, the leaky comparison).
+FoldJob = tuple[str, str, int]
+#: Runs every :data:`FoldJob` of a fold plan (:func:`fold_plan`): ``run(plan, params) ->
+#: {job: (n_test, 3) log-space predictions}``; :func:`run_folds` in this process, or
+#: :func:`analytics.advisor.fold_points.runner` on the sweep runner (issue 17).
+FoldRunner = Callable[[dict, "FitParams"], dict]
+SCHEMES = ("grouped", "random")
+
+
+def predict_fold(X: pd.DataFrame, y: np.ndarray, train, test, p: FitParams) -> np.ndarray:
+    """Log-space q10 / q50 / q90 of the rows ``test`` from the three quantile regressors fitted
+    on the rows ``train`` (positions in ``X`` / ``y``); shape ``(len(test), 3)``, unsorted."""
+    return np.column_stack([_regressor(q, p).fit(X.iloc[train], y[train]).predict(X.iloc[test])
+                            for q in QUANTILES])
+
+
+def fold_jobs(plan: dict) -> list[FoldJob]:
+    """Every out-of-fold job of ``plan`` (:func:`fold_plan`), in a fixed order."""
+    return [(t, s, k) for t, d in plan.items() for s in SCHEMES for k in range(len(d["splits"][s]))]
+
+
+def run_folds(plan: dict, p: FitParams) -> dict:
+    """Every job of ``plan`` in this process (:data:`FoldRunner`)."""
+    return {(t, s, k): predict_fold(plan[t]["X"], plan[t]["y"], *plan[t]["splits"][s][k], p)
+            for t, s, k in fold_jobs(plan)}
+
+
+def _oof(plan_t: dict, scheme: str, preds: dict, target: str) -> np.ndarray:
+    """Out-of-fold log-space quantile predictions of one target and scheme, shape (n, 3)."""
+    out = np.full((len(plan_t["y"]), len(QUANTILES)), np.nan)
+    for k, (_, test) in enumerate(plan_t["splits"][scheme]):
+        out[test] = preds[(target, scheme, k)]
     return out
 
 
@@ -250,21 +278,17 @@ def outside(envelope: dict, row: dict) -> str | None:
     return None
 
 
-def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
-    """Fit the quantile cost model, calibrate it on held-out cells, store the envelope.
-
-    Parameters
-    ----------
-    bench : ``bench_runs`` rows (:func:`analytics.store.bench_runs`).
-    params : fit settings.
+def fold_plan(bench: pd.DataFrame, params: FitParams | None = None) -> dict:
+    """What :func:`fit` cross-validates: the prepared rows and, per fittable target, its
+    features, log target, cells and fold splits.
 
     Returns
     -------
-    CostModel
-
-    A target with fewer than ``MIN_ROWS`` rows or ``MIN_CELLS`` cells is not fitted
-    (``metrics[target]`` = rows, cells, ``fitted`` False, ``reason``); the others use
-    ``min(params.n_splits, cells)`` grouped folds (``metrics[target]["folds"]``).
+    dict: ``df`` (prepared rows), ``schema``, ``X`` (features of every row), ``skipped``
+    (target -> the ``metrics`` entry of a target with too few rows or cells) and ``targets``:
+    target -> ``{"mask", "X", "y", "groups", "n_cells", "splits": {"grouped": [(train,
+    test), ...], "random": [...]}}`` (positions within the target's rows; ``min(n_splits,
+    cells)`` folds of each scheme).
 
     Raises
     ------
@@ -281,26 +305,66 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
                          f"at least {MIN_ROWS} (ingest ML.ENERGY / Argonne / vllm bench results)")
     schema = make_schema(df)
     X_all = featurize(df, schema)
-    rng = np.random.default_rng(p.seed)
-    models, offsets, metrics = {}, {}, {}
-    oof = df[["cell", *ARM, "model", "task", "params_b", "in_len", "out_len", "concurrency",
-              "n_gpus"]].copy()
+    targets, skipped = {}, {}
     for target in p.targets:
         mask = df[target].notna() & (df[target] > 0)
         sub = df[mask]
         n_cells = sub["cell"].nunique()
         if len(sub) < MIN_ROWS or n_cells < MIN_CELLS:
-            metrics[target] = {"rows": int(len(sub)), "cells": int(n_cells), "fitted": False,
+            skipped[target] = {"rows": int(len(sub)), "cells": int(n_cells), "fitted": False,
                                "reason": f"{len(sub)} rows in {n_cells} workload cells; a "
                                          f"target needs {MIN_ROWS} rows in {MIN_CELLS} cells"}
             continue
         X = X_all[mask]
-        y = np.log(sub[target].to_numpy(float))
         groups = sub["cell"].astype(str).to_numpy()
         k_folds = min(p.n_splits, n_cells)
-        folds = cell_folds(groups, k_folds)
-        grouped = _oof(X, y, folds, p)
-        random_ = _oof(X, y, KFold(k_folds, shuffle=True, random_state=p.seed).split(X), p)
+        splits = {"grouped": cell_folds(groups, k_folds),
+                  "random": list(KFold(k_folds, shuffle=True, random_state=p.seed).split(X))}
+        targets[target] = {"mask": mask, "X": X, "y": np.log(sub[target].to_numpy(float)),
+                           "groups": groups, "n_cells": int(n_cells), "splits": splits}
+    return {"df": df, "schema": schema, "X": X_all, "skipped": skipped, "targets": targets}
+
+
+def fit(bench: pd.DataFrame, params: FitParams | None = None,
+        folds: FoldRunner | None = None) -> CostModel:
+    """Fit the quantile cost model, calibrate it on held-out cells, store the envelope.
+
+    Parameters
+    ----------
+    bench : ``bench_runs`` rows (:func:`analytics.store.bench_runs`).
+    params : fit settings.
+    folds : runs the out-of-fold fits (:data:`FoldRunner`; default :func:`run_folds`, in this
+        process); every runner gives the same numbers, as each fold fit is single-threaded and
+        seeded.
+
+    Returns
+    -------
+    CostModel
+
+    A target with fewer than ``MIN_ROWS`` rows or ``MIN_CELLS`` cells is not fitted
+    (``metrics[target]`` = rows, cells, ``fitted`` False, ``reason``); the others use
+    ``min(params.n_splits, cells)`` grouped folds (``metrics[target]["folds"]``).
+
+    Raises
+    ------
+    ValueError
+        Fewer than ``MIN_ROWS`` usable throughput rows.
+    """
+    p = params or FitParams()
+    plan = fold_plan(bench, p)
+    df = plan["df"]
+    preds = (folds or run_folds)(plan["targets"], p)
+    rng = np.random.default_rng(p.seed)
+    models, offsets, metrics = {}, {}, {}
+    oof = df[["cell", *ARM, "model", "task", "params_b", "in_len", "out_len", "concurrency",
+              "n_gpus"]].copy()
+    for target in p.targets:
+        if target not in plan["targets"]:
+            metrics[target] = plan["skipped"][target]
+            continue
+        t = plan["targets"][target]
+        X, y, groups, mask, sub = t["X"], t["y"], t["groups"], t["mask"], df[t["mask"]]
+        grouped, random_ = _oof(t, "grouped", preds, target), _oof(t, "random", preds, target)
         crossing = float(np.mean((grouped[:, 0] > grouped[:, 1]) | (grouped[:, 1] > grouped[:, 2])))
         grouped.sort(axis=1)
         random_.sort(axis=1)
@@ -318,7 +382,8 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
         raw_width = float(np.mean(grouped[:, 2] - grouped[:, 0]))
         mape = float(np.mean(np.abs(np.exp(grouped[:, 1]) - np.exp(y)) / np.exp(y)) * 100)
         metrics[target] = {
-            "rows": int(len(sub)), "cells": int(n_cells), "fitted": True, "folds": k_folds,
+            "rows": int(len(sub)), "cells": t["n_cells"], "fitted": True,
+            "folds": len(t["splits"]["grouped"]),
             "support": support_envelope(sub), "mape_pct": mape,
             "r2_log": float(1 - np.sum((grouped[:, 1] - y) ** 2) / np.sum((y - y.mean()) ** 2)),
             "coverage": {"held_out_cell": float(np.mean(cov_cells)),
@@ -339,11 +404,11 @@ def fit(bench: pd.DataFrame, params: FitParams | None = None) -> CostModel:
         if target == "throughput_tok_s":  # fold of each row's held-out prediction (audit)
             fold = np.full(len(df), -1)
             positions = np.flatnonzero(mask.to_numpy())
-            for k, (_, test) in enumerate(folds):
+            for k, (_, test) in enumerate(t["splits"]["grouped"]):
                 fold[positions[test]] = k
             oof["fold"] = fold
         models[target] = {q: _regressor(q, p).fit(X, y) for q in QUANTILES}
-    return CostModel(schema=schema, models=models, offsets=offsets,
+    return CostModel(schema=plan["schema"], models=models, offsets=offsets,
                      envelope=support_envelope(df[df["throughput_tok_s"].notna()]),
                      metrics=metrics, oof=oof, rows=int(len(df)), params=p)
 

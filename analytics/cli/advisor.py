@@ -40,6 +40,7 @@ def add_parsers(sub) -> None:
                    help="price per GPU-hour for a hardware key, e.g. B200=14.24 (repeatable)")
     p.add_argument("--top", type=int, default=0, help="print only the best N ranked arms "
                                                      "(plus abstaining / infeasible counts)")
+    _fit_args(p)
     p.set_defaults(run=advise)
 
     p = sub.add_parser("advisor-backtest", help=COMMANDS["advisor-backtest"])
@@ -50,6 +51,7 @@ def add_parsers(sub) -> None:
                    help="score the backtest with this ITL SLO (violation term)")
     p.add_argument("--no-record", action="store_true",
                    help="do not record the fitted model in model_versions")
+    _fit_args(p)
     p.set_defaults(run=backtest)
 
     p = sub.add_parser("advisor-voi", help=COMMANDS["advisor-voi"])
@@ -73,7 +75,17 @@ def add_parsers(sub) -> None:
                         "VoI, uncertainty, random and cheapest-first policies")
     p.add_argument("--seeds", type=int, default=5,
                    help="backtest runs, each on a random half of the eligible cells")
+    _fit_args(p)
     p.set_defaults(run=voi)
+
+
+def _fit_args(p) -> None:
+    """Where the cost model's out-of-fold fits run when no fit is stored for this data."""
+    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
+                   help="run the cost model's fold fits on this Dask scheduler (default "
+                        "$HEADROOM_DASK_SCHEDULER, else a local process pool)")
+    p.add_argument("--no-store", action="store_true",
+                   help="neither read nor keep the fold fits in the store's sweep_runs")
 
 
 def _prices(items: list[str]) -> dict[str, float]:
@@ -91,38 +103,56 @@ def _prices(items: list[str]) -> dict[str, float]:
 def advise(args, settings) -> dict:
     """Ranked arms for one launch question."""
     from analytics.advisor import decide
-    from analytics.services import advisor, open_store
+    from analytics.services import advisor
 
     u = advisor.utility(args.value_per_token, _prices(args.price))
     req = decide.Request(model=args.model, params_b=args.params_b,
                          active_params_b=args.active_params_b, concurrency=args.concurrency,
                          in_len=args.in_len, out_len=args.out_len, task=args.task,
                          ttft_slo_ms=args.ttft_slo_ms, itl_slo_ms=args.itl_slo_ms)
-    with open_store(settings.db_path) as con:
-        adv, cache = _fitted(con, settings)
-    return {**advisor.advise_document(adv, req, u, args.top), "model_cache": cache}
+    adv, fitted = _fitted(args, settings)
+    return {**advisor.advise_document(adv, req, u, args.top), **fitted}
 
 
-def _fitted(con, settings):
-    """(advisor, "hit" | "miss"): the fit stored beside the store for this data, or a new one."""
+def _fitted(args, settings):
+    """(advisor, {"model_cache": "hit" | "miss", "fold_sweep": runner summary or null}): the
+    fit stored beside the store for this data, or a new one whose fold fits run on the sweep
+    runner (tqdm progress on stderr)."""
+    import sys
+
+    from tqdm import tqdm
+
     from analytics.services import advisor
+    from analytics.sweep import resolve_backend
 
     log("loading or fitting the cost model on the stored benchmarks")
-    adv, cache = advisor.fit_cached(con, settings.cache_dir)
+    bars = []  # made at the first report: a stored fit shows no bar
+
+    def progress(done, total):
+        if not bars:
+            bars.append(tqdm(total=total, file=sys.stderr, desc="cost-model folds", unit="fold"))
+        bars[0].update(done - bars[0].n)
+    try:
+        adv, cache, sweep = advisor.fit_cached(settings.db_path, settings.cache_dir,
+                                               backend=resolve_backend(args.cluster),
+                                               keep=not args.no_store, progress=progress)
+    finally:
+        for bar in bars:
+            bar.close()
     log("cost model: " + ("cached fit for this data" if cache == "hit" else "fitted and stored"))
-    return adv, cache
+    return adv, {"model_cache": cache, "fold_sweep": sweep}
 
 
 def backtest(args, settings) -> dict:
     """Top-1 / regret of the advisor and five baselines; coverage; the promotion gate."""
     from analytics.services import advisor, open_store
 
+    adv, fitted = _fitted(args, settings)
     with open_store(settings.db_path, write=not args.no_record) as con:
-        adv, cache = _fitted(con, settings)
         return {**advisor.backtest_document(con, adv, args.value_per_token,
                                             record=not args.no_record,
                                             ttft_slo_ms=args.ttft_slo_ms,
-                                            itl_slo_ms=args.itl_slo_ms), "model_cache": cache}
+                                            itl_slo_ms=args.itl_slo_ms), **fitted}
 
 
 def voi(args, settings) -> dict:
@@ -137,10 +167,10 @@ def voi(args, settings) -> dict:
         raise BadInput("--epsilon-usd must be >= 0")
     p = VoIParams(budget_node_h=args.budget_node_h, setup_min=args.setup_min,
                   epsilon_usd=args.epsilon_usd)
+    adv, fitted = _fitted(args, settings)
     with open_store(settings.db_path) as con:
-        adv, cache = _fitted(con, settings)
         if args.backtest:
             log(f"VoI backtest: four policies x {args.seeds} seeds")
         doc = advisor.voi_document(con, adv, u, p, args.top, args.backtest, args.seeds,
                                    cache_dir=settings.cache_dir)
-    return {**doc, "model_cache": cache}
+    return {**doc, **fitted}

@@ -32,20 +32,49 @@ def fit(con) -> Advisor:
     return advisor_pkg.build(store.bench_runs(con), store.jobs(con))
 
 
-def fit_cached(con, cache_dir: Path) -> tuple[Advisor, str]:
-    """(advisor, ``"hit"`` | ``"miss"``): the advisor fitted on this store's benchmarks and job
-    history, from the disk cache under ``cache_dir / "advisor"`` when an entry for the same
-    ``bench_runs`` / ``jobs`` datasets, fit parameters and code version is there
-    (:mod:`analytics.advisor.persist`), else fitted (:func:`fit`) and stored. A stored fit gives
-    the same numbers as a fresh one. Raises ValueError as :func:`fit`."""
+def fit_cached(db_path: str | Path, cache_dir: Path, *, backend: str | None = None,
+               keep: bool = True, progress=None, cancel=None) -> tuple[Advisor, str, dict | None]:
+    """(advisor, ``"hit"`` | ``"miss"``, fold sweep): the advisor fitted on the benchmarks and
+    job history of the store at ``db_path``, from the disk cache under ``cache_dir /
+    "advisor"`` when an entry for the same ``bench_runs`` / ``jobs`` datasets, fit parameters
+    and code version is there (:mod:`analytics.advisor.persist`), else fitted and stored. A
+    stored fit gives the same numbers as a fresh one.
+
+    On a miss the cost model's out-of-fold fits (one task per target x fold scheme x fold) run
+    on the sweep runner (:mod:`analytics.advisor.fold_points`): ``backend`` as
+    :func:`analytics.sweep.run_sweep` (None: a local process pool; a Dask scheduler address);
+    with ``keep`` each fold is kept in the store's ``sweep_runs`` as it finishes, so an
+    interrupted fit resumes and a refit of the same data reads them. ``progress(done, total)``
+    and ``cancel()`` as ``run_sweep``. The store is read through one short read-only
+    connection, closed before the folds run. The third element is the runner's
+    ``summary()`` on a miss, None on a hit.
+
+    Raises
+    ------
+    ValueError
+        Too few benchmark rows, or no Dask scheduler at ``backend``.
+    analytics.sweep.SweepCancelled
+        ``cancel()`` said so (finished folds stored).
+    """
+    from analytics.advisor import fold_points
+
     root = Path(cache_dir) / "advisor"
-    key, inputs = persist.cache_key(store.list_datasets(con), advisor_model.FitParams())
-    adv = persist.load(root, key)
-    if adv is not None:
-        return adv, "hit"
-    adv = fit(con)
+    with contextlib.closing(store.connect(db_path, read_only=True)) as con:
+        ledger = store.list_datasets(con)
+        key, inputs = persist.cache_key(ledger, advisor_model.FitParams())
+        adv = persist.load(root, key)
+        if adv is not None:
+            return adv, "hit", None
+        bench, jobs = store.bench_runs(con), store.jobs(con)
+    used = ledger[ledger["kind"].isin(["bench_runs", "jobs"])]
+    shas = {f"{r.kind}:{r.name}": str(r.sha256) for r in used.itertuples(index=False)}
+    runs: list = []
+    folds = fold_points.runner(store=db_path if keep else None, backend=backend,
+                               key_inputs=fold_points.key_inputs(shas), progress=progress,
+                               cancel=cancel, runs=runs)
+    adv = advisor_pkg.build(bench, jobs, folds=folds)
     persist.save(adv, root, key, inputs)
-    return adv, "miss"
+    return adv, "miss", runs[0].summary() if runs else None
 
 
 def utility(value_per_token_usd: float = 2e-7, prices: dict[str, float] | None = None,

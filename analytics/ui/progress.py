@@ -55,6 +55,26 @@ class Progress:
         self.bar.empty()
 
 
+class LazyProgress:
+    """A :class:`Progress` drawn at the first report only, so work served from a cache shows no
+    bar; same call signature and Cancel."""
+
+    cancelled = staticmethod(Progress.cancelled)
+
+    def __init__(self, what: str, key: str):
+        self.what, self.key, self.bar = what, key, None
+
+    def __call__(self, done: int, total: int, label: str = "") -> None:
+        if self.bar is None:
+            self.bar = Progress(self.what, self.key)
+        self.bar(done, total, label)
+
+    def close(self) -> None:
+        """Remove the bar, if one was drawn."""
+        if self.bar is not None:
+            self.bar.close()
+
+
 def on_demand(key: str, button: str, what: str, run_key, cancelled_note: str, compute):
     """Long page work the user starts with a button, with a :class:`Progress` and Cancel.
 

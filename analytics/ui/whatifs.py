@@ -34,16 +34,38 @@ POWER_SHARES = power.SWEEP_SHARES
 
 
 # --------------------------------------------------------------------------- launch advisor
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _advisor(db_path: str, version: int) -> advisor.Advisor:
-    with connection() as con:  # the fit stored beside the store (shared with the CLI) or a new one
-        return advisor.fit_cached(con, settings().cache_dir)[0]
+def _advisor(progress=None) -> tuple[advisor.Advisor, str, dict | None]:
+    """(advisor, cache, fold sweep) memoised per server on the data version and the backend:
+    the fit stored beside the store (shared with the CLI), else a new one whose fold fits run
+    on the sweep runner and are kept in the store's sweep_runs (a cancelled fit resumes)."""
+    from analytics.ui import cluster
+
+    db, backend = str(settings().db_path), cluster.backend()
+    return memo("advisor", (db, data_version(), backend),
+                lambda: advisor.fit_cached(db, settings().cache_dir, backend=backend,
+                                           progress=progress), max_entries=2)
 
 
-def advisor_model() -> advisor.Advisor:
-    """The fitted launch advisor for the current data (fit once per data version).
-    Raises ValueError when the store holds too few benchmark rows."""
-    return _advisor(str(settings().db_path), data_version())
+def advisor_model(progress=None) -> advisor.Advisor:
+    """The fitted launch advisor for the current data (fit once per data version; the cost
+    model's fold fits on the sidebar's Dask scheduler when one is set, else a local process
+    pool). ``progress(done, total)`` hears of each fold fit (not part of the cache key).
+    Raises ValueError when the store holds too few benchmark rows or no scheduler answers,
+    and ``analytics.sweep.SweepCancelled`` on Cancel (finished folds stored)."""
+    return _advisor(progress)[0]
+
+
+def advisor_fit_note() -> str:
+    """How the current advisor was obtained, in one sentence (call after :func:`advisor_model`)."""
+    _, cache, run = _advisor()
+    if cache == "hit":
+        return "Cost model: the fit stored for this data (no refit)."
+    if run is None:
+        return "Cost model: fitted now."
+    where = "read from the store" if run["backend"] == "store" else \
+        f"{run['computed']} computed on {run['backend']} ({run['workers']} workers)"
+    return (f"Cost model: fitted now; its {run['tasks']} out-of-fold fits {where}, "
+            f"{run['cached']} read from the store, {run['wall_s']:.1f} s.")
 
 
 bench_catalog = cached(advisor.bench_catalog)

@@ -180,3 +180,24 @@ def test_sidebar_field_points_the_session_at_a_cluster_and_links_its_dashboard(a
     assert not at.exception
     shown = " ".join(c.value for c in at.sidebar.caption)
     assert "2 worker(s)" in shown and "[Dask dashboard](http://127.0.0.1:" in shown
+
+
+def test_cost_model_folds_on_the_cluster_give_the_in_process_fit(bench_db, cluster):
+    """Issue 17, advisor-backtest folds: the fold fits as tasks on two Dask workers give the
+    bit-identical model of the in-process fit (small settings: 2 targets, 20 trees)."""
+    import pandas as pd
+
+    from analytics.advisor import fold_points
+    from analytics.advisor import model as cm
+
+    address, _ = cluster
+    con = store.connect(bench_db, read_only=True)
+    bench = store.bench_runs(con)
+    con.close()
+    p = cm.FitParams(targets=("throughput_tok_s", "ttft_ms"), n_estimators=20)
+    runs: list = []
+    remote = cm.fit(bench, p, fold_points.runner(backend=address, runs=runs))
+    local = cm.fit(bench, p)
+    assert runs[0].backend == address and runs[0].computed == 16
+    assert remote.metrics == local.metrics
+    pd.testing.assert_frame_equal(remote.oof, local.oof, check_exact=True)

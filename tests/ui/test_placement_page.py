@@ -19,6 +19,9 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     at = new_app().run()
     at.switch_page("pages/placement.py").run()
     assert not at.exception
+    # issue 17: how the cost model was obtained (its fold fits on the sweep runner, or stored)
+    fit = next(c.value for c in at.caption if c.value.startswith("Cost model:"))
+    assert "out-of-fold fits" in fit or "stored for this data" in fit
     downloads = {b.key for b in at.get("download_button")}  # issue 19 item 12
     assert {"placement_report", "dl_arms_chart_csv", "dl_arms_chart_parquet"} <= downloads
     shown = metrics(at)
