@@ -273,10 +273,11 @@ class StreamRefused(Exception):
     """A streamed file (:attr:`Parsed.stream`) met a value the fast reader does not judge (a
     bad cell, a ragged row, a value to refuse): the ingest transaction rolls back and the file
     is read again with the checked reader, which names line, column and reason.
-    ``stream`` is the refusing :attr:`Parsed.stream`."""
+    ``stream`` is the refusing :attr:`Parsed.stream`; ``batches``: the file is read again on
+    the streamed path batch by batch instead (its direct read met a row to note or count)."""
 
-    def __init__(self, stream: object, why: str = ""):
-        self.stream = stream
+    def __init__(self, stream: object, why: str = "", batches: bool = False):
+        self.stream, self.batches = stream, batches
         super().__init__(why)
 
 

@@ -101,7 +101,7 @@ class AzureLLM:
             return _warnings(empty.note(), state.get("back", 0))
 
         return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1e-6,
-                    timestampformat=layout)
+                    timestampformat=layout, batch_only="completion_tokens IS NULL")
 
 
 _COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
