@@ -256,7 +256,8 @@ class Parsed:
         ingest transaction scans ``stream.reader()`` (an Arrow stream of canonical rows, read in
         batches) with one INSERT and adds ``stream.warnings()`` after ``warnings``; it counts
         ``rows``, ``ts_min``, ``ts_max`` and sets ``refused`` (a :class:`StreamRefused`) when a
-        batch needs the checked reader
+        batch needs the checked reader; where ``stream.direct_sql(cur)`` gives a query, the
+        store inserts from it instead and ``stream.direct_check`` judges the stored rows
     """
 
     table: str

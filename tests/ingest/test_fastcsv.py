@@ -186,3 +186,62 @@ def test_streamed_ingest_bounds_then_restores_the_store_memory_limit(fast, no_fa
     assert result["status"] == "ingested" and result["rows"] > 0
     assert seen == ["244.1 MiB"]  # store.writes.STREAM_MEMORY, as DuckDB prints 256 MB
     assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == before
+
+
+@pytest.fixture
+def no_batches(monkeypatch):
+    """Fail when the streamed file is read batch by batch (not by the direct INSERT)."""
+    def refuse(self):
+        raise AssertionError("the direct read left the file to the batches")
+    monkeypatch.setattr(fastcsv.Streamed, "reader", refuse)
+
+
+def _azure_head(tmp_path, rows: int = 80, edit=None):
+    lines = shared(_AZURE).read_text().splitlines()[:rows + 1]
+    text = "\n".join(lines) + "\n"
+    path = tmp_path / shared(_AZURE).name
+    path.write_text(edit(text) if edit else text)
+    return path
+
+
+def test_a_clean_azure_trace_is_one_insert_with_the_checked_readers_rows(
+        fast, no_fallback, no_batches, con, tmp_path):
+    """Issue 15: DuckDB reads and stores a clean 2023 trace by one INSERT ... SELECT (no
+    batch passes through Python); rows, span and warnings are the checked reader's."""
+    path = _azure_head(tmp_path)
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert (result["rows"], result["ts_min"], result["ts_max"]) == (
+        frame.height, frame["ts"].min().isoformat(), frame["ts"].max().isoformat())
+    assert [w["text"] for w in result["warnings"]] == list(warnings)
+
+
+def test_a_step_back_within_tolerance_goes_to_the_batches_which_count_it(
+        fast, no_fallback, con, tmp_path):
+    """A row earlier than the one before (within the tolerance) stops the direct read; the
+    batches store the file with the checked reader's count of steps back."""
+    def swap(text):
+        lines = text.splitlines()
+        lines[20], lines[21] = lines[21], lines[20]
+        return "\n".join(lines) + "\n"
+    path = _azure_head(tmp_path, edit=swap)
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert [w["text"] for w in result["warnings"]] == list(warnings)
+    assert any("step back in time" in w for w in warnings)
+
+
+def test_a_time_out_of_range_found_on_the_stored_rows_is_named_by_the_checked_reader(
+        fast, con, tmp_path):
+    """A 2023-layout time before 1980 passes DuckDB's reader; the check of the stored rows
+    refuses it, the transaction rolls back and the checked reader names line and column."""
+    path = _azure_head(tmp_path, edit=lambda t: _line(t, 30, _cell(0, "1970-01-01 00:00:00.0000000")))
+    with pytest.raises(FormatError) as checked:
+        parse_file(path, path.name, stream=False)
+    with pytest.raises(FormatError) as streamed:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert streamed.value.as_dict() == checked.value.as_dict()
+    assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM datasets").fetchone()[0] == 0

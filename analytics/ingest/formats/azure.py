@@ -67,8 +67,11 @@ class AzureLLM:
         same checks and warnings as :meth:`parse`, batch by batch. DuckDB reads ``TIMESTAMP``
         with ``strptime`` in the release's own layouts (fraction of 1-9 digits or none; with
         ``%z`` when the first value carries an offset, as the 2024 release does); any other
-        spelling is left to the checked reader. None (the checked reader) for a header without
-        the three columns or with a repeated name."""
+        spelling is left to the checked reader. A file without an empty ``GeneratedTokens``
+        (``batch_only``) or a step back in time is stored by one ``INSERT ... SELECT``
+        (:meth:`~analytics.ingest.fastcsv.Streamed.direct_sql`); the batches take the others.
+        None (the checked reader) for a header without the three columns or with a repeated
+        name."""
         header = header_fields(head)
         if len(set(header)) != len(header) or not set(_COLUMNS) <= set(header):
             return None
