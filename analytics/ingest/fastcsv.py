@@ -85,7 +85,7 @@ class Plan:
         cell to note, a count the warnings carry); with it the file is first read by one
         ``INSERT ... SELECT`` in the store (:meth:`Streamed.direct_sql`), which leaves the file
         to the batches at such a row or at a step back in time, and ``warnings({})`` are the
-        warnings of a file without one. None: batches only.
+        warnings of a file without one (the select must give ``ts``). None: batches only.
     """
 
     columns: dict[str, str]
@@ -133,13 +133,23 @@ class Streamed:
     """
 
     def __init__(self, path: Path, display: str, table: str, plan: Plan,
-                 checked: Callable[[], Parsed]):
+                 checked: Callable[[], Parsed], replan: Callable[[], Plan] | None = None):
         self.path, self.display, self.table, self.plan = path, display, table, plan
         self.checked = checked  # the checked reader's Parsed (after a StreamRefused)
+        self.replan = replan or (lambda: plan)  # a fresh plan (its state) for a new reading
         self.refused: StreamRefused | None = None
         self.rows, self.ts_min, self.ts_max = 0, None, None
         self.columns: list[str] = []  # the canonical columns the stream carries (reader())
         self.direct = True  # direct_sql() may be tried (until it leaves the file to batches)
+        self._started = False
+
+    def _start(self) -> None:
+        """Begin a reading from the first line: a file read again (the ingest transaction run
+        again after another file's refusal) counts rows, time order and notes afresh."""
+        if self._started:
+            self.plan = self.replan()
+        self._started = True
+        self.rows, self.ts_min, self.ts_max, self.refused = 0, None, None, None
 
     def reader(self):
         """A ``pyarrow.RecordBatchReader`` of the file's rows in the table's canonical columns
@@ -147,6 +157,7 @@ class Streamed:
         import duckdb
         import pyarrow as pa
 
+        self._start()
         con = duckdb.connect(config={"memory_limit": READER_MEMORY, "threads": 1})
         try:
             con.execute("SET TimeZone = 'UTC'")
@@ -191,6 +202,7 @@ class Streamed:
 
         if self.plan.batch_only is None or not self.direct:
             return None
+        self._start()
         cells = self._sql()
         try:
             names = [d[0] for d in cur.execute(f"SELECT * FROM ({cells}) LIMIT 0",
@@ -214,13 +226,18 @@ class Streamed:
             with ``batches`` set: a ``batch_only`` row or a time before the previous row's
             (the batches count the steps back and write the notes). The caller rolls back.
         """
+        import duckdb
+
         hard = " OR ".join(_rules_sql(self.table, self.columns)) or "false"
         stored = ", ".join(self.columns)
-        rows, ts_min, ts_max, bad, soft = cur.execute(
-            f"SELECT count(*), min(ts), max(ts), count(*) FILTER ({hard}), "
-            f"count(*) FILTER (({self.plan.batch_only}) OR ts < __prev) FROM (SELECT {stored}, "
-            f"lag(ts) OVER () AS __prev FROM {self.table} WHERE dataset_id = ?) AS stored",
-            [dataset_id]).fetchone()
+        try:  # lag: the stored rows in insertion (file) order, as DuckDB scans them
+            rows, ts_min, ts_max, bad, soft = cur.execute(
+                f"SELECT count(*), min(ts), max(ts), count(*) FILTER ({hard}), count(*) FILTER "
+                f"(({self.plan.batch_only}) OR ts < __prev) FROM (SELECT {stored}, lag(ts) "
+                f"OVER () AS __prev FROM {self.table} WHERE dataset_id = ?) AS stored",
+                [dataset_id]).fetchone()
+        except duckdb.Error as exc:
+            raise self.direct_refused(exc) from exc
         if bad or not rows:
             raise self.direct_refused(ValueError(f"{bad} rows the validity rules refuse"
                                                  if rows else "no data rows"))
@@ -334,7 +351,8 @@ def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
         return None
     empty = pl.DataFrame(schema=CANONICAL[plugin.TABLE])
     return Parsed(plugin.TABLE, plugin.NAME, empty, display, plan.resolution_s, (),
-                  stream=Streamed(path, display, plugin.TABLE, plan, checked))
+                  stream=Streamed(path, display, plugin.TABLE, plan, checked,
+                                  lambda: plugin.stream_plan(display, head, opts)))
 
 
 def carry_monotone(batch: pl.DataFrame, state: dict, display: str, max_backstep_s: float,

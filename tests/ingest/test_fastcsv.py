@@ -245,3 +245,31 @@ def test_a_time_out_of_range_found_on_the_stored_rows_is_named_by_the_checked_re
     assert streamed.value.as_dict() == checked.value.as_dict()
     assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM datasets").fetchone()[0] == 0
+
+
+def test_a_file_read_again_after_another_files_refusal_counts_from_its_first_line(
+        fast, no_fallback, con, tmp_path):
+    """One ingest of a BurstGPT file (batches) and an Azure trace whose direct read goes to the
+    batches: the transaction runs again, and the BurstGPT file's second reading starts afresh
+    (rows, time order, notes), so both datasets equal the checked reader's."""
+    lines = shared("burstgpt/BurstGPT_3_slice400.csv").read_text().splitlines()[:60]
+    cells = lines[9].split(",")
+    cells[1] = ""
+    lines[9] = ",".join(cells)
+    burst = tmp_path / "b.csv"
+    burst.write_text("\n".join(lines) + "\n")
+
+    def swap(text):
+        rows = text.splitlines()
+        rows[20], rows[21] = rows[21], rows[20]
+        return "\n".join(rows) + "\n"
+    azure = _azure_head(tmp_path, edit=swap)
+    results = ingest.ingest_files(con, [ingest.FileIn(burst, burst.name),
+                                        ingest.FileIn(azure, azure.name)])
+    for path, result in zip([burst, azure], results, strict=True):
+        frame, warnings = _checked(path)
+        assert result["rows"] == frame.height
+        assert _stored(con, result["dataset"]).equals(frame)
+        assert [w["text"] for w in result["warnings"]] == list(warnings)
+        assert [tuple(w["lines"]) for w in result["warnings"]] == [
+            tuple(getattr(w, "lines", ()) or ()) for w in warnings]
