@@ -273,3 +273,18 @@ def test_a_file_read_again_after_another_files_refusal_counts_from_its_first_lin
         assert [w["text"] for w in result["warnings"]] == list(warnings)
         assert [tuple(w["lines"]) for w in result["warnings"]] == [
             tuple(getattr(w, "lines", ()) or ()) for w in warnings]
+
+
+def test_the_direct_read_converts_offsets_to_utc_whatever_the_stores_time_zone(
+        fast, no_fallback, no_batches, con, tmp_path):
+    """The direct read runs in the store's connection: a session ``TimeZone`` other than UTC
+    does not shift the 2024 release's times (``+02:00`` read as UTC, not as local time)."""
+    con.execute("SET GLOBAL TimeZone = 'Europe/Berlin'")
+    lines = shared(_AZURE).read_text().splitlines()[:60]
+    body = [f"{ln.split(',', 1)[0][:26]}+02:00,{ln.split(',', 1)[1]}" for ln in lines[1:]]
+    path = tmp_path / "AzureLLMInferenceTrace_code_1week.csv"
+    path.write_text("\n".join([lines[0], *body]) + "\n")
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, _ = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert result["ts_min"] == frame["ts"].min().isoformat()

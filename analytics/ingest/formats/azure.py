@@ -79,7 +79,9 @@ class AzureLLM:
         value = first[header.index("TIMESTAMP")] if len(first) == len(header) else ""
         zone = "%z" if re.search(_ISO_OFFSET, value.strip()) else ""
         layouts = ", ".join(f"'%Y-%m-%d %H:%M:%S{frac}{zone}'" for frac in (".%n", ""))
-        ts = f'try_strptime("TIMESTAMP", [{layouts}])' + ("::TIMESTAMP" if zone else "")
+        ts = f'try_strptime("TIMESTAMP", [{layouts}])'
+        if zone:  # to UTC whatever the session's TimeZone (the direct read runs in the store's)
+            ts = f"timezone('UTC', {ts})"
         types = {"ContextTokens": "DOUBLE", "GeneratedTokens": "DOUBLE"}
         layout = None
         if not zone and re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{1,9}", value):
