@@ -264,6 +264,7 @@ def _insert_direct(cur, p: Parsed, dataset_id: int, sql: str) -> tuple:
     """
     stream = p.stream
     cols = ", ".join(stream.columns)
+    _run(cur, "SET enable_progress_bar = false")  # this cursor's session only, as the batches'
     try:
         _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
                   f"SELECT ? AS dataset_id, {cols} FROM ({sql})", [dataset_id, str(stream.path)])
