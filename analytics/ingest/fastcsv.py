@@ -242,16 +242,15 @@ class Streamed:
             raise self.direct_refused(ValueError(f"{bad} rows the validity rules refuse"
                                                  if rows else "no data rows"))
         if soft:
-            raise self.direct_refused(ValueError(f"{soft} rows for the batch checks: "
-                                                 f"{TO_BATCHES}"))
+            raise self.direct_refused(ValueError(f"{soft} {TO_BATCHES}s"), batches=True)
         return rows, ts_min, ts_max
 
-    def direct_refused(self, exc: Exception) -> StreamRefused:
+    def direct_refused(self, exc: Exception, batches: bool = False) -> StreamRefused:
         """The :class:`~analytics.schema.StreamRefused` of a failed :meth:`direct_sql` insert
-        or :meth:`direct_check` (``exc``): ``batches`` set when rows were left to the batch
-        checks, else the checked reader's. The direct read is off for this file afterwards."""
+        or :meth:`direct_check` (``exc``): for the batch checks (``batches``: rows to note or
+        count) or the checked reader. The direct read is off for this file afterwards."""
         self.direct = False
-        self.refused = StreamRefused(self, f"direct read: {exc}", batches=TO_BATCHES in str(exc))
+        self.refused = StreamRefused(self, f"direct read: {exc}", batches=batches)
         return self.refused
 
     def _batches(self, con, source, names: list[str]):
@@ -304,9 +303,10 @@ class Streamed:
             self.ts_max = high if self.ts_max is None else max(self.ts_max, high)
 
 #: Why a direct read (:meth:`Streamed.direct_sql`) stopped: the file goes to the checked reader
-#: (a row it would refuse) or to the batch checks (a row to note or count).
+#: (a row it would refuse: DuckDB's ``error()`` in the INSERT) or to the batch checks (a row to
+#: note or count, found on the stored rows).
 TO_CHECKED = "headroom: a row for the checked reader"
-TO_BATCHES = "headroom: a row for the batch checks"
+TO_BATCHES = "row for the batch check"
 
 
 def _rules_sql(table: str, columns: list[str]) -> list[str]:
