@@ -256,7 +256,8 @@ class Parsed:
         ingest transaction scans ``stream.reader()`` (an Arrow stream of canonical rows, read in
         batches) with one INSERT and adds ``stream.warnings()`` after ``warnings``; it counts
         ``rows``, ``ts_min``, ``ts_max`` and sets ``refused`` (a :class:`StreamRefused`) when a
-        batch needs the checked reader
+        batch needs the checked reader; where ``stream.direct_sql(cur)`` gives a query, the
+        store inserts from it instead and ``stream.direct_check`` judges the stored rows
     """
 
     table: str
@@ -273,10 +274,11 @@ class StreamRefused(Exception):
     """A streamed file (:attr:`Parsed.stream`) met a value the fast reader does not judge (a
     bad cell, a ragged row, a value to refuse): the ingest transaction rolls back and the file
     is read again with the checked reader, which names line, column and reason.
-    ``stream`` is the refusing :attr:`Parsed.stream`."""
+    ``stream`` is the refusing :attr:`Parsed.stream`; ``batches``: the file is read again on
+    the streamed path batch by batch instead (its direct read met a row to note or count)."""
 
-    def __init__(self, stream: object, why: str = ""):
-        self.stream = stream
+    def __init__(self, stream: object, why: str = "", batches: bool = False):
+        self.stream, self.batches = stream, batches
         super().__init__(why)
 
 

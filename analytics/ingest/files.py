@@ -77,7 +77,8 @@ def store_items(con, items: list[store.IngestItem]) -> list[dict]:
     (``Parsed.stream``, a large trace read in batches inside the transaction) that meets a value
     the fast reader leaves to the checked one rolls the transaction back; that file is then read
     by the checked reader (which raises the FormatError naming line and column, or returns its
-    rows) and the batch is written again.
+    rows) and the batch is written again. A file whose direct read (one ``INSERT ... SELECT``)
+    met a row for the batch checks (``StreamRefused.batches``) is written again batch by batch.
 
     Raises
     ------
@@ -88,6 +89,8 @@ def store_items(con, items: list[store.IngestItem]) -> list[dict]:
         try:
             return store.ingest(con, items)
         except StreamRefused as exc:
+            if exc.batches:  # the direct read left the file to the batch checks: read again
+                continue
             items = [_checked_item(it) if it.parsed.stream is exc.stream else it for it in items]
 
 

@@ -18,6 +18,7 @@ from analytics.schema import (
 )
 from analytics.store.core import (
     NameTaken,
+    StoreError,
     UnknownDataset,
     _bump_data_version,
     _now,
@@ -229,6 +230,9 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
         The statement failed for another reason.
     """
     stream = p.stream
+    direct = stream.direct_sql(cur)
+    if direct is not None:
+        return _insert_direct(cur, p, dataset_id, direct)
     reader = stream.reader()
     cols = ", ".join(stream.columns)  # the table's other columns: their default, NULL
     cur.register("incoming_stream", reader)
@@ -244,6 +248,30 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
             cur.unregister("incoming_stream")
     done = replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None)
     return done, stream.rows, stream.ts_min, stream.ts_max
+
+
+def _insert_direct(cur, p: Parsed, dataset_id: int, sql: str) -> tuple:
+    """:func:`_insert_stream` by one ``INSERT ... SELECT`` of the stream's
+    :meth:`~analytics.ingest.fastcsv.Streamed.direct_sql` (DuckDB reads the file, no row
+    passes through Python), then the stored rows' checks, count and time span
+    (:meth:`~analytics.ingest.fastcsv.Streamed.direct_check`).
+
+    Raises
+    ------
+    StreamRefused
+        A row for the checked reader or for the batch checks (``batches``); the caller's
+        transaction rolls back.
+    """
+    stream = p.stream
+    cols = ", ".join(stream.columns)
+    _run(cur, "SET enable_progress_bar = false")  # this cursor's session only, as the batches'
+    try:
+        _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
+                  f"SELECT ? AS dataset_id, {cols} FROM ({sql})", [dataset_id, str(stream.path)])
+    except StoreError as exc:
+        raise stream.direct_refused(exc) from None
+    rows, ts_min, ts_max = stream.direct_check(cur, dataset_id)
+    return replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None), rows, ts_min, ts_max
 
 
 class _ArrowStream:

@@ -186,3 +186,105 @@ def test_streamed_ingest_bounds_then_restores_the_store_memory_limit(fast, no_fa
     assert result["status"] == "ingested" and result["rows"] > 0
     assert seen == ["244.1 MiB"]  # store.writes.STREAM_MEMORY, as DuckDB prints 256 MB
     assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] == before
+
+
+@pytest.fixture
+def no_batches(monkeypatch):
+    """Fail when the streamed file is read batch by batch (not by the direct INSERT)."""
+    def refuse(self):
+        raise AssertionError("the direct read left the file to the batches")
+    monkeypatch.setattr(fastcsv.Streamed, "reader", refuse)
+
+
+def _azure_head(tmp_path, rows: int = 80, edit=None):
+    lines = shared(_AZURE).read_text().splitlines()[:rows + 1]
+    text = "\n".join(lines) + "\n"
+    path = tmp_path / shared(_AZURE).name
+    path.write_text(edit(text) if edit else text)
+    return path
+
+
+def test_a_clean_azure_trace_is_one_insert_with_the_checked_readers_rows(
+        fast, no_fallback, no_batches, con, tmp_path):
+    """Issue 15: DuckDB reads and stores a clean 2023 trace by one INSERT ... SELECT (no
+    batch passes through Python); rows, span and warnings are the checked reader's."""
+    path = _azure_head(tmp_path)
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert (result["rows"], result["ts_min"], result["ts_max"]) == (
+        frame.height, frame["ts"].min().isoformat(), frame["ts"].max().isoformat())
+    assert [w["text"] for w in result["warnings"]] == list(warnings)
+
+
+def test_a_step_back_within_tolerance_goes_to_the_batches_which_count_it(
+        fast, no_fallback, con, tmp_path):
+    """A row earlier than the one before (within the tolerance) stops the direct read; the
+    batches store the file with the checked reader's count of steps back."""
+    def swap(text):
+        lines = text.splitlines()
+        lines[20], lines[21] = lines[21], lines[20]
+        return "\n".join(lines) + "\n"
+    path = _azure_head(tmp_path, edit=swap)
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert [w["text"] for w in result["warnings"]] == list(warnings)
+    assert any("step back in time" in w for w in warnings)
+
+
+def test_a_time_out_of_range_found_on_the_stored_rows_is_named_by_the_checked_reader(
+        fast, con, tmp_path):
+    """A 2023-layout time before 1980 passes DuckDB's reader; the check of the stored rows
+    refuses it, the transaction rolls back and the checked reader names line and column."""
+    path = _azure_head(tmp_path, edit=lambda t: _line(t, 30, _cell(0, "1970-01-01 00:00:00.0000000")))
+    with pytest.raises(FormatError) as checked:
+        parse_file(path, path.name, stream=False)
+    with pytest.raises(FormatError) as streamed:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert streamed.value.as_dict() == checked.value.as_dict()
+    assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM datasets").fetchone()[0] == 0
+
+
+def test_a_file_read_again_after_another_files_refusal_counts_from_its_first_line(
+        fast, no_fallback, con, tmp_path):
+    """One ingest of a BurstGPT file (batches) and an Azure trace whose direct read goes to the
+    batches: the transaction runs again, and the BurstGPT file's second reading starts afresh
+    (rows, time order, notes), so both datasets equal the checked reader's."""
+    lines = shared("burstgpt/BurstGPT_3_slice400.csv").read_text().splitlines()[:60]
+    cells = lines[9].split(",")
+    cells[1] = ""
+    lines[9] = ",".join(cells)
+    burst = tmp_path / "b.csv"
+    burst.write_text("\n".join(lines) + "\n")
+
+    def swap(text):
+        rows = text.splitlines()
+        rows[20], rows[21] = rows[21], rows[20]
+        return "\n".join(rows) + "\n"
+    azure = _azure_head(tmp_path, edit=swap)
+    results = ingest.ingest_files(con, [ingest.FileIn(burst, burst.name),
+                                        ingest.FileIn(azure, azure.name)])
+    for path, result in zip([burst, azure], results, strict=True):
+        frame, warnings = _checked(path)
+        assert result["rows"] == frame.height
+        assert _stored(con, result["dataset"]).equals(frame)
+        assert [w["text"] for w in result["warnings"]] == list(warnings)
+        assert [tuple(w["lines"]) for w in result["warnings"]] == [
+            tuple(getattr(w, "lines", ()) or ()) for w in warnings]
+
+
+def test_the_direct_read_converts_offsets_to_utc_whatever_the_stores_time_zone(
+        fast, no_fallback, no_batches, con, tmp_path):
+    """The direct read runs in the store's connection: a session ``TimeZone`` other than UTC
+    does not shift the 2024 release's times (``+02:00`` read as UTC, not as local time)."""
+    con.execute("SET GLOBAL TimeZone = 'Europe/Berlin'")
+    lines = shared(_AZURE).read_text().splitlines()[:60]
+    body = [f"{ln.split(',', 1)[0][:26]}+02:00,{ln.split(',', 1)[1]}" for ln in lines[1:]]
+    path = tmp_path / "AzureLLMInferenceTrace_code_1week.csv"
+    path.write_text("\n".join([lines[0], *body]) + "\n")
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, _ = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert result["ts_min"] == frame["ts"].min().isoformat()

@@ -67,8 +67,11 @@ class AzureLLM:
         same checks and warnings as :meth:`parse`, batch by batch. DuckDB reads ``TIMESTAMP``
         with ``strptime`` in the release's own layouts (fraction of 1-9 digits or none; with
         ``%z`` when the first value carries an offset, as the 2024 release does); any other
-        spelling is left to the checked reader. None (the checked reader) for a header without
-        the three columns or with a repeated name."""
+        spelling is left to the checked reader. A file without an empty ``GeneratedTokens``
+        (``batch_only``) or a step back in time is stored by one ``INSERT ... SELECT``
+        (:meth:`~analytics.ingest.fastcsv.Streamed.direct_sql`); the batches take the others.
+        None (the checked reader) for a header without the three columns or with a repeated
+        name."""
         header = header_fields(head)
         if len(set(header)) != len(header) or not set(_COLUMNS) <= set(header):
             return None
@@ -76,7 +79,9 @@ class AzureLLM:
         value = first[header.index("TIMESTAMP")] if len(first) == len(header) else ""
         zone = "%z" if re.search(_ISO_OFFSET, value.strip()) else ""
         layouts = ", ".join(f"'%Y-%m-%d %H:%M:%S{frac}{zone}'" for frac in (".%n", ""))
-        ts = f'try_strptime("TIMESTAMP", [{layouts}])' + ("::TIMESTAMP" if zone else "")
+        ts = f'try_strptime("TIMESTAMP", [{layouts}])'
+        if zone:  # to UTC whatever the session's TimeZone (the direct read runs in the store's)
+            ts = f"timezone('UTC', {ts})"
         types = {"ContextTokens": "DOUBLE", "GeneratedTokens": "DOUBLE"}
         layout = None
         if not zone and re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{1,9}", value):
@@ -101,7 +106,7 @@ class AzureLLM:
             return _warnings(empty.note(), state.get("back", 0))
 
         return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1e-6,
-                    timestampformat=layout)
+                    timestampformat=layout, batch_only="completion_tokens IS NULL")
 
 
 _COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
