@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
-from analytics.config import BIN_CHOICES_S, GPU_CATALOG
+from analytics.config import BIN_CHOICES_S, GPU_CATALOG, DemandTarget
 from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
 
@@ -57,6 +57,16 @@ for row, k in zip(edited.itertuples(), GPU_CATALOG, strict=True):
     if not pd.isna(row.available):
         available[k.name] = int(row.available)
 
+try:  # first, the windows the envelope will be fitted, calibrated and tested on (no fit)
+    preview = cache.split_preview(name, BIN_CHOICES_S[bin_label], params,
+                                  target=cache.targets(name)[0])
+    st.plotly_chart(charts.split_chart(preview, name, bin_label, synthetic,
+                                       DemandTarget(cache.targets(name)[0]).label),
+                    key="split_chart")
+    st.caption("The overbooking factor is chosen on the calibration window and checked on the "
+               "test window, which it never sees.")
+except ValueError:
+    pass  # the plan below says why there is none
 try:
     with st.spinner("Fitting the envelope and choosing the overbooking factor ..."):
         plan = cache.capacity_plan(name, BIN_CHOICES_S[bin_label], params, kinds, target, delta,

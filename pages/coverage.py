@@ -81,6 +81,12 @@ params = widgets.envelope_controls("coverage")
 target = cache.targets(name)[0]
 if target != "weighted_tokens":
     st.caption(f"Target: **{DemandTarget(target).label}** per bin (this trace has no tokens).")
+try:  # first, the windows the envelope will be fitted, calibrated and tested on (no fit)
+    preview = cache.split_preview(name, BIN_CHOICES_S[bin_label], params, target=target)
+    st.plotly_chart(charts.split_chart(preview, name, bin_label, synthetic,
+                                       DemandTarget(target).label), key="split_chart")
+except ValueError:
+    pass  # the envelope below says why there is none
 try:
     with st.spinner("Fitting point models and conformal intervals ..."):
         env = cache.demand_envelope(name, BIN_CHOICES_S[bin_label], params, target=target)

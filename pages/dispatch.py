@@ -62,6 +62,12 @@ st.caption("Site data (carbon 2022/2023, weather, prices) rarely share the trace
            "trace hour takes the site values of the same day-of-year and hour, shifted by the "
            "offset. BurstGPT dates are relative, so this pairing is a scenario, not a replay.")
 
+try:  # first, the site data the plan plays with (no fit)
+    st.plotly_chart(charts.carbon_profile_chart(
+        cache.site_carbon_profile(sites, None if basis == "auto" else basis)),
+        key="carbon_profile_chart")
+except KeyError:
+    pass  # the plan below names the site without carbon data
 if len(sites) * max_share < 1:
     st.error(f"{len(sites)} sites x max share {max_share:.0%} cannot carry the whole demand; "
              "allow a larger share or more sites.")

@@ -20,6 +20,7 @@ if catalog.empty:
             "CSVs or your own `vllm bench serve --save-result` JSON on the Data page (or "
             "`headroom ingest FILE`); the advisor fits on them.")
     st.stop()
+st.plotly_chart(charts.support_chart(whatifs.bench_support()), key="support_chart")
 if LazyProgress.cancelled("advisor_fit"):
     st.info("Cost-model fit cancelled. The fold fits that finished are kept in the store; "
             "resuming computes only the rest.")

@@ -81,6 +81,9 @@ scenario = whatifs.power_scenario_of(
     inference_share=float(share), utilization=float(utilization), n_gpus=int(gpus),
     days=float(days), scheduler=scheduler, checkpoint_min=ckpt, capped=bool(capped),
     speed=speed)
+# first, the batch demand the simulation draws from (no simulation yet)
+st.plotly_chart(charts.jobs_daily_chart(whatifs.jobs_per_day(jobs_name), jobs_name),
+                key="jobs_daily_chart")
 try:
     run = whatifs.power_run(jobs_name, inference_name, scenario, int(seed), inference_model)
 except ValueError as exc:

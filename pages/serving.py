@@ -108,6 +108,11 @@ params = whatifs.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=
                               length_error=float(length_error), length_quantile=float(length_q),
                               length_fit_s=float(fit_min) * 60,
                               window_s=float(window_min) * 60 if window_min else None)
+try:  # first, the trace the simulation replays (no simulation yet)
+    st.plotly_chart(charts.demand_chart(cache.demand_grid(trace, 60), trace, "1min", synthetic,
+                                        height=360), key="serving_trace_chart")
+except ValueError:
+    pass  # the simulation below says what is wrong with the trace
 if Progress.cancelled("serving_run"):
     st.info("Simulation cancelled; the policies finished before the cancel are kept in the "
             "store, and running it again computes only the rest.")

@@ -263,6 +263,33 @@ def run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None =
         return _run_envelope(grid, bin_s, params)
 
 
+def _parts(n: int, split) -> np.ndarray:
+    """``"fit"`` / ``"calibration"`` / ``"test"`` per bin of a :func:`chronological_split`."""
+    part = np.empty(n, dtype=object)
+    part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
+    return part
+
+
+def split_preview(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None = None
+                  ) -> pd.DataFrame:
+    """The bins an envelope of ``grid`` would be fitted, calibrated and tested on, before any
+    fit: ``ts``, ``y`` (the target) and ``part`` (fit / calibration / test), one row per bin,
+    from the same :func:`~analytics.envelope.grid.chronological_split` as :func:`run_envelope`
+    (paper split 42/9/10 days when the series is long enough, else fractions). Cheap: pages
+    draw it while the envelope is fitted.
+
+    Raises
+    ------
+    ValueError
+        Too few bins for a split (as :func:`run_envelope`).
+    """
+    params = params or EnvelopeParams()
+    n = len(grid)
+    split = chronological_split(n, bin_s, params.split_days, params.split_frac)
+    return pd.DataFrame({"ts": pd.to_datetime(grid["ts"]).reset_index(drop=True),
+                         "y": grid["target"].to_numpy(dtype=float), "part": _parts(n, split)})
+
+
 def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> EnvelopeResult:
     """:func:`run_envelope` under the caller's thread limits."""
     y = grid["target"].to_numpy(dtype=float)
@@ -275,9 +302,7 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
     raw_preds, fitted = forecast.point_forecasts(y, feats, fit_rows, params.seed)
     preds, point_repairs = repair.clip_points(raw_preds)
 
-    part = np.empty(n, dtype=object)
-    part[split.fit], part[split.calibration], part[split.test] = "fit", "calibration", "test"
-    series = pd.DataFrame({"ts": ts, "y": y, "part": part, **preds})
+    series = pd.DataFrame({"ts": ts, "y": y, "part": _parts(n, split), **preds})
     stream = residual_stream(series, params.base_model)  # the windows every method reads
     cal = stream.loc[stream["part"] == "calibration", "row"].to_numpy()
     test = stream.loc[stream["part"] == "test", "row"].to_numpy()

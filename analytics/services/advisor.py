@@ -236,6 +236,22 @@ def bench_catalog(con) -> pd.DataFrame:
                  rows=("source", "size")))
 
 
+def bench_support(con) -> pd.DataFrame:
+    """Measured support of the cost model, read before any fit: ``hardware``, ``precision``
+    (canonical labels, :func:`analytics.advisor.model.prepare`), ``runs`` (benchmark rows),
+    ``models`` and ``tp`` (the tensor-parallel degrees measured, e.g. ``"1, 2, 4"``); one row
+    per measured (GPU kind, precision). Empty with those columns when nothing is stored."""
+    cols = ["hardware", "precision", "runs", "models", "tp"]
+    b = store.bench_runs(con)
+    if b.empty:
+        return pd.DataFrame(columns=cols)
+    b = b.assign(precision=b["precision"].replace(advisor_model.PRECISION_ALIASES))
+    return (b.groupby(["hardware", "precision"], as_index=False)
+            .agg(runs=("source", "size"), models=("model", "nunique"),
+                 tp=("tp", lambda t: ", ".join(str(int(v)) for v in sorted(set(t.dropna())))))
+            [cols])
+
+
 def hardware_specs() -> pd.DataFrame:
     """The accelerator spec table with its sources, one row per hardware key."""
     return pd.DataFrame([{"hardware": s.key, "vendor": s.vendor, "memory_gb": s.memory_gb,

@@ -167,6 +167,30 @@ def dispatch_document(con, grid_req: demand.GridRequest, req: DispatchRequest,
             "fill_missing": req.fill_missing, **out}
 
 
+def site_carbon_profile(con, site_names: tuple[str, ...], basis: str | None = None
+                        ) -> pd.DataFrame:
+    """Mean carbon intensity by hour of day (UTC) over each site's whole stored series: what
+    carbon-aware dispatch plays with, read before any fit (the Dispatch page's first chart).
+
+    Returns
+    -------
+    DataFrame ``site``, ``basis``, ``hour_utc`` (0-23), ``gco2_per_kwh`` (mean of the hourly
+    means), ``days`` (days of series behind the hour); one row per site x hour.
+
+    Raises KeyError (a site without carbon intensity), as :func:`dispatch_plan`.
+    """
+    out = []
+    for src in sites.site_sources(store.site_catalog(con), list(site_names), basis):
+        hourly = store.site_hourly(con, "carbon_intensity", src.name, src.basis).dropna()
+        by_hour = hourly.groupby(pd.to_datetime(hourly["ts"]).dt.hour)["value"]
+        out.append(pd.DataFrame({"site": src.name, "basis": src.basis,
+                                 "hour_utc": by_hour.mean().index.astype(int),
+                                 "gco2_per_kwh": by_hour.mean().to_numpy(),
+                                 "days": by_hour.count().to_numpy()}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
+        columns=["site", "basis", "hour_utc", "gco2_per_kwh", "days"])
+
+
 def site_catalog(con) -> pd.DataFrame:
     """Sites with carbon / weather / price series in the store (one row per table x site)."""
     return store.site_catalog(con)

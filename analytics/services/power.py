@@ -76,6 +76,19 @@ def fit_request_model(con, seed: int = 0, n_templates: int = 7):
         model, np.random.default_rng(seed), n_templates))
 
 
+def jobs_per_day(con, jobs_name: str) -> pd.DataFrame:
+    """The batch demand of a job trace, read before any fit (the Power page's first chart):
+    ``day`` (UTC date of submission), ``jobs`` (GPU jobs that ran) and ``gpu_h`` (their
+    GPU-hours: ``gpu_milli / 1000 x runtime_s / 3600``), one row per day with a submission.
+    The jobs :func:`analytics.store.gpu_jobs` keeps (started, ended, with GPUs). Raises
+    UnknownDataset."""
+    jobs = store.gpu_jobs(con, jobs_name)
+    day = pd.to_datetime(jobs["submit_ts"]).dt.floor("D")
+    gpu_h = jobs["gpu_milli"].to_numpy(float) / 1000 * jobs["runtime_s"].to_numpy(float) / 3600
+    return (pd.DataFrame({"day": day, "jobs": 1, "gpu_h": gpu_h}).groupby("day", as_index=False)
+            .sum())
+
+
 def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: int = 0,
                 clock_offset_h: float | None = None, inference_model: str = "replay"):
     """Read a job trace and an inference trace and fit :class:`~analytics.power.PowerInputs`.

@@ -226,6 +226,7 @@ def add_synthetic_demo() -> list[dict]:
 # --------------------------------------------------------------------------- demand
 _grid = cached(demand.grid, show_spinner="Building the demand grid ...")
 _envelope = cached(demand.envelope, max_entries=24)
+_split_preview = cached(demand.split_preview, max_entries=24)
 _cold_start = cached(demand.cold_start, max_entries=8)
 
 
@@ -261,6 +262,16 @@ def demand_envelope(name: str, bin_s: int, params: EnvelopeParams, w_prompt: flo
     split) and GridError."""
     return _envelope(_request(name, bin_s, w_prompt, w_completion, include_failed, target),
                      params)
+
+
+def split_preview(name: str, bin_s: int, params: EnvelopeParams, w_prompt: float = 1.0,
+                  w_completion: float = 1.0, include_failed: bool = True,
+                  target: str | None = None) -> pd.DataFrame:
+    """The grid's bins labelled fit / calibration / test, before any fit (cached; the first
+    chart of the envelope pages, drawn while the envelope is fitted:
+    :func:`analytics.services.demand.split_preview`). Raises ValueError and GridError."""
+    return _split_preview(_request(name, bin_s, w_prompt, w_completion, include_failed, target),
+                          params)
 
 
 def cold_start(source: str, target_trace: str, bin_s: int, k_hours: tuple[int, ...],
@@ -300,6 +311,13 @@ def envelope_atlas(alphas: tuple[float, ...] = ATLAS_ALPHAS, bins: tuple[int, ..
 _capacity = cached(decisions.capacity_plan, max_entries=24)
 _dispatch = cached(decisions.dispatch_plan, max_entries=24)
 site_catalog = cached(decisions.site_catalog)
+_site_carbon_profile = cached(decisions.site_carbon_profile)
+
+
+def site_carbon_profile(sites: list[str], basis: str | None = None) -> pd.DataFrame:
+    """Mean carbon intensity by hour of day per site (cached;
+    :func:`analytics.services.decisions.site_carbon_profile`). Raises KeyError."""
+    return _site_carbon_profile(tuple(sites), basis)
 
 
 def capacity_plan(name: str, bin_s: int, params: EnvelopeParams, kinds: list[GPUKind],

@@ -69,6 +69,7 @@ def advisor_fit_note() -> str:
 
 
 bench_catalog = cached(advisor.bench_catalog)
+bench_support = cached(advisor.bench_support)
 
 
 @st.cache_data(show_spinner=False)
@@ -338,6 +339,9 @@ def _power_run(db_path: str, version: int, jobs_name: str, inference_name: str, 
                seed: int, inference_model: str = "replay") -> dict:
     inputs = _power_inputs(db_path, version, jobs_name, inference_name, seed, inference_model)
     return power.run(inputs, scenario, seed)
+
+
+jobs_per_day = cached(power.jobs_per_day)
 
 
 def power_run(jobs_name: str, inference_name: str, scenario, seed: int = 0,

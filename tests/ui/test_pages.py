@@ -155,7 +155,9 @@ def test_coverage_page_shows_every_method(app_env):
     assert set(table["method"]) == {"direct quantile", "split conformal", "CQR",
                                     "rolling conformal", "ACI", "regime (Mondrian)"}
     assert table["coverage"].between(0, 1).all() and (table["mean width"] > 0).all()
-    assert len(at.get("plotly_chart")) == 4
+    # issue 15: the first chart (the split windows, no fit) comes before the envelope's four
+    charts = at.get("plotly_chart")
+    assert len(charts) == 5 and "fit, calibration and test windows" in charts[0].proto.spec
     before = table.set_index("method")["mean width"]
     at.select_slider(key="coverage_alpha").set_value(0.2).run()
     after = at.dataframe[0].value.set_index("method")["mean width"]
@@ -217,7 +219,8 @@ def test_capacity_page_factor_moves_with_the_target(app_env):
     assert float(after["overbooking factor"]) < float(before["overbooking factor"])
     assert int(after["test violations"].split("/")[0]) > int(before["test violations"].split("/")[0])
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(charts) == 3
+    assert len(charts) == 4  # issue 15: the split windows first (no fit), then the plan's three
+    assert charts[0]["layout"]["title"]["text"].endswith("fit, calibration and test windows")
     # issue 18 item 9: the factor / violation trade-off curve, the LTT bound and the chosen f
     assert "Factor / violation trade-off" in [h.value for h in at.subheader]
     (curve,) = [c for c in charts

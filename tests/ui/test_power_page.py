@@ -31,7 +31,9 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     assert at.selectbox(key="power_inference").value == "burstgpt1_week1_per_minute_tps"
     before = metrics(at)
     assert set(before) >= {"CV of total power", "p50 ramp 1min", "p50 ramp 15min"}
-    charts = at.get("plotly_chart")
+    # issue 15: first the job trace's GPU-hours per day (drawn before the simulation runs)
+    jobs_chart, *charts = at.get("plotly_chart")
+    assert "GPU-hours of the jobs submitted per day" in jobs_chart.proto.spec
     assert len(charts) == 3  # power over time, share sweep, daily profile
     # issue 19 item 9: a day of minutes drawn as 5-minute means with the per-minute min-max
     # band and a range slider, not 1,440 points per line (a week: 15-minute means)
@@ -68,7 +70,9 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     at.selectbox(key="power_inference").set_value("synthetic").run()
     assert not at.exception
     assert any("SYNTHETIC" in w.value for w in at.warning)
-    assert all("SYNTHETIC" in c.proto.spec for c in at.get("plotly_chart"))
+    jobs_chart, *simulated = at.get("plotly_chart")  # the job trace is measured, not synthetic
+    assert "SYNTHETIC" not in jobs_chart.proto.spec
+    assert simulated and all("SYNTHETIC" in c.proto.spec for c in simulated)
 
 
 def _cancel_then_run_the_sweep_again(at):
@@ -82,9 +86,9 @@ def _cancel_then_run_the_sweep_again(at):
     at.session_state["power_sweep_cancelled"] = True  # what the Cancel button's callback does
     at.run()
     assert "Sweep cancelled." in [i.value for i in at.info]
-    assert len(at.get("plotly_chart")) == 1  # the scenario's chart; no sweep, no daily profile
+    assert len(at.get("plotly_chart")) == 2  # jobs and the scenario; no sweep, no daily profile
     at.button(key="power_sweep_run").click().run()
-    assert not at.exception and len(at.get("plotly_chart")) == 3
+    assert not at.exception and len(at.get("plotly_chart")) == 4
     bar = Progress.__new__(Progress)  # the bar's text, on a clock 30 s after 3 of 12 steps
     bar.what, bar.t0 = "Sweep", __import__("time").monotonic() - 30
     assert bar.text(3, 12, "U 0.5").startswith("Sweep: 3 of 12 (U 0.5), 30 s elapsed, about 9")

@@ -28,7 +28,8 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     at.number_input(key="serving_tbt").set_value(20)  # tight: the margin matters
     at.button(key="serving_run").click().run()  # a form: one run for both changes
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 5
+    charts = at.get("plotly_chart")  # issue 15: the replayed trace first, before simulating
+    assert len(charts) == 6 and "demand per 1min" in charts[0].proto.spec
     before = metrics(at)
     assert before["Festina energy"].endswith("kWh")
     # issue 19 item 8: a saving is shown with its SLO cost, and a miss of the target is said
@@ -51,7 +52,7 @@ def test_serving_page_runs_on_real_trace_and_margin_changes_results(app_env):
     # the sensitivity sweep runs on demand and shows the calibrated exponent
     at.button(key="serving_sens_run").click().run()
     assert not at.exception
-    assert len(at.get("plotly_chart")) == 6
+    assert len(at.get("plotly_chart")) == 7
     sens = next(d.value for d in at.dataframe if "static_scale" in d.value.columns)
     assert len(sens) == 12 and sens["calibrated"].sum() == 3
     one = sens[(sens["static_scale"] == 1.0) & sens["calibrated"]].iloc[0]
@@ -75,4 +76,5 @@ def test_serving_run_cancelled_is_not_restarted(app_env):
     at.switch_page("pages/serving.py").run()
     assert not at.exception
     assert any("Simulation cancelled" in i.value for i in at.info)
-    assert not at.get("plotly_chart") and not at.metric  # nothing was simulated
+    # nothing was simulated: only the trace's own chart (drawn before any simulation)
+    assert [c.key for c in at.get("plotly_chart")] == ["serving_trace_chart"] and not at.metric

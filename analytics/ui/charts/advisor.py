@@ -113,6 +113,21 @@ def calibration_chart(metrics: dict) -> go.Figure:
     return fig
 
 
+def support_chart(support: pd.DataFrame) -> go.Figure:
+    """Benchmark runs per GPU kind x precision (:func:`analytics.services.advisor.bench_support`):
+    where the cost model has measured support; arms elsewhere abstain."""
+    table = support.pivot(index="hardware", columns="precision", values="runs")
+    text = table.map(lambda v: "" if pd.isna(v) else f"{int(v):,}")
+    fig = go.Figure(go.Heatmap(z=table.to_numpy(dtype=float), x=list(table.columns),
+                               y=list(table.index), text=text.to_numpy(), texttemplate="%{text}",
+                               colorscale="Blues", colorbar={"title": "runs"},
+                               hovertemplate="%{y} %{x}: %{z} runs<extra></extra>"))
+    fig.update_layout(title="Measured support: benchmark runs per GPU kind x precision",
+                      height=120 + 36 * len(table.index), xaxis_title="precision",
+                      margin={"l": 110, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
 def launch_priors_chart(pri: pd.DataFrame) -> go.Figure:
     """Raw vs shrunk launch-success rate per GPU count, with the posterior interval."""
     fig = go.Figure()

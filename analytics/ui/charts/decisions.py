@@ -124,6 +124,20 @@ def carbon_lines_chart(shares: pd.DataFrame, synthetic: bool = False) -> go.Figu
     return label_synthetic(fig, synthetic)
 
 
+def carbon_profile_chart(profile: pd.DataFrame) -> go.Figure:
+    """Mean carbon intensity by hour of day (UTC) per site
+    (:func:`analytics.services.decisions.site_carbon_profile`): measured site data, never
+    synthetic."""
+    fig = go.Figure()
+    for site, r in profile.groupby("site", sort=False):
+        fig.add_trace(go.Scatter(x=r["hour_utc"], y=r["gco2_per_kwh"], mode="lines+markers",
+                                 name=f"{site} ({r['basis'].iloc[0]})"))
+    fig.update_layout(title="Carbon intensity by hour of day, mean over each site's series",
+                      height=300, yaxis_title="gCO2/kWh", xaxis_title="hour of day (UTC)",
+                      xaxis={"dtick": 3}, margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return fig
+
+
 def policy_bars(totals: pd.DataFrame, synthetic: bool = False) -> go.Figure:
     """tCO2e (and cost where every site has prices) per policy."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tCO2e", "electricity cost (USD)"))

@@ -12,7 +12,7 @@ from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
 
 
 def demand_chart(grid: pd.DataFrame, title: str, bin_label: str, synthetic: bool = False,
-                 target_label: str = "weighted tokens") -> go.Figure:
+                 target_label: str = "weighted tokens", height: int | None = None) -> go.Figure:
     """Demand grid as two stacked panels: target per bin, and requests per bin when known.
 
     Parameters
@@ -21,6 +21,7 @@ def demand_chart(grid: pd.DataFrame, title: str, bin_label: str, synthetic: bool
     title : dataset name
     bin_label : e.g. ``"5min"``, shown in the axis titles
     synthetic : label the figure as synthetic
+    height : figure height in px (default 520 with a requests panel, else 360)
     """
     has_requests = "requests" in grid and grid["requests"].notna().any()
     rows = 2 if has_requests else 1
@@ -41,7 +42,7 @@ def demand_chart(grid: pd.DataFrame, title: str, bin_label: str, synthetic: bool
     full_title = f"{title} - demand per {bin_label}"
     if synthetic:
         full_title += f" - {SYNTHETIC_LABEL}"
-    fig.update_layout(title=full_title, height=520 if has_requests else 360,
+    fig.update_layout(title=full_title, height=height or (520 if has_requests else 360),
                       margin={"l": 60, "r": 20, "t": 60, "b": 40}, showlegend=False)
     fig.update_xaxes(title_text="time (UTC)", row=rows, col=1)
     return label_synthetic(fig, synthetic)
@@ -51,6 +52,35 @@ PART_COLORS = {"calibration": "rgba(255,165,0,0.10)", "test": "rgba(46,139,87,0.
 METHOD_LABELS = {"direct_quantile": "direct quantile", "split": "split conformal",
                  "cqr": "CQR", "rolling": "rolling conformal", "aci": "ACI",
                  "regime": "regime (Mondrian)"}
+
+
+def _shade_parts(fig: go.Figure, series: pd.DataFrame) -> None:
+    """Shade the calibration and test windows of ``series`` (``ts``, ``part``)."""
+    for part, color in PART_COLORS.items():
+        rows = series[series["part"] == part]
+        if len(rows):
+            fig.add_vrect(x0=rows["ts"].iloc[0], x1=rows["ts"].iloc[-1], fillcolor=color,
+                          line_width=0, annotation_text=part, annotation_position="top left")
+
+
+def split_chart(preview: pd.DataFrame, title: str, bin_label: str, synthetic: bool = False,
+                target_label: str = "weighted tokens") -> go.Figure:
+    """The demand the envelope is fitted, calibrated and tested on, drawn before any fit.
+
+    Parameters
+    ----------
+    preview : :func:`analytics.envelope.pipeline.split_preview` (ts, y, part)
+    """
+    fig = go.Figure(go.Scattergl(x=preview["ts"], y=preview["y"], mode="lines", name="actual",
+                                 line={"width": 1, "color": "#333"}))
+    _shade_parts(fig, preview)
+    full_title = f"{title} - demand per {bin_label}: fit, calibration and test windows"
+    if synthetic:
+        full_title += f" - {SYNTHETIC_LABEL}"
+    fig.update_layout(title=full_title, height=260, yaxis_title=f"{target_label} / {bin_label}",
+                      xaxis_title="time (UTC)", margin={"l": 60, "r": 20, "t": 50, "b": 40},
+                      showlegend=False)
+    return label_synthetic(fig, synthetic)
 
 
 def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method: str,
@@ -66,11 +96,7 @@ def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method:
     """
     test = test.replace([np.inf, -np.inf], np.nan)  # infinite ACI bounds are not drawn
     fig = go.Figure()
-    for part, color in PART_COLORS.items():
-        rows = series[series["part"] == part]
-        if len(rows):
-            fig.add_vrect(x0=rows["ts"].iloc[0], x1=rows["ts"].iloc[-1], fillcolor=color,
-                          line_width=0, annotation_text=part, annotation_position="top left")
+    _shade_parts(fig, series)
     fig.add_trace(go.Scatter(x=test["ts"], y=test[f"{method}_hi"], mode="lines",
                              line={"width": 0}, showlegend=False, hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=test["ts"], y=test[f"{method}_lo"], mode="lines",

@@ -168,6 +168,19 @@ def _band(fig: go.Figure, g: pd.DataFrame, xcol: str, col: str, color: str, name
                   row=1, col=subplot)
 
 
+def jobs_daily_chart(daily: pd.DataFrame, name: str) -> go.Figure:
+    """GPU-hours of the batch jobs submitted per day (:func:`analytics.services.power.
+    jobs_per_day`): the batch demand the simulation draws its arrivals from."""
+    fig = go.Figure(go.Bar(x=daily["day"], y=daily["gpu_h"], name="GPU-hours",
+                           customdata=daily["jobs"],
+                           hovertemplate="%{x|%Y-%m-%d}: %{y:,.0f} GPU-h, %{customdata} jobs"
+                                         "<extra></extra>"))
+    fig.update_layout(title=f"{name} - GPU-hours of the jobs submitted per day", height=260,
+                      yaxis_title="GPU-hours", xaxis_title="submit day (UTC)",
+                      margin={"l": 60, "r": 20, "t": 50, "b": 40})
+    return fig
+
+
 def power_daily_chart(profile: pd.DataFrame, synthetic: bool = False) -> go.Figure:
     """Mean power by hour of day, each component relative to its own mean.
 
