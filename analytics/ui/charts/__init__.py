@@ -1,6 +1,7 @@
 """DataFrame -> Plotly figure. No data access here: callers pass frames in.
 
-Long series use ``Scattergl``. A synthetic dataset is labelled on the figure itself (title and a
+Long series (from 5,000 points) use ``Scattergl``, shorter ones SVG (``base.line``). A
+synthetic dataset is labelled on the figure itself (title and a
 watermark) so a screenshot can never pass it off as measured traffic. One module per domain
 (demand, decisions, telemetry, advisor, serving, power); this package re-exports every chart so
 pages call ``charts.<name>``.

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
+from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic, line
 from analytics.ui.charts.demand import PART_COLORS
 
 
@@ -21,13 +21,13 @@ def capacity_chart(frame: pd.DataFrame, factor: float | None, unit: str, bin_lab
         fig.add_vrect(x0=test["ts"].iloc[0], x1=test["ts"].iloc[-1],
                       fillcolor=PART_COLORS["test"], line_width=0, annotation_text="test",
                       annotation_position="top left")
-    fig.add_trace(go.Scattergl(x=frame["ts"], y=frame["capacity"], mode="lines",
+    fig.add_trace(line(frame["ts"], frame["capacity"], mode="lines",
                                name=f"capacity = {factor} x upper bound",
                                line={"width": 1, "color": "#2ca02c"}))
-    fig.add_trace(go.Scattergl(x=frame["ts"], y=frame["y"], mode="lines", name="demand",
+    fig.add_trace(line(frame["ts"], frame["y"], mode="lines", name="demand",
                                line={"width": 1, "color": "#333"}))
     bad = frame[frame["violated"]]
-    fig.add_trace(go.Scattergl(x=bad["ts"], y=bad["y"], mode="markers", name="SLO violation",
+    fig.add_trace(line(bad["ts"], bad["y"], mode="markers", name="SLO violation",
                                marker={"color": "#d62728", "size": 7, "symbol": "x"}))
     title = "Provisioned capacity vs demand (calibration + test)"
     if synthetic:

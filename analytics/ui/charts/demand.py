@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
+from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic, line
 
 
 def demand_chart(grid: pd.DataFrame, title: str, bin_label: str, synthetic: bool = False,
@@ -27,14 +27,14 @@ def demand_chart(grid: pd.DataFrame, title: str, bin_label: str, synthetic: bool
     rows = 2 if has_requests else 1
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.06)
     fig.add_trace(
-        go.Scattergl(x=grid["ts"], y=grid["target"], mode="lines", name=target_label,
+        line(grid["ts"], grid["target"], mode="lines", name=target_label,
                      line={"width": 1, "color": "#1f77b4"}),
         row=1, col=1,
     )
     fig.update_yaxes(title_text=f"{target_label} / {bin_label}", row=1, col=1)
     if has_requests:
         fig.add_trace(
-            go.Scattergl(x=grid["ts"], y=grid["requests"], mode="lines", name="requests",
+            line(grid["ts"], grid["requests"], mode="lines", name="requests",
                          line={"width": 1, "color": "#ff7f0e"}),
             row=2, col=1,
         )
@@ -71,7 +71,7 @@ def split_chart(preview: pd.DataFrame, title: str, bin_label: str, synthetic: bo
     ----------
     preview : :func:`analytics.envelope.pipeline.split_preview` (ts, y, part)
     """
-    fig = go.Figure(go.Scattergl(x=preview["ts"], y=preview["y"], mode="lines", name="actual",
+    fig = go.Figure(line(preview["ts"], preview["y"], mode="lines", name="actual",
                                  line={"width": 1, "color": "#333"}))
     _shade_parts(fig, preview)
     full_title = f"{title} - demand per {bin_label}: fit, calibration and test windows"
@@ -103,10 +103,10 @@ def envelope_chart(series: pd.DataFrame, test: pd.DataFrame, model: str, method:
                              line={"width": 0}, fill="tonexty",
                              fillcolor="rgba(31,119,180,0.25)",
                              name=f"{METHOD_LABELS.get(method, method)} {1 - alpha:.0%} band"))
-    fig.add_trace(go.Scattergl(x=series["ts"], y=series["y"], mode="lines", name="actual",
+    fig.add_trace(line(series["ts"], series["y"], mode="lines", name="actual",
                                line={"width": 1, "color": "#333"}))
     shown = series[series["part"] != "fit"]
-    fig.add_trace(go.Scattergl(x=shown["ts"], y=shown[model], mode="lines",
+    fig.add_trace(line(shown["ts"], shown[model], mode="lines",
                                name=f"forecast ({model})", line={"width": 1, "color": "#d62728"}))
     full_title = f"{title} - actual, forecast and {1 - alpha:.0%} envelope per {bin_label}"
     if synthetic:
@@ -141,7 +141,7 @@ def rolling_coverage_chart(rolling: pd.DataFrame, alpha: float, synthetic: bool 
     """Trailing one-day coverage per method over the test window."""
     fig = go.Figure()
     for method, rows in rolling.groupby("method", sort=False):
-        fig.add_trace(go.Scattergl(x=rows["ts"], y=rows["coverage"], mode="lines",
+        fig.add_trace(line(rows["ts"], rows["coverage"], mode="lines",
                                    name=METHOD_LABELS.get(method, method)))
     fig.add_hline(y=1 - alpha, line_dash="dash", line_color="#d62728")
     title = "Rolling one-day coverage"
@@ -172,7 +172,7 @@ def hourly_coverage_chart(hourly: pd.DataFrame, synthetic: bool = False) -> go.F
 
 def alarm_chart(alarm: dict, synthetic: bool = False) -> go.Figure:
     """Exchangeability test martingale (log scale) with its rejection threshold."""
-    fig = go.Figure(go.Scattergl(x=alarm["ts"], y=alarm["martingale"], mode="lines",
+    fig = go.Figure(line(alarm["ts"], alarm["martingale"], mode="lines",
                                  name="test martingale"))
     fig.add_hline(y=alarm["threshold"], line_dash="dash", line_color="#d62728",
                   annotation_text=f"alarm at {alarm['threshold']:.0f}")

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic
+from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic, line
 
 
 def serving_energy_chart(table: pd.DataFrame, rows: list[str], title: str,
@@ -43,10 +43,10 @@ def serving_timeseries_chart(ts: pd.DataFrame, policies: list[str],
     for p in policies:
         g = ts[ts["policy"] == p]
         for row, col in ((1, "clock_mhz"), (2, "gpus_on"), (3, "power_kw")):
-            fig.add_trace(go.Scattergl(x=g["t_min"], y=g[col], mode="lines", name=p,
+            fig.add_trace(line(g["t_min"], g[col], mode="lines", name=p,
                                        legendgroup=p, showlegend=row == 1), row=row, col=1)
     g = ts[ts["policy"] == policies[0]]
-    fig.add_trace(go.Scattergl(x=g["t_min"], y=g["arrivals_per_s"], mode="lines",
+    fig.add_trace(line(g["t_min"], g["arrivals_per_s"], mode="lines",
                                name="arrivals", line={"color": "black"}), row=4, col=1)
     fig.update_xaxes(title_text="minutes from the first request", row=4, col=1)
     fig.update_layout(height=720, title="Clock, GPUs on, power and arrival rate"

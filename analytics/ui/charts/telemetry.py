@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analytics.telemetry import gpu_labels
+from analytics.ui.charts.base import line
 
 
 def telemetry_chart(frame: pd.DataFrame, metric: str, window: tuple | None = None,
@@ -17,7 +18,7 @@ def telemetry_chart(frame: pd.DataFrame, metric: str, window: tuple | None = Non
     fig = go.Figure()
     labelled = frame.assign(_gpu=gpu_labels(frame)) if not frame.empty else frame.assign(_gpu=[])
     for label, g in labelled.sort_values("ts").groupby("_gpu", sort=True):
-        fig.add_trace(go.Scattergl(x=g["ts"], y=g[metric], mode="lines+markers",
+        fig.add_trace(line(g["ts"], g[metric], mode="lines+markers",
                                    name=str(label), marker={"size": 3}))
     if window is not None:
         fig.add_vrect(x0=window[0], x1=window[1], fillcolor="rgba(46,139,87,0.12)",
