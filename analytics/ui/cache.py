@@ -189,6 +189,17 @@ def ingest_uploads(files, opts: ParseOptions) -> list[dict]:
                                Path(_upload_dir(str(settings().upload_dir))))
 
 
+def ingest_staged(staged, opts: ParseOptions) -> list[dict]:
+    """Ingest the large-file uploader's files already on disk
+    (:class:`analytics.ui.upload_route.Staged`), one transaction per file, reported as
+    :func:`ingest_uploads`; each file is deleted afterwards
+    (:func:`analytics.services.data.ingest_staged`)."""
+    _upload_dir(str(settings().upload_dir))  # the once-per-start clean, as for small uploads
+    return data.ingest_staged(functools.partial(connection, write=True),
+                              [(s.path, s.name, s.sha256) for s in staged], opts,
+                              settings().max_upload_mb * 1_000_000)
+
+
 def delete_dataset(name: str) -> None:
     """Remove a dataset (the data version moves, so caches refresh)."""
     with connection(write=True) as con:
