@@ -1,5 +1,6 @@
 """Data: upload traces, pull public datasets, see and manage what is in the store."""
 
+import functools
 from datetime import UTC, datetime, time
 
 import streamlit as st
@@ -146,7 +147,7 @@ if not ledger.empty:
         fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt")
         st.download_button(
             f"Download {target}.{fmt}",
-            data=cache.export_table(target, fmt),
+            data=functools.partial(cache.export_table, target, fmt),  # built on the click
             file_name=f"{target}.{fmt}",
             mime="text/csv" if fmt == "csv" else "application/octet-stream",
             key="download",

@@ -147,7 +147,6 @@ def figure(builder: Callable[..., Any], *args, **kwargs):
 # --------------------------------------------------------------------------- data
 datasets = cached(data.ledger)
 dataset_summary = cached(data.summary)
-_export = cached(data.export, show_spinner="Preparing the download ...")
 _supported_targets = cached(demand.supported_targets)
 
 
@@ -167,8 +166,11 @@ def dataset_info(name: str) -> dict | None:
 
 
 def export_table(name: str, fmt: str) -> bytes:
-    """All rows of a dataset as CSV or Parquet bytes."""
-    return _export(name, fmt)
+    """All rows of a dataset as CSV or Parquet bytes, built when asked and not kept (the Data
+    page asks on the download click: a dataset of millions of rows built on every page run,
+    and cached, held its whole export in server memory)."""
+    with connection() as con:
+        return data.export(con, name, fmt)
 
 
 @st.cache_resource(show_spinner=False)

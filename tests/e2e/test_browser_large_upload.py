@@ -1,6 +1,7 @@
 """Issue 16 item 3: the Data page's "Large files (streamed to disk)" uploader sends a real file
 through the app's streamed-upload route (serve.py) and the file is ingested into the ledger;
-nothing is left in the upload folder."""
+nothing is left in the upload folder. The dataset's download is built on the click (not on
+every page run, where a large dataset's whole export sat in server memory) and holds every row."""
 
 from __future__ import annotations
 
@@ -23,5 +24,9 @@ def test_large_file_uploader_streams_to_disk_and_ingests(app_url, tmp_path):
         wait_settled(page)
         body = page.locator("body").text_content() or ""
         assert "Traceback" not in body and "refused" not in body
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download AzureLLMInferenceTrace_conv.csv").click()
+        lines = download.value.path().read_text().splitlines()
+        assert len(lines) == 1 + 19_366 and "ts" in lines[0]
     folder = tmp_path / "uploads-tmp"  # Settings.upload_dir beside the test's store
     assert not folder.exists() or list(folder.iterdir()) == []
