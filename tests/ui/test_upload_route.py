@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from analytics.ui import upload_route
 
 CHUNK = b"0123456789abcdef" * 4096  # 64 KiB
+DISCONNECT = b"<the browser went away>"
 
 
 def _body(chunks: int):
@@ -47,6 +48,8 @@ class Client:
 
         async def receive():
             chunk = next(source, None)
+            if chunk == DISCONNECT:
+                return {"type": "http.disconnect"}
             return {"type": "http.request", "body": chunk or b"", "more_body": chunk is not None}
 
         async def send(message):
@@ -91,6 +94,13 @@ def test_over_the_cap_is_413_and_leaves_no_part_file(served):
     assert list(folder.iterdir()) == []
     declared = client.put(f"/headroom/upload/{token}/big.csv", content=CHUNK * 11)
     assert declared.status_code == 413  # refused on Content-Length before reading
+    assert list(folder.iterdir()) == []
+
+
+def test_a_client_gone_mid_body_leaves_no_file(served):
+    client, tokens, folder, token = served
+    reply = client.put(f"/headroom/upload/{token}/a.csv", content=[CHUNK, CHUNK, DISCONNECT])
+    assert reply.status_code == 400
     assert list(folder.iterdir()) == []
 
 
