@@ -146,3 +146,31 @@ def test_streaming_200_mb_keeps_memory_flat(tmp_path):
     assert reply.status_code == 200 and reply.json()["bytes"] == chunks * len(CHUNK)
     assert peak < 20 * 2**20  # the body is 200 MiB; measured: peak 0.02 MiB
     tokens.take(token, [reply.json()["id"]])[0].path.unlink()
+
+
+def test_staged_uploads_are_ingested_or_refused_with_line_and_column_then_deleted(tmp_path):
+    """The service path the Data page takes for the streamed files: a good file ingested, a
+    bad one refused naming file, line and column; both deleted from the upload folder."""
+    import shutil
+
+    from harness import case_file, shared
+
+    from analytics import store
+    from analytics.config import ParseOptions
+    from analytics.services import data
+
+    good = tmp_path / "upload-1.csv"
+    shutil.copy(shared("azure_llm/AzureLLMInferenceTrace_conv.csv"), good)
+    bad = tmp_path / "upload-2.csv"
+    shutil.copy(case_file("malformed/m09_duplicate_header_names.csv"), bad)
+    con = store.connect(tmp_path / "s.duckdb")
+    try:
+        results = data.ingest_staged(con, [(good, "AzureLLMInferenceTrace_conv.csv", None),
+                                           (bad, "m09_duplicate_header_names.csv", None)],
+                                     ParseOptions(), 400 * 10**6)
+    finally:
+        con.close()
+    assert [r["status"] for r in results] == ["ingested", "rejected"]
+    assert results[0]["dataset"] == "AzureLLMInferenceTrace_conv" and results[0]["rows"] == 19_366
+    assert results[1]["error"].startswith("m09_duplicate_header_names.csv: line 1, column")
+    assert not good.exists() and not bad.exists()
