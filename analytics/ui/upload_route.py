@@ -17,7 +17,8 @@ Security: ``token`` is a capability the Data page creates per browser session
 unknown or expired token is refused (403), as is a request whose ``Origin`` does not name this
 server's ``Host`` (403). ``name`` is only a label: it must be a plain base name (no path
 separator, no leading dot, at most 255 characters; else 400), and the file is written under a
-generated name. Nothing uploaded is executed or unpickled.
+generated name. A session holds at most :data:`MAX_PENDING` finished uploads the page has not
+yet ingested (429). Nothing uploaded is executed or unpickled.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from analytics.config import Settings
 ROUTE = "/headroom/upload/{token}/{name}"
 #: Seconds a session's token stays valid after the Data page last drew the widget.
 TOKEN_TTL_S = 3600.0
+#: Finished uploads a session may hold on disk before the page has ingested them (more: 429).
+MAX_PENDING = 20
 #: Characters a kept file suffix may hold (``.csv``, ``.csv.gz``, ``.parquet`` ...).
 _SUFFIX = re.compile(r"^(\.[A-Za-z0-9]{1,10}){1,2}$")
 
@@ -91,6 +94,12 @@ class UploadTokens:
         with self._lock:
             self._expire()
             return token in self._sessions
+
+    def pending(self, token: str) -> int:
+        """Finished uploads of ``token`` not yet taken by the page."""
+        with self._lock:
+            session = self._sessions.get(token)
+            return 0 if session is None else len(session.staged)
 
     def add(self, token: str, staged: Staged) -> str | None:
         """Record a finished upload under ``token``; returns its id, or None when the token
@@ -157,7 +166,8 @@ async def put_upload(request: Request, tokens: UploadTokens | None = None,
                      folder: Path | None = None, cap_bytes: int | None = None) -> JSONResponse:
     """``PUT /headroom/upload/{token}/{name}``: stream the body to disk (see the module
     docstring). Answers 200 ``{"id", "name", "bytes"}``, 400 (name; the client stopped
-    mid-body), 403 (token, origin), 413 (over ``server.maxUploadSize``). ``tokens``, ``folder``
+    mid-body), 403 (token, origin), 413 (over ``server.maxUploadSize``), 429 (the session
+    already holds :data:`MAX_PENDING` uploads not yet ingested). ``tokens``, ``folder``
     and ``cap_bytes`` default to :data:`TOKENS`, ``Settings.upload_dir`` and the server's cap."""
     tokens = tokens or TOKENS
     token, name = request.path_params["token"], request.path_params["name"]
@@ -167,6 +177,8 @@ async def put_upload(request: Request, tokens: UploadTokens | None = None,
         return _error(403, "unknown or expired upload token: reload the Data page")
     if not plain_name(name):
         return _error(400, "the file name must be a plain base name")
+    if tokens.pending(token) >= MAX_PENDING:
+        return _error(429, f"{MAX_PENDING} uploads are waiting to be ingested: reload the page")
     cap = _cap_bytes() if cap_bytes is None else cap_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > cap:

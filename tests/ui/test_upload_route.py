@@ -97,6 +97,15 @@ def test_over_the_cap_is_413_and_leaves_no_part_file(served):
     assert list(folder.iterdir()) == []
 
 
+def test_a_session_holds_a_bounded_number_of_pending_uploads(served, monkeypatch):
+    client, tokens, folder, token = served
+    monkeypatch.setattr(upload_route, "MAX_PENDING", 2)
+    codes = [client.put(f"/headroom/upload/{token}/a.csv", content=b"x").status_code
+             for _ in range(3)]
+    assert codes == [200, 200, 429]
+    assert len(list(folder.iterdir())) == 2
+
+
 def test_a_client_gone_mid_body_leaves_no_file(served):
     client, tokens, folder, token = served
     reply = client.put(f"/headroom/upload/{token}/a.csv", content=[CHUNK, CHUNK, DISCONNECT])
