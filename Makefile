@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m streamlit run app.py
+	$(PY) -m streamlit run serve.py
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,10 +1,11 @@
 """Data: upload traces, pull public datasets, see and manage what is in the store."""
 
+import functools
 from datetime import UTC, datetime, time
 
 import streamlit as st
 from analytics.config import CARBON_BASES, DEFAULT_T0, ParseOptions, field_list, time_zones
-from analytics.ui import cache, scenario, widgets
+from analytics.ui import bigupload, cache, scenario, widgets
 
 scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
@@ -81,22 +82,45 @@ with st.expander("Parse options"):
     bench_tp = b1.number_input("Tensor parallel (tp) of those runs", 1, 64, 1, key="bench_tp")
     bench_prec = b2.selectbox("Precision of those runs", ["bf16", "fp16", "fp8", "int8", "int4"],
                               key="bench_precision")
-if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
-    opts = ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
+
+
+def parse_options() -> ParseOptions:
+    """The parse options set above."""
+    return ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
                         fields=field_list(smi_fields), carbon_basis=carbon_basis,
                         tz=None if zone == no_zone else zone, hardware=bench_hw,
                         tp=int(bench_tp) if bench_hw else None,
                         precision=bench_prec if bench_hw else None)
-    with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
-        results = cache.ingest_uploads(uploads, opts)
-        status.update(label="Ingest finished", state="complete")
-    if not any(r["status"] == "rejected" for r in results):  # all in: clear the uploader
-        st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
+
+
+def show_results(results: list[dict]) -> None:
+    """Keep the ingest report for the next run, pick the added demand dataset, rerun."""
     st.session_state["ingest_report"] = results
     # select the added demand dataset with the longest span (not simply the last file)
     if chosen := widgets.most_useful_demand(results):
         st.session_state["pending_dataset"] = chosen
     st.rerun()
+
+
+if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
+    with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
+        results = cache.ingest_uploads(uploads, parse_options())
+        status.update(label="Ingest finished", state="complete")
+    if not any(r["status"] == "rejected" for r in results):  # all in: clear the uploader
+        st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
+    show_results(results)
+
+st.markdown("**Large files (streamed to disk)**")
+st.caption("Files chosen here are sent straight to a file on the server as they upload "
+           "(server memory does not grow with the file; up to the upload cap) and ingested "
+           "as soon as they have arrived, with the parse options above.")
+staged, refused = bigupload.large_uploader("large_uploads")
+if staged or refused:
+    with st.status(f"Ingesting {len(staged)} file(s) ...") as status:
+        results = cache.ingest_staged(staged, parse_options()) if staged else []
+        status.update(label="Ingest finished", state="complete")
+    show_results(results + [{"file": r["name"], "status": "rejected", "error": r["error"],
+                             "dataset": None, "rows": 0, "format": None} for r in refused])
 
 st.subheader("Datasets")
 if not ledger.empty:
@@ -123,7 +147,7 @@ if not ledger.empty:
         fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt")
         st.download_button(
             f"Download {target}.{fmt}",
-            data=cache.export_table(target, fmt),
+            data=functools.partial(cache.export_table, target, fmt),  # built on the click
             file_name=f"{target}.{fmt}",
             mime="text/csv" if fmt == "csv" else "application/octet-stream",
             key="download",

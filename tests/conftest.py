@@ -98,7 +98,8 @@ def week_envelope(week_grid):
 
 @pytest.fixture
 def app_url(tmp_path, request, model_cache):
-    """URL of a Streamlit server running ``app.py`` on a fresh store and an empty data folder.
+    """URL of a Streamlit server running ``app.py`` (through ``serve.py``) on a fresh store and
+    an empty data folder.
 
     Parametrise it indirectly with a tuple of staged files (paths under the shared data folder)
     that the store holds before the app starts. The server log is ``tmp_path/streamlit.log``.

@@ -25,6 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("HEADROOM_SHARED_DATA", REPO.parent / "shared" / "data"))
 APP = str(REPO / "app.py")
+SERVE = str(REPO / "serve.py")  # the ASGI entry `make run` starts: app.py plus the upload route
 ARTIFACTS = REPO / "tests" / "artifacts"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
@@ -154,7 +155,8 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def streamlit_server(db: Path, raw: Path, log_path: Path, start_s: float = 60):
-    """Run ``streamlit run app.py`` on a free port over the store ``db`` and data folder ``raw``;
+    """Run ``streamlit run serve.py`` (``app.py`` as ``make run`` serves it) on a free port over
+    the store ``db`` and data folder ``raw``;
     yield its URL once ``/_stcore/health`` answers. The server log goes to ``log_path``.
 
     Raises
@@ -166,7 +168,7 @@ def streamlit_server(db: Path, raw: Path, log_path: Path, start_s: float = 60):
     env = {**os.environ, "HEADROOM_DB": str(db), "HEADROOM_DATA_DIR": str(raw)}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", APP,
+            [sys.executable, "-m", "streamlit", "run", SERVE,
              "--server.port", str(port), "--server.address", "127.0.0.1",
              "--server.headless", "true", "--browser.gatherUsageStats", "false"],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,

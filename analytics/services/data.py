@@ -124,10 +124,7 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
     of ``<stem>-<host or site>``, ``<stem>-2``, ``<stem>-3`` ...; the report's first warning
     says which name the file got and why.
     """
-    from analytics.ingest.formats import FormatError, SkippedByDesign
-    from analytics.ingest.formats._common import file_stem
-
-    stems = [safe_dataset_name(file_stem(up.name)) for up in uploads]
+    stems = [safe_dataset_name(_stem(up.name)) for up in uploads]
     results = []
     for up, stem in zip(uploads, stems, strict=True):
         suffix = "".join(Path(up.name).suffixes[-2:])
@@ -137,21 +134,54 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
             up.seek(0)
             digest = copy_hashed(up, tmp)  # hashed while copied: no second read
             tmp.flush()
-            try:
-                [item] = ingest.parse_all([ingest.FileIn(Path(tmp.name), up.name, sha256=digest)],
-                                          opts=opts, max_bytes=max_bytes)
-                with held(con) as cur:  # the store is held only while the rows are written
-                    results.extend(ingest.store_items(cur, [_upload_item(item, stem,
-                                                                   stems.count(stem))]))
-            except SkippedByDesign as exc:
-                results.append(ingest.skipped_result(exc))
-            except FormatError as exc:
-                results.append({"file": up.name, "status": "rejected", "error": str(exc),
-                                "dataset": None, "rows": 0, "format": None})
-            except (store.NameTaken, store.StoreError, ValueError) as exc:
-                results.append({"file": up.name, "status": "rejected", "error": str(exc),
-                                "dataset": stem, "rows": 0, "format": None})
+            results.append(_ingest_one(con, ingest.FileIn(Path(tmp.name), up.name, sha256=digest),
+                                       stem, stems.count(stem), opts, max_bytes))
     return results
+
+
+def ingest_staged(con, staged: Iterable[tuple[Path, str, str | None]], opts: ParseOptions,
+                  max_bytes: int) -> list[dict]:
+    """Ingest uploads already on disk (the Data page's streamed uploads,
+    :mod:`analytics.ui.upload_route`): ``staged`` is ``(path, name the user gave, sha256 or
+    None)``, one transaction per file, named, reported and never raising exactly as
+    :func:`ingest_uploads`. Each file is deleted once it has been ingested or refused."""
+    staged = list(staged)
+    stems = [safe_dataset_name(_stem(name)) for _, name, _ in staged]
+    results = []
+    for (path, name, digest), stem in zip(staged, stems, strict=True):
+        try:
+            results.append(_ingest_one(con, ingest.FileIn(Path(path), name, sha256=digest),
+                                       stem, stems.count(stem), opts, max_bytes))
+        finally:
+            Path(path).unlink(missing_ok=True)
+    return results
+
+
+def _stem(name: str) -> str:
+    from analytics.ingest.formats._common import file_stem
+
+    return file_stem(name)
+
+
+def _ingest_one(con, file, stem: str, same_stem: int, opts: ParseOptions,
+                max_bytes: int) -> dict:
+    """Parse one upload on disk (``ingest.FileIn``, ``display`` its user-given name) and write
+    it in its own transaction; every refusal is a ``rejected`` result, never raised."""
+    from analytics.ingest.formats import FormatError, SkippedByDesign
+
+    try:
+        [item] = ingest.parse_all([file], opts=opts, max_bytes=max_bytes)
+        with held(con) as cur:  # the store is held only while the rows are written
+            [result] = ingest.store_items(cur, [_upload_item(item, stem, same_stem)])
+        return result
+    except SkippedByDesign as exc:
+        return ingest.skipped_result(exc)
+    except FormatError as exc:
+        return {"file": file.display, "status": "rejected", "error": str(exc),
+                "dataset": None, "rows": 0, "format": None}
+    except (store.NameTaken, store.StoreError, ValueError) as exc:
+        return {"file": file.display, "status": "rejected", "error": str(exc),
+                "dataset": stem, "rows": 0, "format": None}
 
 
 def _upload_item(item: store.IngestItem, stem: str, same_stem: int) -> store.IngestItem:

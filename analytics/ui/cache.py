@@ -147,7 +147,6 @@ def figure(builder: Callable[..., Any], *args, **kwargs):
 # --------------------------------------------------------------------------- data
 datasets = cached(data.ledger)
 dataset_summary = cached(data.summary)
-_export = cached(data.export, show_spinner="Preparing the download ...")
 _supported_targets = cached(demand.supported_targets)
 
 
@@ -167,8 +166,11 @@ def dataset_info(name: str) -> dict | None:
 
 
 def export_table(name: str, fmt: str) -> bytes:
-    """All rows of a dataset as CSV or Parquet bytes."""
-    return _export(name, fmt)
+    """All rows of a dataset as CSV or Parquet bytes, built when asked and not kept (the Data
+    page asks on the download click: a dataset of millions of rows built on every page run,
+    and cached, held its whole export in server memory)."""
+    with connection() as con:
+        return data.export(con, name, fmt)
 
 
 @st.cache_resource(show_spinner=False)
@@ -187,6 +189,17 @@ def ingest_uploads(files, opts: ParseOptions) -> list[dict]:
     return data.ingest_uploads(functools.partial(connection, write=True), files, opts,
                                settings().max_upload_mb * 1_000_000,
                                Path(_upload_dir(str(settings().upload_dir))))
+
+
+def ingest_staged(staged, opts: ParseOptions) -> list[dict]:
+    """Ingest the large-file uploader's files already on disk
+    (:class:`analytics.ui.upload_route.Staged`), one transaction per file, reported as
+    :func:`ingest_uploads`; each file is deleted afterwards
+    (:func:`analytics.services.data.ingest_staged`)."""
+    _upload_dir(str(settings().upload_dir))  # the once-per-start clean, as for small uploads
+    return data.ingest_staged(functools.partial(connection, write=True),
+                              [(s.path, s.name, s.sha256) for s in staged], opts,
+                              settings().max_upload_mb * 1_000_000)
 
 
 def delete_dataset(name: str) -> None:

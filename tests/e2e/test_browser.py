@@ -22,7 +22,7 @@ def test_upload_real_trace_see_table_and_chart(app_url):
         page.goto(app_url)
         page.get_by_text("No data yet").wait_for()
 
-        page.locator('input[type="file"]').set_input_files(str(conv))
+        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(conv))
         ingest_button = page.get_by_role("button", name="Ingest uploaded files")
         sync_api.expect(ingest_button).to_be_enabled(timeout=60_000)
         ingest_button.click()

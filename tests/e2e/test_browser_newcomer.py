@@ -70,7 +70,7 @@ def test_newcomer_first_run_upload_envelopes_share_link_and_report(first_run_url
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         page.screenshot(path=str(ARTIFACTS / "first_run.png"), full_page=True)
 
-        page.locator('input[type="file"]').set_input_files(str(conv))
+        page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(conv))
         ingest_button = page.get_by_role("button", name="Ingest uploaded files")
         sync_api.expect(ingest_button).to_be_enabled()
         ingest_button.click()
