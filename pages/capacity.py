@@ -57,12 +57,11 @@ for row, k in zip(edited.itertuples(), GPU_CATALOG, strict=True):
     if not pd.isna(row.available):
         available[k.name] = int(row.available)
 
+demand_target = cache.targets(name)[0]  # the plan's default demand target
 try:  # first, the windows the envelope will be fitted, calibrated and tested on (no fit)
-    preview = cache.split_preview(name, BIN_CHOICES_S[bin_label], params,
-                                  target=cache.targets(name)[0])
+    preview = cache.split_preview(name, BIN_CHOICES_S[bin_label], params, target=demand_target)
     st.plotly_chart(charts.split_chart(preview, name, bin_label, synthetic,
-                                       DemandTarget(cache.targets(name)[0]).label),
-                    key="split_chart")
+                                       DemandTarget(demand_target).label), key="split_chart")
     st.caption("The overbooking factor is chosen on the calibration window and checked on the "
                "test window, which it never sees.")
 except ValueError:

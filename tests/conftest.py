@@ -127,14 +127,8 @@ ADVISOR_BENCH = ["ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
 @pytest.fixture(scope="session")
 def bench_db(tmp_path_factory):
     """A store holding :data:`ADVISOR_BENCH` (shared by the advisor tests; do not write)."""
-    from analytics import store
-    from analytics.ingest import files as ingest
-
     path = tmp_path_factory.mktemp("advisor") / "bench.duckdb"
-    con = store.connect(path)
-    files = [shared(rel) for rel in ADVISOR_BENCH]
-    ingest.ingest_files(con, [ingest.FileIn(f, f.name) for f in files])
-    con.close()
+    seed(path, *ADVISOR_BENCH)
     return path
 
 
@@ -159,15 +153,11 @@ SERVING_FILES = ("azure_llm/AzureLLMInferenceTrace_conv.csv",
 
 @pytest.fixture(scope="session")
 def serving_db_template(tmp_path_factory):
-    """A store holding :data:`SERVING_FILES`, ingested once per session (copy it before use)."""
-    from analytics import store
-    from analytics.ingest import files as ingest
-
+    """A store holding :data:`SERVING_FILES`, ingested once per session, one ingest per file
+    (copy it before use)."""
     path = tmp_path_factory.mktemp("serving") / "template.duckdb"
-    con = store.connect(path)
     for rel in SERVING_FILES:
-        ingest.ingest_files(con, [ingest.FileIn(shared(rel), shared(rel).name)])
-    con.close()
+        seed(path, rel)
     return path
 
 
@@ -178,3 +168,20 @@ def serving_db(serving_db_template, tmp_path):
     from pathlib import Path
 
     return Path(shutil.copy(serving_db_template, tmp_path / "serving.duckdb"))
+
+
+@pytest.fixture
+def conv_inputs(serving_db):
+    """(store, params, inputs) of the serving runner tests: :func:`serving_db` and the sweep
+    inputs of its Azure conv trace over a 2-minute window
+    (:func:`analytics.services.serving.sensitivity_inputs`)."""
+    from analytics import serving, store
+    from analytics.services import serving as service
+
+    con = store.connect(serving_db)
+    try:
+        params = serving.ServingParams(window_s=120)
+        return serving_db, params, service.sensitivity_inputs(
+            con, "AzureLLMInferenceTrace_conv", params)
+    finally:
+        con.close()

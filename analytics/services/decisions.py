@@ -182,11 +182,12 @@ def site_carbon_profile(con, site_names: tuple[str, ...], basis: str | None = No
     out = []
     for src in sites.site_sources(store.site_catalog(con), list(site_names), basis):
         hourly = store.site_hourly(con, "carbon_intensity", src.name, src.basis).dropna()
-        by_hour = hourly.groupby(pd.to_datetime(hourly["ts"]).dt.hour)["value"]
+        by_hour = (hourly.groupby(pd.to_datetime(hourly["ts"]).dt.hour)["value"]
+                   .agg(["mean", "count"]))
         out.append(pd.DataFrame({"site": src.name, "basis": src.basis,
-                                 "hour_utc": by_hour.mean().index.astype(int),
-                                 "gco2_per_kwh": by_hour.mean().to_numpy(),
-                                 "days": by_hour.count().to_numpy()}))
+                                 "hour_utc": by_hour.index.astype(int),
+                                 "gco2_per_kwh": by_hour["mean"].to_numpy(),
+                                 "days": by_hour["count"].to_numpy()}))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
         columns=["site", "basis", "hour_utc", "gco2_per_kwh", "days"])
 

@@ -192,13 +192,6 @@ def grid_document(con, req: GridRequest, rows: bool = False) -> dict:
     return out
 
 
-def split_preview(con, req: GridRequest, params: pipeline.EnvelopeParams = DEFAULT_ENVELOPE
-                  ) -> pd.DataFrame:
-    """The grid's bins labelled fit / calibration / test as the envelope will split them, before
-    any fit (:func:`analytics.envelope.pipeline.split_preview`). Raises GridError, ValueError."""
-    return pipeline.split_preview(grid(con, req), req.bin_s, params)
-
-
 def envelope(con, req: GridRequest, params: pipeline.EnvelopeParams = DEFAULT_ENVELOPE
              ) -> pipeline.EnvelopeResult:
     """Point forecasts, the six interval methods and their coverage on a dataset's grid

@@ -239,7 +239,6 @@ def add_synthetic_demo() -> list[dict]:
 # --------------------------------------------------------------------------- demand
 _grid = cached(demand.grid, show_spinner="Building the demand grid ...")
 _envelope = cached(demand.envelope, max_entries=24)
-_split_preview = cached(demand.split_preview, max_entries=24)
 _cold_start = cached(demand.cold_start, max_entries=8)
 
 
@@ -280,11 +279,14 @@ def demand_envelope(name: str, bin_s: int, params: EnvelopeParams, w_prompt: flo
 def split_preview(name: str, bin_s: int, params: EnvelopeParams, w_prompt: float = 1.0,
                   w_completion: float = 1.0, include_failed: bool = True,
                   target: str | None = None) -> pd.DataFrame:
-    """The grid's bins labelled fit / calibration / test, before any fit (cached; the first
-    chart of the envelope pages, drawn while the envelope is fitted:
-    :func:`analytics.services.demand.split_preview`). Raises ValueError and GridError."""
-    return _split_preview(_request(name, bin_s, w_prompt, w_completion, include_failed, target),
-                          params)
+    """The grid's bins labelled fit / calibration / test, before any fit: the cached grid
+    (:func:`demand_grid`) labelled by :func:`analytics.envelope.pipeline.split_preview` (one
+    pass, not cached). The first chart of the envelope pages, drawn while the envelope is
+    fitted. Raises ValueError and GridError."""
+    from analytics.envelope import pipeline
+
+    grid = demand_grid(name, bin_s, w_prompt, w_completion, include_failed, target)
+    return pipeline.split_preview(grid, bin_s, params)
 
 
 def cold_start(source: str, target_trace: str, bin_s: int, k_hours: tuple[int, ...],

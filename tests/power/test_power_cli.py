@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import shared
-from harness import strict_loads
+from harness import seed, strict_loads
 
 from analytics import cli, store
 from analytics.ingest import files as ingest
@@ -111,10 +111,7 @@ def sparse_db(tmp_path_factory):
     """MIT SuperCloud jobs, the Alibaba LoRA trace (longest span, 70 % empty minutes) and the
     Azure code trace (58 minutes, 22 % empty)."""
     db = tmp_path_factory.mktemp("sparse") / "s.duckdb"
-    con = store.connect(db)
-    paths = [shared(rel) for rel in SPARSE_STORE]
-    ingest.ingest_files(con, [ingest.FileIn(p, p.name) for p in paths])
-    con.close()
+    seed(db, *SPARSE_STORE)
     return db
 
 

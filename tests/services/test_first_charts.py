@@ -7,19 +7,17 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from conftest import shared
+from harness import seed
 
 from analytics import store
 from analytics.envelope import pipeline
-from analytics.ingest import files as ingest
 from analytics.services import advisor, decisions
 from analytics.services import power as power_service
 
 
 def _store(tmp_path, *rels):
-    con = store.connect(tmp_path / "s.duckdb")
-    for rel in rels:
-        ingest.ingest_files(con, [ingest.FileIn(shared(rel), shared(rel).name)])
-    return con
+    seed(tmp_path / "s.duckdb", *rels)
+    return store.connect(tmp_path / "s.duckdb")
 
 
 def test_split_preview_labels_the_bins_as_the_envelope_splits_them(week_grid, week_envelope):

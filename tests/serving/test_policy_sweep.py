@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analytics import serving, store
+from analytics import serving
 from analytics.services import serving as service
 
-CONV = "AzureLLMInferenceTrace_conv"
 
-
-def test_policies_on_the_runner_equal_simulate_and_are_stored(serving_db):
-    db = serving_db
-    con = store.connect(db)
-    params = serving.ServingParams(window_s=120)
-    inputs = service.sensitivity_inputs(con, CONV, params)
-    con.close()
+def test_policies_on_the_runner_equal_simulate_and_are_stored(conv_inputs):
+    db, params, inputs = conv_inputs
     # a run stopped after two policies: those are stored
     _, first = service.run_policies(inputs, params, ("max_clock", "festina"), store_path=db)
     assert (first["computed"], first["rounds"]) == (2, 1)

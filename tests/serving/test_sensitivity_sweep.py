@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analytics import serving, store
+from analytics import serving
 from analytics.services import serving as service
 
-CONV = "AzureLLMInferenceTrace_conv"
 
-
-def test_sensitivity_on_the_runner_equals_direct_and_is_stored(serving_db):
-    db = serving_db
-    con = store.connect(db)
-    params = serving.ServingParams(window_s=120)
-    inputs = service.sensitivity_inputs(con, CONV, params)
-    con.close()
+def test_sensitivity_on_the_runner_equals_direct_and_is_stored(conv_inputs):
+    db, params, inputs = conv_inputs
     assert set(inputs["key_inputs"]) == {"trace", "bench", "measured_profile"}
     assert inputs["key_inputs"]["measured_profile"] == "none"
     grid = {"gammas": (None, 2.0), "static_scales": (1.5,)}
