@@ -334,11 +334,48 @@ def conform(frame: pl.DataFrame, table: str,
     return frame.select(cols)
 
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
                 ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"),
                 ("telemetry", "gpu_uuid")}  # columns later migrations add
+
+
+#: Where a canonical table's rows are kept when that is not the table of its name (migration
+#: 13, issue 15): ``requests`` is a view over ``requests_full`` (every column; where every
+#: frame and batch is written) and ``requests_tokens`` (dataset, time and token counts only).
+#: A file whose rows fill only those columns and leave the others at :data:`NARROW`'s constants
+#: (an Azure LLM trace read directly, :meth:`analytics.ingest.fastcsv.Streamed.direct_sql`) is
+#: written to the narrow table: DuckDB spends about 0.1 s of CPU per 1 M rows appending the
+#: five columns such a file leaves empty or constant (0.6-0.9 s of a 2.3 s insert of 5 M rows;
+#: ``bench/bench_ingest.py``). Readers see one ``requests``; writers name the stored tables.
+STORED_IN: dict[str, str] = {"requests": "requests_full"}
+
+#: Narrow stored tables: canonical table -> (stored table, its columns after ``dataset_id``,
+#: the other columns' values in the view as SQL constants; absent: NULL).
+NARROW: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+    "requests": ("requests_tokens", ("ts", "prompt_tokens", "completion_tokens"),
+                 {"failed": "false"}),
+}
+
+
+def stored_table(table: str) -> str:
+    """The stored table rows of canonical ``table`` are written to (itself, unless a view)."""
+    return STORED_IN.get(table, table)
+
+
+def stored_tables(table: str) -> list[str]:
+    """Every stored table holding rows of canonical ``table`` (what a delete must reach)."""
+    return [stored_table(table), *((NARROW[table][0],) if table in NARROW else ())]
+
+
+def narrow_for(table: str, columns) -> tuple[str, tuple[str, ...], dict[str, str]] | None:
+    """:data:`NARROW`'s entry for rows of ``table`` that fill exactly ``columns`` (the narrow
+    table's columns and those it keeps as constants), else None."""
+    entry = NARROW.get(table)
+    if entry is None or set(columns) != {*entry[1], *entry[2]}:
+        return None
+    return entry
 
 
 def _ddl(table: str) -> str:
@@ -444,4 +481,23 @@ MIGRATIONS: dict[int, list[str]] = {
           ran_on VARCHAR NOT NULL,
           PRIMARY KEY (analysis, params_sha256, seed, code_version, inputs_sha256)
         )"""],
+    # request rows that carry only time and token counts are kept in a narrow table; the view
+    # ``requests`` shows both tables as before (STORED_IN, NARROW; issue 15). A later column of
+    # requests is added to requests_full and the view recreated.
+    13: ["ALTER TABLE requests RENAME TO requests_full",
+         """CREATE TABLE IF NOT EXISTS requests_tokens (
+          dataset_id INTEGER NOT NULL,
+          ts TIMESTAMP,
+          prompt_tokens BIGINT,
+          completion_tokens BIGINT
+        )""",
+         """CREATE VIEW requests AS
+          SELECT dataset_id, ts, model, prompt_tokens, completion_tokens, failed, session_id,
+                 latency_s, gpu_s
+            FROM requests_full
+          UNION ALL
+          SELECT dataset_id, ts, NULL::VARCHAR AS model, prompt_tokens, completion_tokens,
+                 false AS failed, NULL::VARCHAR AS session_id, NULL::DOUBLE AS latency_s,
+                 NULL::DOUBLE AS gpu_s
+            FROM requests_tokens"""],
 }

@@ -16,11 +16,11 @@ the median is quoted. Peak RSS is that of a ``python -m analytics.cli ingest`` c
 (``os.wait4`` rusage ``ru_maxrss``). The load average is printed with the results.
 
 For the Azure shape a third side is timed for reference (not in the ratio): DuckDB's own
-``INSERT INTO requests ... SELECT ... FROM read_csv`` of the file into an empty table of the
-store's 9-column ``requests`` layout, without checks or hashing. Its ratio to the baseline is
-the ceiling of any ingest into that table: the six columns the 3-column file does not fill
-(dataset_id, failed, and model, session_id, latency_s, gpu_s all NULL) cost DuckDB about half
-again the CPU of its whole ``CREATE TABLE AS`` of the raw file.
+``INSERT INTO requests_tokens ... SELECT ... FROM read_csv`` of the file into the store's table
+for such rows, without checks or hashing: the ceiling of any ingest into that table. (Into the
+9-column ``requests`` layout of schema 12 it was 0.68x of the baseline: the five columns a
+3-column file leaves empty or constant cost DuckDB 0.6-0.9 s of CPU per 5 M rows; schema 13
+keeps such rows in the narrow ``requests_tokens``, :data:`analytics.schema.NARROW`.)
 
     python bench/bench_ingest.py [--rows 5000000] [--big-rows 20000000] [--repeat 3]
                                  [--shapes burstgpt,azure] [--rss-only]
@@ -106,20 +106,14 @@ def run_side(side: str, csv: Path, db: Path) -> dict:
         with open(csv, "rb") as up:
             rows = data.ingest_uploads(opener, [up], ParseOptions(), max_bytes=1 << 40,
                                        tmp_dir=db.parent / "uploads-tmp")[0]["rows"]
-    elif side == "duckdb_requests":  # reference: DuckDB's own INSERT into the requests layout
-        import duckdb
+    elif side == "duckdb_requests":  # reference: DuckDB's own INSERT into the store's table
+        from analytics import store
 
-        from analytics.schema import MIGRATIONS
-
-        con = duckdb.connect(str(db))
+        con = store.connect(db)
         con.execute("SET enable_progress_bar = false")
-        con.execute(next(s for s in MIGRATIONS[1] if "TABLE IF NOT EXISTS requests" in s))
-        for sql in MIGRATIONS[2]:
-            con.execute(sql)
-        con.execute("CHECKPOINT")
         cpu, wall = time.process_time(), time.perf_counter()
-        con.execute("INSERT INTO requests (dataset_id, ts, prompt_tokens, completion_tokens, "
-                    "failed) SELECT 1, TIMESTAMP, ContextTokens, GeneratedTokens, false "
+        con.execute("INSERT INTO requests_tokens (dataset_id, ts, prompt_tokens, "
+                    f"completion_tokens) SELECT 1, TIMESTAMP, ContextTokens, GeneratedTokens "
                     f"FROM read_csv('{csv}')")
         rows = con.execute("SELECT count(*) FROM requests").fetchone()[0]
     else:
@@ -179,7 +173,7 @@ def throughput(csv: Path, repeat: int, tmp: Path, sides=("headroom", "duckdb")) 
     print(f"  {csv.name}: headroom {med['headroom']:.2f} s CPU, DuckDB read_csv "
           f"{med['duckdb']:.2f} s CPU (medians of {repeat}; all: {runs})")
     if "duckdb_requests" in med:
-        print(f"  reference: DuckDB's own INSERT of the file into the 9-column requests layout "
+        print(f"  reference: DuckDB's own INSERT of the file into the store's requests_tokens "
               f"{med['duckdb_requests']:.2f} s CPU = {med['duckdb'] / med['duckdb_requests']:.2f}x"
               " the throughput of its read_csv (the ceiling for any ingest into that table)")
     return med["duckdb"] / med["headroom"]

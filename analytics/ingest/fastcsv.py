@@ -20,9 +20,12 @@ statement at a cell the cast would lose, then one scan of the stored rows for th
 rules, the time range, the time order and the plan's ``batch_only`` rows
 (:meth:`Streamed.direct_sql`, :meth:`Streamed.direct_check`). No row passes through Python and
 the rows are compressed once (the batches cost polars and Arrow copies and a second compression
-at the checkpoint: 4.0 s of CPU against 2.5 s for a 5 M-row Azure trace). A row to note or a
-step back in time rolls back and the file is read again batch by batch, which counts and names
-them; a row the checked reader refuses goes to it directly.
+at the checkpoint: 4.0 s of CPU against 2.5 s for a 5 M-row Azure trace). Rows that fill only
+time and token counts go to the store's narrow ``requests_tokens`` (schema 13,
+:data:`analytics.schema.NARROW`): DuckDB's append of the five empty or constant columns of the
+9-column table cost more than the checks (0.82x DuckDB's ``read_csv`` with it, 0.61x before).
+A row to note or a step back in time rolls back and the file is read again batch by batch,
+which counts and names them; a row the checked reader refuses goes to it directly.
 
 Anything the fast reader does not judge raises :class:`~analytics.schema.StreamRefused`: the
 transaction rolls back (the store is as it was) and the file is read again by the checked reader
@@ -214,9 +217,10 @@ class Streamed:
         return (f"SELECT {', '.join(self.columns)} FROM ({cells}) AS parsed WHERE CASE WHEN "
                 f"__bad IS NOT false THEN error({_literal(TO_CHECKED)}) ELSE true END")
 
-    def direct_check(self, cur, dataset_id: int) -> tuple:
-        """Judge the rows the :meth:`direct_sql` insert stored under ``dataset_id`` (in this
-        transaction, in file order) in one scan; returns ``(rows, ts_min, ts_max)``.
+    def direct_check(self, cur, dataset_id: int, table: str, columns: list[str]) -> tuple:
+        """Judge the rows the :meth:`direct_sql` insert stored under ``dataset_id`` in the
+        stored ``table`` (in this transaction, in file order), whose canonical ``columns`` it
+        kept, in one scan; returns ``(rows, ts_min, ts_max)``.
 
         Raises
         ------
@@ -228,13 +232,13 @@ class Streamed:
         """
         import duckdb
 
-        hard = " OR ".join(_rules_sql(self.table, self.columns)) or "false"
-        stored = ", ".join(self.columns)
+        hard = " OR ".join(_rules_sql(self.table, columns)) or "false"
+        stored = ", ".join(columns)
         try:  # lag: the stored rows in insertion (file) order, as DuckDB scans them
             rows, ts_min, ts_max, bad, soft = cur.execute(
                 f"SELECT count(*), min(ts), max(ts), count(*) FILTER ({hard}), count(*) FILTER "
                 f"(({self.plan.batch_only}) OR ts < __prev) FROM (SELECT {stored}, lag(ts) "
-                f"OVER () AS __prev FROM {self.table} WHERE dataset_id = ?) AS stored",
+                f"OVER () AS __prev FROM {table} WHERE dataset_id = ?) AS stored",
                 [dataset_id]).fetchone()
         except duckdb.Error as exc:
             raise self.direct_refused(exc) from exc

@@ -14,7 +14,10 @@ from analytics.schema import (
     SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
     Parsed,
     conform,
+    narrow_for,
     note_dict,
+    stored_table,
+    stored_tables,
 )
 from analytics.store.core import (
     NameTaken,
@@ -237,7 +240,7 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
     cols = ", ".join(stream.columns)  # the table's other columns: their default, NULL
     cur.register("incoming_stream", reader)
     try:
-        _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
+        _run(cur, f"INSERT INTO {stored_table(p.table)} (dataset_id, {cols}) "
                   f"SELECT ? AS dataset_id, {cols} FROM incoming_stream", [dataset_id])
     except Exception:
         if stream.refused is not None:
@@ -263,14 +266,21 @@ def _insert_direct(cur, p: Parsed, dataset_id: int, sql: str) -> tuple:
         transaction rolls back.
     """
     stream = p.stream
-    cols = ", ".join(stream.columns)
+    table, kept, where = stored_table(p.table), stream.columns, "true"
+    narrow = narrow_for(p.table, stream.columns)
+    if narrow is not None:  # the rows fill only the narrow table's columns and its constants
+        table, kept = narrow[0], list(narrow[1])
+        where = " AND ".join(f"{c} IS NOT DISTINCT FROM {v}" for c, v in narrow[2].items())
+    cols = ", ".join(kept)
     _run(cur, "SET enable_progress_bar = false")  # this cursor's session only, as the batches'
-    try:
-        _run(cur, f"INSERT INTO {p.table} (dataset_id, {cols}) "
-                  f"SELECT ? AS dataset_id, {cols} FROM ({sql})", [dataset_id, str(stream.path)])
+    try:  # a constant the narrow table would not keep stops it (folded away by DuckDB)
+        _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
+                  f"SELECT ? AS dataset_id, {cols} FROM ({sql}) AS direct WHERE CASE WHEN "
+                  f"{where} THEN true ELSE error('headroom: not a narrow row') END",
+             [dataset_id, str(stream.path)])
     except StoreError as exc:
         raise stream.direct_refused(exc) from None
-    rows, ts_min, ts_max = stream.direct_check(cur, dataset_id)
+    rows, ts_min, ts_max = stream.direct_check(cur, dataset_id, table, kept)
     return replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None), rows, ts_min, ts_max
 
 
@@ -291,7 +301,7 @@ def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None
     cols = ", ".join(COLUMNS[table])
     cur.register("incoming", _ArrowStream(frame))
     try:
-        _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
+        _run(cur, f"INSERT INTO {stored_table(table)} (dataset_id, {cols}) "
                   f"SELECT ? AS dataset_id, {cols} FROM incoming", [dataset_id])
     finally:
         cur.unregister("incoming")
@@ -303,7 +313,8 @@ def delete_dataset(con, name: str) -> None:
         row = _run(cur, "SELECT dataset_id, kind FROM datasets WHERE name = ?", [name]).fetchone()
         if row is None:
             raise UnknownDataset(name)
-        _run(cur, f"DELETE FROM {row[1]} WHERE dataset_id = ?", [row[0]])
+        for table in stored_tables(row[1]):
+            _run(cur, f"DELETE FROM {table} WHERE dataset_id = ?", [row[0]])
         _run(cur, "DELETE FROM site_aliases WHERE dataset_id = ?", [row[0]])
         _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
         _bump_data_version(cur)

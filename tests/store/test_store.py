@@ -128,6 +128,52 @@ def test_migration_from_schema_1_adds_gpu_seconds(tmp_path):
     con.close()
 
 
+def test_migration_13_keeps_request_rows_behind_one_view(tmp_path, monkeypatch):
+    """Issue 15: schema 13 renames the request table to ``requests_full`` and shows it with the
+    narrow ``requests_tokens`` as the view ``requests``: a store's old rows are kept, the view
+    has the canonical columns and types, a clean Azure trace read directly is kept in the
+    narrow table (failed false, the rest empty) and a delete reaches it."""
+    import duckdb
+
+    from analytics.ingest import fastcsv
+    from analytics.schema import COLUMNS
+
+    db = tmp_path / "v12.duckdb"
+    raw = duckdb.connect(str(db))
+    raw.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMP)")
+    for version in range(1, 13):
+        for sql in store.MIGRATIONS[version]:
+            raw.execute(sql)
+        raw.execute("INSERT INTO schema_version VALUES (?, now())", [version])
+    raw.execute("INSERT INTO requests VALUES (7, TIMESTAMP '2024-01-01 00:00:01', 'gpt-4', 10, "
+                "20, true, 's1', 1.5, 0.25), (7, TIMESTAMP '2024-01-01 00:00:02', NULL, 3, 4, "
+                "false, NULL, NULL, NULL)")
+    raw.close()
+    con = store.connect(db)  # migrates 12 -> 13
+    assert [(r[0], r[1]) for r in con.execute("DESCRIBE requests").fetchall()] == [
+        ("dataset_id", "INTEGER"), *COLUMNS["requests"].items()]
+    assert con.execute("SELECT * FROM requests ORDER BY ts").fetchall() == con.execute(
+        "SELECT * FROM requests_full ORDER BY ts").fetchall()
+    assert con.execute("SELECT model, failed, gpu_s FROM requests ORDER BY ts").fetchall() == [
+        ("gpt-4", True, 0.25), (None, False, None)]
+
+    monkeypatch.setattr(fastcsv, "FAST_MIN_BYTES", 0)  # the staged trace takes the direct read
+    [res] = _ingest(con, "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    assert (res["rows"], res["table"]) == (19366, "requests")
+    assert con.execute("SELECT count(*) FROM requests_tokens").fetchone()[0] == 19366
+    assert con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE failed = false), count(model), "
+        "count(latency_s), sum(prompt_tokens) FROM requests r JOIN datasets d USING "
+        "(dataset_id) WHERE d.name = ?", [res["dataset"]]).fetchone() == (
+            19366, 19366, 0, 0, con.execute(
+                "SELECT sum(ContextTokens) FROM read_csv(?)",
+                [str(shared("azure_llm/AzureLLMInferenceTrace_conv.csv"))]).fetchone()[0])
+    store.delete_dataset(con, res["dataset"])
+    assert con.execute("SELECT count(*) FROM requests_tokens").fetchone()[0] == 0
+    assert store.table_counts(con)["requests"] == 2
+    con.close()
+
+
 def test_jobs_dataset_ledger_uses_submit_times(con):
     res = _ingest(con, "mit_supercloud/slurm-log-queueing-clean.csv")
     assert res[0]["rows"] == 9628 and res[0]["table"] == "jobs"
