@@ -346,9 +346,10 @@ _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slic
 #: frame and batch is written) and ``requests_tokens`` (dataset, time and token counts only).
 #: A file whose rows fill only those columns and leave the others at :data:`NARROW`'s constants
 #: (an Azure LLM trace read directly, :meth:`analytics.ingest.fastcsv.Streamed.direct_sql`) is
-#: written to the narrow table: DuckDB spends about 0.1 s of CPU per 1 M rows appending the
-#: five columns such a file leaves empty or constant (0.6-0.9 s of a 2.3 s insert of 5 M rows;
-#: ``bench/bench_ingest.py``). Readers see one ``requests``; writers name the stored tables.
+#: written to the narrow table: DuckDB spends 0.6-0.9 s of CPU per 5 M rows (of a 2.1-2.7 s
+#: insert) appending the five columns such a file leaves empty or constant, most of it for the
+#: two empty VARCHAR columns (``bench/bench_ingest.py``). Readers see one ``requests``; writers
+#: name the stored tables.
 STORED_IN: dict[str, str] = {"requests": "requests_full"}
 
 #: Narrow stored tables: canonical table -> (stored table, its columns after ``dataset_id``,

@@ -112,17 +112,19 @@ def naive_utility(thr, power_w, n_gpus, hw, occupancy, p_slo, p_launch, wait_h, 
     if power_w is None or not np.isfinite(power_w):
         power_w = n_gpus * spec.tdp_w if spec and spec.tdp_w else 0.0
     kvf = 1.0 if occupancy is None or not np.isfinite(occupancy) else \
-        max(0.0, 1.0 - u.kv_slope * max(0.0, occupancy - u.kv_knee))
+        max(0.0, 1.0 - u.kv_slope * max(0.0, min(occupancy, 1.0) - u.kv_knee))
     p_slo = 0.0 if not np.isfinite(p_slo) else p_slo
     value = u.value_per_token_usd * thr * kvf * (1 - p_slo) * 3600 * u.runtime_h
+    served = thr * kvf * (1 - p_slo) * 3600 * u.runtime_h
     if price is None:
         return {"value_usd": value, "compute_usd": float("nan"), "queue_usd": float("nan"),
-                "failure_usd": float("nan"), "kv_factor": kvf, "utility": float("nan")}
+                "failure_usd": float("nan"), "kv_factor": kvf, "served_tokens": served,
+                "utility": float("nan")}
     rate = n_gpus * price + power_w / 1000 * u.usd_per_kwh
     compute, queue = rate * u.runtime_h, u.queue_weight * wait_h * rate
     failure = (1 - p_launch) * u.restart_h * rate
     return {"value_usd": value, "compute_usd": compute, "queue_usd": queue,
-            "failure_usd": failure, "kv_factor": kvf,
+            "failure_usd": failure, "kv_factor": kvf, "served_tokens": served,
             "utility": value - compute - queue - failure}
 
 
@@ -141,9 +143,9 @@ def naive_advise(cost, req, u, ctx) -> pd.DataFrame:
             if slo and f"{tgt}_q50" in p:
                 pe = naive_p_exceed(p[f"{tgt}_q10"], p[f"{tgt}_q50"], p[f"{tgt}_q90"], slo)
                 p_slo = 1 - (1 - p_slo) * (1 - (0.0 if np.isnan(pe) else pe))
-        s = naive_success_for(ctx.priors, a["tp"], a["hardware"])
+        s = naive_success_for(ctx.priors, a["n_gpus"], a["hardware"])
         p_launch = u.default_launch_success if s is None else s
-        wait = naive_wait_h(ctx.waits, a["tp"])
+        wait = naive_wait_h(ctx.waits, a["n_gpus"])
         terms = naive_utility(p.get("throughput_tok_s_q50", float("nan")), p.get("power_w_q50"),
                               a["tp"], a["hardware"], mem["occupancy"], p_slo, p_launch, wait, u)
         rows.append({**{k: a[k] for k in ("hardware", "tp", "precision", "n_gpus")},
@@ -151,7 +153,8 @@ def naive_advise(cost, req, u, ctx) -> pd.DataFrame:
                      "abstain": axis is not None, "abstain_axis": axis or "",
                      "priced": a["hardware"] in u.prices_usd_per_gpu_h,
                      "weights_gb": mem["weights_gb"], "kv_gb": mem["kv_gb"],
-                     "occupancy": mem["occupancy"], **p.to_dict(), "p_slo": p_slo,
+                     "occupancy": mem["occupancy"],
+                     **{k: mem[k] for k in decide._KV_COLUMNS}, **p.to_dict(), "p_slo": p_slo,
                      "p_launch": p_launch, "wait_h": wait, **terms})
     out = pd.DataFrame(rows)
     rankable = out["feasible"] & ~out["abstain"] & out["utility"].notna()
@@ -159,9 +162,14 @@ def naive_advise(cost, req, u, ctx) -> pd.DataFrame:
     order = out[rankable].sort_values("utility", ascending=False).index
     out.loc[order, "rank"] = np.arange(1, len(order) + 1)
     out["fallback"] = False
-    return out.sort_values(["rank", "feasible", "abstain", "hardware", "tp"],
-                           ascending=[True, False, True, True, True],
-                           na_position="last").reset_index(drop=True)
+    out["support"] = [f"outside measured support (axis {a.split(' ', 1)[0]})" if a else
+                      "measured" for a in out["abstain_axis"]]
+    flagged = out["feasible"] & out["abstain"] & out["utility"].notna()
+    out["_g"] = np.where(rankable, 0, np.where(flagged, 1, 2))
+    out["_u"] = np.where(flagged, -out["utility"], np.nan)
+    return out.sort_values(["_g", "rank", "_u", "feasible", "abstain", "hardware", "tp"],
+                           ascending=[True, True, True, False, True, True, True],
+                           na_position="last").drop(columns=["_g", "_u"]).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------- measurements
@@ -189,11 +197,11 @@ def in_process(adv, calls: int) -> None:
     print(f"  pre-change per-arm pandas path, same model and context: {mb:7.1f} ms "
           f"-> ratio {mb / ma:5.1f}x")
     n = len(fast)
-    tp = fast["tp"].tolist()
-    lk = statistics.median(cpu_ms(lambda: [(adv.ctx.p_launch(t, "", decide.UtilityParams()),
-                                            adv.ctx.wait_h(t)) for t in tp]) for _ in range(9))
-    pf = statistics.median(cpu_ms(lambda: [(naive_success_for(adv.ctx.priors, t),
-                                            naive_wait_h(adv.ctx.waits, t)) for t in tp])
+    arms = list(zip(fast["n_gpus"].tolist(), fast["hardware"].tolist(), strict=True))
+    lk = statistics.median(cpu_ms(lambda: [(adv.ctx.p_launch(k, h, u), adv.ctx.wait_h(k))
+                                           for k, h in arms]) for _ in range(9))
+    pf = statistics.median(cpu_ms(lambda: [(naive_success_for(adv.ctx.priors, k, h),
+                                            naive_wait_h(adv.ctx.waits, k)) for k, h in arms])
                            for _ in range(9))
     print(f"  priors + wait lookups for {n} arms: tables {lk:6.2f} ms vs pandas filters "
           f"{pf:6.2f} ms -> {pf / max(lk, 1e-3):5.0f}x")
@@ -215,9 +223,13 @@ def cli(db: Path, warm: int) -> None:
     wall0, cpu0, cold = cli_call(db)
     runs = [cli_call(db) for _ in range(warm)]
     docs = [r[2] for r in runs]
-    same = all({**d, "model_cache": None} == {**cold, "model_cache": None} for d in docs)
+    how = {"model_cache": None, "fold_sweep": None}  # how the fit was obtained, not its result
+    same = all({**d, **how} == {**cold, **how} for d in docs)
+    folds = cold.get("fold_sweep") or {}
+    cpu0 += folds.get("task_cpu_s", 0.0)  # the folds ran in pool workers, not the CLI process
     print(f"headroom advise, cold ({cold['model_cache']}): wall {wall0:6.2f} s, "
-          f"CPU {cpu0:6.2f} s")
+          f"CPU {cpu0:6.2f} s (the CLI process + its {folds.get('computed', 0)} out-of-fold "
+          f"fits' task CPU on the sweep runner)")
     ws, cs = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
     print(f"headroom advise, warm ({'/'.join(d['model_cache'] for d in docs)}, median of "
           f"{warm}): wall {ws:6.2f} s, CPU {cs:6.2f} s -> cold / warm CPU {cpu0 / cs:5.1f}x; "

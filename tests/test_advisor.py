@@ -528,3 +528,21 @@ def test_cli_advise_and_backtest(bench_db, capsys):
                      "--concurrency", "8", "--in-len", "10", "--out-len", "10",
                      "--price", "B200=abc"])
     assert code == 2 and "--price" in strict_loads(capsys.readouterr().out)["error"]
+
+
+def test_the_benchmarks_reference_path_scores_exactly_like_advise(adv):
+    """``bench/bench_advisor.py`` times ``advise`` against a per-arm pandas path that must give
+    the product's output exactly (its equality check ends the bench otherwise): a change to the
+    ranking's columns or terms that the reference misses fails here, not in ``make bench``."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "bench_advisor.py"
+    spec = importlib.util.spec_from_file_location("bench_advisor", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    u = decide.UtilityParams()
+    fast = decide.advise(adv.cost, bench.REQUEST, u, adv.ctx)
+    pd.testing.assert_frame_equal(fast, bench.naive_advise(adv.cost, bench.REQUEST, u, adv.ctx),
+                                  check_exact=True)
+    assert len(fast) == 264 and fast["rank"].notna().any()

@@ -90,12 +90,15 @@ def _demand_grid(con, info: dict, bin: str | int, weights: Weights,
     if info["kind"] == "requests":
         if bin_s < resolution:
             raise grids.GridError(f"{name}: bin {bin_s} s is finer than the data's {resolution} s")
-        has = has or store.request_fields(con, int(info["dataset_id"]))
+        has = has or _fields(con, info)
         if weights.target == "gpu_seconds" and not has["gpu_s"]:
             raise grids.GridError(f"{name} reports no GPU execution time; use the token target")
         if weights.target == "weighted_tokens" and not has["tokens"]:
             raise grids.GridError(f"{name} has no token counts; use target gpu_seconds")
-        return store.requests_grid(con, int(info["dataset_id"]), bin_s, weights)
+        # the ledger's span and the field probe's answer: requests_grid need not ask again
+        known = None if pd.isna(info["ts_min"]) else (
+            info["ts_min"].to_pydatetime(), info["ts_max"].to_pydatetime(), has["empty_tokens"])
+        return store.requests_grid(con, int(info["dataset_id"]), bin_s, weights, known)
     if info["kind"] == "demand_series":
         if bin_s < resolution:
             raise grids.GridError(
@@ -135,9 +138,13 @@ def supported_targets(con, dataset: str) -> list[DemandTarget]:
 
 
 def _fields(con, info: dict) -> dict[str, bool] | None:
-    """:func:`store.request_fields` of a request dataset's ledger row, None for other kinds."""
-    return store.request_fields(con, int(info["dataset_id"])) if info["kind"] == "requests" \
-        else None
+    """What a grid asks of :func:`store.request_fields` (token counts, GPU-seconds, empty
+    token counts) for a request dataset's ledger row, None for other kinds."""
+    return store.request_fields(con, int(info["dataset_id"]), _GRID_FIELDS) \
+        if info["kind"] == "requests" else None
+
+
+_GRID_FIELDS = ("tokens", "gpu_s", "empty_tokens")
 
 
 def _targets(info: dict, has: dict[str, bool] | None) -> list[DemandTarget]:

@@ -151,8 +151,12 @@ _GRID_COLS = {"requests": "int64", "failed": "int64", "prompt_tokens": "float64"
 _EPOCH = "TIMESTAMP '1970-01-01'"
 
 
-def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.DataFrame:
+def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights,
+                  known: tuple | None = None) -> pd.DataFrame:
     """Complete, zero-filled grid of one request dataset.
+
+    ``known``: ``(ts_min, ts_max, empty_tokens)`` when the caller has read them (the ledger
+    row's span and :func:`request_fields`' ``empty_tokens``); else they are read here.
 
     Returns
     -------
@@ -173,7 +177,7 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights) -> pd.Data
     gpu = weights.target == "gpu_seconds"
     with con.cursor() as cur:
         # the bounds, and whether any token count is empty (segment statistics answer it)
-        lo_hi = _run(cur, """
+        lo_hi = [known] if known is not None else _run(cur, """
             SELECT ts_min, ts_max,
                    EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND prompt_tokens IS NULL)
                    OR EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id
@@ -219,8 +223,9 @@ def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool,
     # rows with an empty prompt or completion count: p + c is NULL when either is
     unknown = "0" if gpu or not has_empty else \
         "count(*) - count(r.prompt_tokens + r.completion_tokens)"
+    bucket = f"time_bucket(to_seconds($bin), r.ts, {_EPOCH})"  # grouped on: epoch_us per bin
     sql = f"""
-    SELECT epoch_us(time_bucket(to_seconds($bin), r.ts, {_EPOCH})) AS bin_us,
+    SELECT epoch_us({bucket}) AS bin_us,
            count(*) AS requests, count(*) FILTER (WHERE r.failed) AS failed,
            sum(r.prompt_tokens)::DOUBLE AS prompt_tokens,
            sum(r.completion_tokens)::DOUBLE AS completion_tokens,
@@ -229,7 +234,7 @@ def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool,
            sum(r.gpu_s)::DOUBLE AS gpu_s, {unknown} AS unknown_tokens {target}
     FROM requests r {join}
     WHERE r.dataset_id = $id {"" if weights.include_failed else "AND NOT r.failed"}
-    GROUP BY bin_us
+    GROUP BY {bucket}
     """
     return sql, params
 
@@ -270,16 +275,30 @@ def _epoch_us(ts: datetime) -> int:
     return (ts - datetime(1970, 1, 1)) // timedelta(microseconds=1)
 
 
-def request_fields(con, dataset_id: int) -> dict[str, bool]:
-    """Which optional request fields a dataset actually has (any non-empty value).
+#: :func:`request_fields`' answers and the condition each probes for (one row is enough).
+_FIELD_PROBES = {
+    "tokens": "prompt_tokens IS NOT NULL",
+    "completion_tokens": "completion_tokens IS NOT NULL",
+    "gpu_s": "gpu_s IS NOT NULL",
+    "model": "model IS NOT NULL",
+    "latency_s": "latency_s IS NOT NULL",
+    # a row with an empty prompt or completion count (what requests_grid asks: ``known``)
+    "empty_tokens": "prompt_tokens IS NULL OR completion_tokens IS NULL",
+}
 
-    Each is an ``EXISTS`` probe that stops at the first non-empty value (and skips whole
-    segments whose statistics say they hold no value), not a scan of the dataset.
+
+def request_fields(con, dataset_id: int, names=None) -> dict[str, bool]:
+    """Which optional request fields a dataset actually has (any non-empty value), and
+    ``empty_tokens``: whether any of its rows has an empty prompt or completion count.
+
+    ``names``: the answers wanted (default all: ``tokens``, ``completion_tokens``, ``gpu_s``,
+    ``model``, ``latency_s``, ``empty_tokens``); each costs about 1 ms. Each is an ``EXISTS``
+    probe that stops at the first matching row (and skips whole segments whose statistics say
+    they hold none), not a scan of the dataset.
     """
-    names = ("tokens", "completion_tokens", "gpu_s", "model", "latency_s")
-    cols = ("prompt_tokens", "completion_tokens", "gpu_s", "model", "latency_s")
-    probes = ", ".join(f"EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND {c} IS NOT "
-                       f"NULL) AS {c}" for c in cols)
+    names = tuple(_FIELD_PROBES) if names is None else tuple(names)
+    probes = ", ".join(f"EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND "
+                       f"({_FIELD_PROBES[n]}))" for n in names)
     with con.cursor() as cur:
         row = _run(cur, f"SELECT {probes}", {"id": dataset_id}).fetchone()
     return dict(zip(names, (bool(v) for v in row), strict=True))
