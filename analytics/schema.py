@@ -335,10 +335,9 @@ def conform(frame: pl.DataFrame, table: str,
 
 
 SCHEMA_VERSION = 13
-_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"), ("jobs", "elapsed_s"),
-                ("bench_runs", "request_rate"),
-                ("bench_runs", "concurrency_measured"),
-                ("telemetry", "gpu_uuid")}  # columns later migrations add
+_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
+                ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
+                ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid")}  # added later
 
 
 #: Where a canonical table's rows are kept when that is not the table of its name (migration
@@ -346,14 +345,12 @@ _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slic
 #: frame and batch is written) and ``requests_tokens`` (dataset, time and token counts only).
 #: A file whose rows fill only those columns and leave the others at :data:`NARROW`'s constants
 #: (an Azure LLM trace read directly, :meth:`analytics.ingest.fastcsv.Streamed.direct_sql`) is
-#: written to the narrow table: DuckDB spends 0.6-0.9 s of CPU per 5 M rows (of a 2.1-2.7 s
-#: insert) appending the five columns such a file leaves empty or constant, most of it for the
-#: two empty VARCHAR columns (``bench/bench_ingest.py``). Readers see one ``requests``; writers
-#: name the stored tables.
+#: written to the narrow table: DuckDB spends 0.6-0.9 s of CPU per 5 M rows (of 2.1-2.7 s)
+#: appending the five columns such a file leaves empty or constant, most of it for the two
+#: empty VARCHARs (``bench/bench_ingest.py``). Readers see one ``requests``; writers name the
+#: stored tables. :data:`NARROW`: canonical table -> (stored table, its columns after
+#: ``dataset_id``, the other columns' values in the view as SQL constants; absent: NULL).
 STORED_IN: dict[str, str] = {"requests": "requests_full"}
-
-#: Narrow stored tables: canonical table -> (stored table, its columns after ``dataset_id``,
-#: the other columns' values in the view as SQL constants; absent: NULL).
 NARROW: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
     "requests": ("requests_tokens", ("ts", "prompt_tokens", "completion_tokens"),
                  {"failed": "false"}),
@@ -374,9 +371,7 @@ def narrow_for(table: str, columns) -> tuple[str, tuple[str, ...], dict[str, str
     """:data:`NARROW`'s entry for rows of ``table`` that fill exactly ``columns`` (the narrow
     table's columns and those it keeps as constants), else None."""
     entry = NARROW.get(table)
-    if entry is None or set(columns) != {*entry[1], *entry[2]}:
-        return None
-    return entry
+    return entry if entry is not None and set(columns) == {*entry[1], *entry[2]} else None
 
 
 def _ddl(table: str) -> str:

@@ -129,7 +129,8 @@ def naive_utility(thr, power_w, n_gpus, hw, occupancy, p_slo, p_launch, wait_h, 
 
 
 def naive_advise(cost, req, u, ctx) -> pd.DataFrame:
-    """The pre-change ``decide.advise``: one pandas row and two pandas filters per arm."""
+    """The pre-change ``decide.advise``: one pandas row and two pandas filters per arm (the
+    ranking and row order of the scored arms are the product's, :func:`decide.ranked`)."""
     grid = decide._arm_grid(req, None)
     preds = naive_predict(cost, grid)
     rows = []
@@ -156,20 +157,7 @@ def naive_advise(cost, req, u, ctx) -> pd.DataFrame:
                      "occupancy": mem["occupancy"],
                      **{k: mem[k] for k in decide._KV_COLUMNS}, **p.to_dict(), "p_slo": p_slo,
                      "p_launch": p_launch, "wait_h": wait, **terms})
-    out = pd.DataFrame(rows)
-    rankable = out["feasible"] & ~out["abstain"] & out["utility"].notna()
-    out["rank"] = np.nan
-    order = out[rankable].sort_values("utility", ascending=False).index
-    out.loc[order, "rank"] = np.arange(1, len(order) + 1)
-    out["fallback"] = False
-    out["support"] = [f"outside measured support (axis {a.split(' ', 1)[0]})" if a else
-                      "measured" for a in out["abstain_axis"]]
-    flagged = out["feasible"] & out["abstain"] & out["utility"].notna()
-    out["_g"] = np.where(rankable, 0, np.where(flagged, 1, 2))
-    out["_u"] = np.where(flagged, -out["utility"], np.nan)
-    return out.sort_values(["_g", "rank", "_u", "feasible", "abstain", "hardware", "tp"],
-                           ascending=[True, True, True, False, True, True, True],
-                           na_position="last").drop(columns=["_g", "_u"]).reset_index(drop=True)
+    return decide.ranked(pd.DataFrame(rows), req)  # the same ranking and row order
 
 
 # --------------------------------------------------------------------- measurements

@@ -79,6 +79,22 @@ def seed(db: Path, *rels: str) -> None:
         con.close()
 
 
+def store_at_version(db: Path, version: int):
+    """A raw DuckDB connection to a new store file at schema ``version`` (migrations 1 to
+    ``version`` applied, as an older headroom left it), for migration tests."""
+    import duckdb
+
+    from analytics import store
+
+    raw = duckdb.connect(str(db))
+    raw.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMP)")
+    for v in range(1, version + 1):
+        for sql in store.MIGRATIONS[v]:
+            raw.execute(sql)
+        raw.execute("INSERT INTO schema_version VALUES (?, now())", [v])
+    return raw
+
+
 def new_app():
     """A fresh ``AppTest`` of ``app.py`` with a generous per-run timeout (``APPTEST_TIMEOUT_S``,
     300 s unless ``HEADROOM_APPTEST_TIMEOUT`` says otherwise: pages that fit models take seconds

@@ -441,6 +441,15 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
         **{k: terms[k] for k in ("p_slo", "p_launch", "wait_h")},
         **{k: v for k, v in terms.items() if k not in ("occupancy", "p_slo", "p_launch",
                                                         "wait_h")}})
+    return ranked(out, req)
+
+
+def ranked(out: pd.DataFrame, req: Request) -> pd.DataFrame:
+    """Rank scored arms (``out``: :func:`advise`'s columns up to ``utility``) and order them as
+    :func:`advise` returns them: adds ``rank`` (1 = best: feasible, priced, inside the
+    envelope), ``fallback`` (:func:`rule_fallback` when no arm ranks) and ``support``; rows:
+    ranked arms by rank, then abstaining arms that would be rankable (best utility first), then
+    the rest."""
     rankable = out["feasible"] & ~out["abstain"] & out["utility"].notna()
     out["rank"] = np.nan
     order = out[rankable].sort_values("utility", ascending=False).index
@@ -452,7 +461,6 @@ def advise(cost: cm.CostModel, req: Request, u: UtilityParams | None = None,
             out.loc[fb, "fallback"] = True
     out["support"] = [f"outside measured support (axis {a.split(' ', 1)[0]})" if a else
                       "measured" for a in out["abstain_axis"]]
-    # ranked arms, then abstaining arms that would be rankable (best utility first), then the rest
     flagged = out["feasible"] & out["abstain"] & out["utility"].notna()
     out["_g"] = np.where(rankable, 0, np.where(flagged, 1, 2))
     out["_u"] = np.where(flagged, -out["utility"], np.nan)

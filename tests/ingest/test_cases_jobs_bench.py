@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 
-import duckdb
 import pytest
-from harness import case_file
+from harness import case_file, store_at_version
 
 from analytics import store
 from analytics.ingest import files as ingest
@@ -160,12 +159,7 @@ def test_vllm_unbounded_rate_measures_concurrency_and_missing_latency_leaves_it_
 
 def test_migration_7_adds_the_new_columns_to_an_old_store(tmp_path):
     db = tmp_path / "old.duckdb"
-    raw = duckdb.connect(str(db))
-    raw.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMP)")
-    for v in range(1, 7):
-        for sql in store.MIGRATIONS[v]:
-            raw.execute(sql)
-        raw.execute("INSERT INTO schema_version VALUES (?, now())", [v])
+    raw = store_at_version(db, 6)
     raw.close()
     con = store.connect(db)
     jobs_cols = [r[0] for r in con.execute("DESCRIBE jobs").fetchall()]

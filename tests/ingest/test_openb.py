@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import duckdb
 import pytest
 from conftest import shared
+from harness import store_at_version
 
 from analytics import store
 from analytics.config import ParseOptions
@@ -74,12 +74,7 @@ def test_gpu_jobs_of_openb_and_mit(con):
 
 def test_migration_6_adds_gpu_milli_to_an_old_store(tmp_path):
     db = tmp_path / "old.duckdb"
-    raw = duckdb.connect(str(db))
-    raw.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMP)")
-    for v in (1, 2, 3, 4):
-        for sql in store.MIGRATIONS[v]:
-            raw.execute(sql)
-        raw.execute("INSERT INTO schema_version VALUES (?, now())", [v])
+    raw = store_at_version(db, 4)
     assert "gpu_milli" not in [r[0] for r in raw.execute("DESCRIBE jobs").fetchall()]
     raw.close()
     con = store.connect(db)

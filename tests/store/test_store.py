@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from conftest import shared
+from harness import store_at_version
 
 from analytics import store
 from analytics.ingest import files as ingest
@@ -109,14 +110,8 @@ def test_reopen_keeps_data(tmp_path):
 
 
 def test_migration_from_schema_1_adds_gpu_seconds(tmp_path):
-    import duckdb
-
     db = tmp_path / "old.duckdb"
-    raw = duckdb.connect(str(db))
-    raw.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMP)")
-    for sql in store.MIGRATIONS[1]:
-        raw.execute(sql)
-    raw.execute("INSERT INTO schema_version VALUES (1, now())")
+    raw = store_at_version(db, 1)
     cols = [r[0] for r in raw.execute("DESCRIBE requests").fetchall()]
     assert "gpu_s" not in cols
     raw.close()
@@ -133,18 +128,11 @@ def test_migration_13_keeps_request_rows_behind_one_view(tmp_path, monkeypatch):
     narrow ``requests_tokens`` as the view ``requests``: a store's old rows are kept, the view
     has the canonical columns and types, a clean Azure trace read directly is kept in the
     narrow table (failed false, the rest empty) and a delete reaches it."""
-    import duckdb
-
     from analytics.ingest import fastcsv
     from analytics.schema import COLUMNS
 
     db = tmp_path / "v12.duckdb"
-    raw = duckdb.connect(str(db))
-    raw.execute("CREATE TABLE schema_version (version INTEGER, applied_at TIMESTAMP)")
-    for version in range(1, 13):
-        for sql in store.MIGRATIONS[version]:
-            raw.execute(sql)
-        raw.execute("INSERT INTO schema_version VALUES (?, now())", [version])
+    raw = store_at_version(db, 12)
     raw.execute("INSERT INTO requests VALUES (7, TIMESTAMP '2024-01-01 00:00:01', 'gpt-4', 10, "
                 "20, true, 's1', 1.5, 0.25), (7, TIMESTAMP '2024-01-01 00:00:02', NULL, 3, 4, "
                 "false, NULL, NULL, NULL)")
