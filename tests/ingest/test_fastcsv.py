@@ -130,6 +130,13 @@ def _cell(col: int, value: str):
     (_AZURE, lambda t: _line(t, 42, _cell(1, "7.5"))),           # fractional count
     (_AZURE, lambda t: _line(t, 43, _cell(2, "-5"))),            # negative count
     (_AZURE, lambda t: _line(t, 44, _cell(0, "1900-01-01 00:00:00"))),  # outside the range
+    (_AZURE, lambda t: _line(t, 45, _cell(1, "inf"))),           # non-finite count
+    (_AZURE, lambda t: _line(t, 46, _cell(2, "nan"))),           # not a number
+    (_AZURE, lambda t: _line(t, 47, _cell(1, ""))),              # empty required count
+    (_AZURE, lambda t: _line(t, 48, _cell(1, "-2.5"))),          # negative and fractional
+    # an empty GeneratedTokens sends the file to the batches, which meet the bad count
+    (_AZURE, lambda t: _line(_line(t, 30, _cell(2, "")), 50, _cell(1, "-4"))),
+    (_AZURE, lambda t: _line(_line(t, 30, _cell(2, "")), 51, _cell(2, "inf"))),
 ])
 def test_refusals_are_the_checked_readers_and_leave_the_store_as_it_was(
         fast, con, tmp_path, rel, edit):
