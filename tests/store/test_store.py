@@ -156,6 +156,11 @@ def test_migration_13_keeps_request_rows_behind_one_view(tmp_path, monkeypatch):
             19366, 19366, 0, 0, con.execute(
                 "SELECT sum(ContextTokens) FROM read_csv(?)",
                 [str(shared("azure_llm/AzureLLMInferenceTrace_conv.csv"))]).fetchone()[0])
+    from analytics.services import data
+
+    exported = data.export(con, res["dataset"], "csv").decode().splitlines()
+    assert len(exported) == 19367 and exported[0].split(",")[:3] == ["ts", "model", "prompt_tokens"]
+    assert exported[1].split(",")[4] == "False"  # failed, as the view shows the narrow rows
     store.delete_dataset(con, res["dataset"])
     assert con.execute("SELECT count(*) FROM requests_tokens").fetchone()[0] == 0
     assert store.table_counts(con)["requests"] == 2
