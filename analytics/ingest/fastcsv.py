@@ -317,9 +317,9 @@ def _rules_sql(table: str, columns: list[str]) -> list[str]:
     """SQL aggregates, true when some row of the group breaks a rule that
     :func:`analytics.ingest.rowcheck.check_rules` would refuse or note, or has a time outside
     :data:`~analytics.schema.TS_ACCEPTED` (``ts_out_of_range``), over the canonical ``columns``
-    of ``table``. Bounds are checked on the column's ``min`` / ``max`` (cheaper than a test per
-    row: 0.02 s instead of 0.05 s of a 5 M-row check); only a floating column's finiteness and
-    whole counts are tested row by row."""
+    of ``table``. Bounds are checked on the column's ``min`` / ``max`` (the whole check of a
+    5 M-row Azure trace: 0.03 s of CPU instead of 0.09 s with a test per row); only a floating
+    column's finiteness and whole counts are tested row by row."""
     from analytics.schema import COLUMNS, RULES, TS_ACCEPTED
 
     out = []
