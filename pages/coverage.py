@@ -66,13 +66,10 @@ def atlas_section(out: Export) -> None:
         "mean_width": st.column_config.NumberColumn("mean width", format="%.0f",
                                                     help="target unit per bin")})
     run = doc["sweep_run"]
-    where = ("all read from the store" if run["backend"] == "store" else
-             f"{run['computed']} computed on {widgets.plain(run['backend'])} ({run['workers']} "
-             f"workers, {run['task_cpu_s']:,.1f} s CPU), {run['cached']} read from the store")
-    st.caption(f"{run['tasks']} cells: {where}. Gap = coverage minus 1 - alpha on each test "
-               "window (negative: the method under-covers). A refused cell (too few bins for "
-               "the split or for alpha) is kept with its reason. Widths are in each "
-               "dataset's own target unit per bin.")
+    st.caption(f"{run['tasks']} cells: {widgets.sweep_source(run, cpu=True)}. Gap = coverage "
+               "minus 1 - alpha on each test window (negative: the method under-covers). A "
+               "refused cell (too few bins for the split or for alpha) is kept with its reason. "
+               "Widths are in each dataset's own target unit per bin.")
 
 name, info = widgets.chosen_dataset()
 synthetic = bool(info["synthetic"])

@@ -199,9 +199,7 @@ for u, s in shape.items():
     lines.append(f"U={u}: CV is {cv} (minimum of the means at share {s['cv_min_share']:g}); the "
                  f"15-min ramp {'is ' if s['hump_15min'] == 'not distinguishable' else ''}{hump} "
                  f"(maximum at share {s['ramp15_max_share']:g}).")
-where = ("read from the store" if sweep_run["backend"] == "store" else
-         f"{sweep_run['computed']} computed on {widgets.plain(sweep_run['backend'])} "
-         f"({sweep_run['workers']} workers), {sweep_run['cached']} read from the store")
+where = widgets.sweep_source(sweep_run)
 st.caption("On these inputs: " + " ".join(lines) + f" Each point is the mean of {reps} seeds "
            "with the same random numbers at every share, with its 95 % t-interval (band); a "
            "verdict that flips within the bands is not distinguishable. "

@@ -126,10 +126,7 @@ except ValueError as exc:
     st.stop()
 bar.close()
 pol_run = run["policies_run"]
-st.caption(f"{pol_run['tasks']} policy runs: " + (
-    "read from the store" if pol_run["backend"] == "store" else
-    f"{pol_run['computed']} computed on {widgets.plain(pol_run['backend'])} "
-    f"({pol_run['workers']} workers), {pol_run['cached']} read from the store") + ".")
+st.caption(f"{pol_run['tasks']} policy runs: {widgets.sweep_source(pol_run)}.")
 
 out = Export("Serving", [trace])
 out.param(**{k: v for k, v in params.__dict__.items() if not k.startswith("_")})
@@ -223,10 +220,7 @@ if sens is not None:
     out.chart(cache.figure(charts.serving_sensitivity_chart, sens, synthetic), key="serving_sens")
     out.table(sens, hide_index=True, key="serving_sens_table")
     sens_run = sens.attrs["sweep_run"]
-    st.caption(f"{sens_run['tasks']} settings: " + (
-        "read from the store" if sens_run["backend"] == "store" else
-        f"{sens_run['computed']} computed on {widgets.plain(sens_run['backend'])} "
-        f"({sens_run['workers']} workers), {sens_run['cached']} read from the store") + ".")
+    st.caption(f"{sens_run['tasks']} settings: {widgets.sweep_source(sens_run)}.")
 
 st.subheader("Output-length prediction")
 st.caption("The schedulers read each request's predicted output length (Festina Sec. 3.2.2); "

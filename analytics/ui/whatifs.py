@@ -62,10 +62,10 @@ def advisor_fit_note() -> str:
         return "Cost model: the fit stored for this data (no refit)."
     if run is None:
         return "Cost model: fitted now."
-    where = "read from the store" if run["backend"] == "store" else \
-        f"{run['computed']} computed on {run['backend']} ({run['workers']} workers)"
-    return (f"Cost model: fitted now; its {run['tasks']} out-of-fold fits {where}, "
-            f"{run['cached']} read from the store, {run['wall_s']:.1f} s.")
+    from analytics.ui.widgets import sweep_source
+
+    return (f"Cost model: fitted now; its {run['tasks']} out-of-fold fits: "
+            f"{sweep_source(run)}, {run['wall_s']:.1f} s.")
 
 
 bench_catalog = cached(advisor.bench_catalog)

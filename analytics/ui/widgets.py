@@ -118,6 +118,17 @@ def envelope_params(alpha: float, horizon: int, base_model: str, split: str) -> 
 _MARKDOWN_ACTIVE = frozenset("\\`*_[]<>#|~$")
 
 
+def sweep_source(run: dict, cpu: bool = False) -> str:
+    """Where a sweep's points came from, for a caption: "all read from the store", or "N
+    computed on BACKEND (W workers[, CPU s]), M read from the store" (``run``: the runner's
+    summary, :meth:`analytics.sweep.runner.SweepResult.summary`; ``cpu`` adds the tasks' CPU seconds)."""
+    if run["backend"] == "store":
+        return "all read from the store"
+    spent = f", {run['task_cpu_s']:,.1f} s CPU" if cpu else ""
+    return (f"{run['computed']} computed on {plain(run['backend'])} ({run['workers']} workers"
+            f"{spent}), {run['cached']} read from the store")
+
+
 def plain(text: object) -> str:
     """``text`` with Markdown and HTML made inert (backslash-escaped), for user-supplied strings
     (file, dataset and model names, cell values echoed in messages) shown in Markdown widgets."""
