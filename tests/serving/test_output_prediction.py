@@ -59,8 +59,11 @@ def test_zero_prediction_error_reproduces_the_simulator_before_prediction(staged
     comp = serving.simulate(trace, staged["profiles"], params)
     for pol, (kwh, ttft, tbt) in BEFORE_PREDICTION.items():
         r = comp.results[pol]
-        assert (r.summary["energy_kwh"], float(r.requests["ttft_ms"].sum()),
-                float(r.requests["tbt_ms"].sum())) == (kwh, ttft, tbt), pol
+        assert r.summary["energy_kwh"] == kwh, pol
+        # the sums of ~450 per-request latencies: equal to the last bits of rounding only (the
+        # order pandas / numpy add them in changed between releases: 1 ulp on static_dvfs)
+        assert (float(r.requests["ttft_ms"].sum()), float(r.requests["tbt_ms"].sum())) == \
+            pytest.approx((ttft, tbt), rel=1e-12, abs=0), pol
     assert comp.prediction["mean_abs_error"] == 0.0
     noisy = serving.simulate(trace, staged["profiles"], replace(params, length_error=0.05),
                              ("festina",))
