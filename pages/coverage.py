@@ -23,7 +23,7 @@ def atlas_section(out: Export) -> None:
     if not st.toggle("Compute the atlas", key="atlas_on",
                      help="Coverage and mean width of every interval method for every demand "
                           "dataset, at each bin the dataset offers and each alpha. One task "
-                          "per dataset x bin x alpha on a local process pool (or the sidebar's "
+                          "per dataset x bin x alpha on a local process pool (or the operator's "
                           "Dask scheduler); finished cells are kept in the store."):
         st.caption("Off: the atlas fits one envelope per dataset x bin x alpha (minutes on "
                    "a large store; a rerun reads the stored cells).")
@@ -40,7 +40,7 @@ def atlas_section(out: Export) -> None:
     bar = Progress("Envelope atlas (dataset x bin x alpha cells)", "envelope_atlas")
     try:
         doc = cache.envelope_atlas(tuple(alphas), (), tuple(names), progress=bar)
-    except ValueError as exc:  # e.g. the sidebar's Dask scheduler does not answer
+    except ValueError as exc:  # e.g. the operator's Dask scheduler does not answer
         bar.close()
         st.error(f"No atlas: {widgets.plain(exc)}")
         return

@@ -178,7 +178,7 @@ try:
     table, shape, sweep_run = whatifs.power_sweep(jobs_name, inference_name, scenario, utils,
                                                   reps, int(seed), progress=bar,
                                                   inference_model=inference_model)
-except ValueError as exc:  # e.g. the sidebar's Dask scheduler does not answer
+except ValueError as exc:  # e.g. the operator's Dask scheduler does not answer
     bar.close()
     st.error(f"No sweep: {widgets.plain(exc)}")
     out.render()

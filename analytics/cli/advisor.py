@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.cli.common import BadInput, log, positive
+from analytics.cli.common import BadInput, add_cluster_args, log, positive
 
 COMMANDS = {
     "advise": "launch advisor: rank GPU kind x TP x precision arms for a model, say whether "
@@ -81,11 +81,7 @@ def add_parsers(sub) -> None:
 
 def _fit_args(p) -> None:
     """Where the cost model's out-of-fold fits run when no fit is stored for this data."""
-    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
-                   help="run the cost model's fold fits on this Dask scheduler (default "
-                        "$HEADROOM_DASK_SCHEDULER, else a local process pool)")
-    p.add_argument("--no-store", action="store_true",
-                   help="neither read nor keep the fold fits in the store's sweep_runs")
+    add_cluster_args(p, "the cost model's fold fits")
 
 
 def _prices(items: list[str]) -> dict[str, float]:

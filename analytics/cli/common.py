@@ -130,6 +130,17 @@ def triple(kind):
     return parse
 
 
+def add_cluster_args(p: argparse.ArgumentParser, what: str) -> None:
+    """``--cluster`` and ``--no-store`` for a command whose ``what`` runs on the sweep runner
+    (:func:`analytics.sweep.resolve_backend`; the TLS files are read from the environment)."""
+    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
+                   help=f"run {what} on this Dask scheduler: trusted, it unpickles what it sends; "
+                        "tls://HOST:8786 with $HEADROOM_DASK_TLS_CA / _CERT / _KEY for a remote "
+                        "one (default $HEADROOM_DASK_SCHEDULER, else a local process pool)")
+    p.add_argument("--no-store", action="store_true",
+                   help=f"neither read nor keep {what} in the store's sweep_runs")
+
+
 def add_grid_args(p: argparse.ArgumentParser) -> None:
     """DATASET and the grid options shared by grid, envelope, capacity and dispatch."""
     p.add_argument("dataset")

@@ -16,6 +16,7 @@ import argparse
 
 from analytics.cli.common import (
     LazyChoices,
+    add_cluster_args,
     add_grid_args,
     grid_request,
     hours,
@@ -100,11 +101,7 @@ def add_parsers(sub) -> None:
                         "pages offer)")
     p.add_argument("--datasets", type=_names, default=(),
                    help="demand datasets, comma-separated (default: every one in the store)")
-    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
-                   help="run the cells on this Dask scheduler (default $HEADROOM_DASK_SCHEDULER, "
-                        "else a local process pool)")
-    p.add_argument("--no-store", action="store_true",
-                   help="neither read nor keep cells in the store's sweep_runs")
+    add_cluster_args(p, "the cells")
     p.set_defaults(run=envelope_atlas)
 
 

@@ -32,7 +32,7 @@ import argparse
 import sys
 
 from analytics import params
-from analytics.cli.common import log
+from analytics.cli.common import add_cluster_args, log
 from analytics.cli.common import unit_interval as _util  # utilization in (0, 1]
 
 COMMANDS = {
@@ -103,11 +103,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--sweep-checkpoints", type=_list(_checkpoint), default=(),
                    help="checkpoint lengths to sweep, min, 'none' for none, e.g. 15,60,none "
                         "(default: --checkpoint-min)")
-    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
-                   help="run the sweep on this Dask scheduler (default $HEADROOM_DASK_SCHEDULER, "
-                        "else a local process pool)")
-    p.add_argument("--no-store", action="store_true",
-                   help="neither read nor keep sweep points in the store's sweep_runs")
+    add_cluster_args(p, "the sweep")
     p.add_argument("--jobs", default=None,
                    help="jobs dataset (default: the largest in the store)")
     p.add_argument("--inference", default=None,

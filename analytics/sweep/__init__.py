@@ -25,10 +25,12 @@ cancel=None) -> SweepResult``
       only the missing ones. ``code_version`` hashes the sources of ``fn``'s package
       (:func:`analytics.sweep.keys.code_version`).
     - ``backend``: None or ``"local"`` (a process pool of min(cores, tasks) workers; serial when
-      one task or one core), ``"serial"`` (in this process), or a Dask scheduler address
-      ``"tcp://HOST:8786"`` (``distributed.Client``; the dashboard link is in the result). A
-      front end picks it with :func:`resolve_backend` (``--cluster``, else
-      ``$HEADROOM_DASK_SCHEDULER``, else local).
+      one task or one core), ``"serial"`` (in this process), or the operator's Dask cluster: a
+      :class:`Cluster` (address and TLS files) or an address ``"tcp://HOST:8786"``
+      (``distributed.Client``; the dashboard link is in the result). A front end picks it with
+      :func:`resolve_backend` (``--cluster``, else ``$HEADROOM_DASK_SCHEDULER``, else the app's
+      ``[dask]`` secrets, else local): operator configuration, never a page field, because a
+      scheduler's replies are unpickled (:mod:`analytics.sweep.cluster`).
     - ``progress``: ``callable(done, total)`` after the cache lookup and after every task (a
       Streamlit :class:`analytics.ui.progress.Progress` or a tqdm update). An exception it
       raises (Streamlit stopping the run for a Cancel click) stops the sweep like ``cancel``.
@@ -58,12 +60,16 @@ memory, between processes this user started); nothing pickled is ever written to
 results are JSON.
 """
 
-from analytics.sweep.runner import (  # noqa: F401
+from analytics.sweep.cluster import (  # noqa: F401
     ENV_SCHEDULER,
+    Cluster,
+    connect_client,
+    operator_cluster,
+)
+from analytics.sweep.runner import (  # noqa: F401
     SweepCancelled,
     SweepResult,
     Task,
-    connect_client,
     cores,
     resolve_backend,
     run_sweep,

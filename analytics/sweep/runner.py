@@ -17,11 +17,9 @@ from pathlib import Path
 
 from analytics.sweep import keys as K
 from analytics.sweep import worker
+from analytics.sweep.cluster import Cluster, connect_client, operator_cluster
 
 log = logging.getLogger("headroom.sweep")
-
-#: Environment variable naming the Dask scheduler (``tcp://HOST:8786``) sweeps run on.
-ENV_SCHEDULER = "HEADROOM_DASK_SCHEDULER"
 
 
 @dataclass(frozen=True)
@@ -92,10 +90,15 @@ class SweepCancelled(RuntimeError):
                          "finished ones are stored, and the same command resumes from them")
 
 
-def resolve_backend(cli_value: str | None = None) -> str | None:
-    """The backend to use: the CLI's ``--cluster`` value, else ``$HEADROOM_DASK_SCHEDULER``,
-    else None (local). Empty strings count as unset."""
-    return (cli_value or os.environ.get(ENV_SCHEDULER) or "").strip() or None
+def resolve_backend(cli_value: str | None = None, secrets=None) -> Cluster | str | None:
+    """The backend to use: ``"local"`` / ``"serial"`` as given, else the operator's cluster
+    (:func:`analytics.sweep.cluster.operator_cluster`: the CLI's ``--cluster`` value, else
+    ``$HEADROOM_DASK_SCHEDULER``, else the app's ``secrets``), else None (local). Empty strings
+    count as unset."""
+    value = (cli_value or "").strip()
+    if value in ("local", "serial"):
+        return value
+    return operator_cluster(value or None, secrets)
 
 
 def cores() -> int:
@@ -106,7 +109,9 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _kind(backend: str | None, n: int) -> str:
+def _kind(backend: Cluster | str | None, n: int) -> str:
+    if isinstance(backend, Cluster):
+        return "dask"
     if backend in (None, "", "local"):
         return "serial" if n <= 1 or cores() == 1 else "local"
     if backend == "serial":
@@ -200,7 +205,7 @@ def run_sweep(tasks: list[Task], *, shared: dict | None = None,
     out.cached = sum(r is not None for r in out.results)
     todo = [i for i, r in enumerate(out.results) if r is None]
     kind = _kind(backend, len(todo))
-    out.backend = "store" if not todo else backend if kind == "dask" else kind
+    out.backend = "store" if not todo else str(backend) if kind == "dask" else kind
     out.workers = 0 if not todo else out.workers
     if progress:
         progress(out.cached, len(tasks))
@@ -263,7 +268,8 @@ def _main_not_rerun() -> Iterator[None]:
 def _local(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterator:
     """A process pool of min(cores, tasks) workers (forkserver: each worker starts from a clean
     single-threaded server process, safe under Streamlit's threads); the shared data is sent
-    once per worker by the initializer. On exit (done, error, cancel) pending tasks are
+    once per worker by the initializer, and each worker exits within a second of this process
+    dying (:func:`analytics.sweep.worker.init_local`). On exit (done, error, cancel) pending tasks are
     cancelled and running ones terminated."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -274,7 +280,7 @@ def _local(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterat
         ctx.set_forkserver_preload(["analytics.sweep.worker", *modules])
     out.workers = min(cores(), len(tasks))
     pool = ProcessPoolExecutor(out.workers, mp_context=ctx, initializer=worker.init_local,
-                               initargs=(shared, modules))
+                               initargs=(shared, modules, os.getpid()))
     with _main_not_rerun():  # the workers start during these submits
         futures = {pool.submit(worker.execute_local, t.fn, t.params, t.seed): j
                    for j, t in enumerate(tasks)}
@@ -291,26 +297,7 @@ def _local(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterat
                 proc.terminate()
 
 
-def connect_client(address: str, timeout_s: float = 10.0):
-    """A ``distributed.Client`` on the scheduler at ``address`` (not the default client).
-
-    Raises
-    ------
-    ValueError
-        No scheduler answered at ``address`` within ``timeout_s`` (the message says how to start
-        one).
-    """
-    from distributed import Client
-
-    try:
-        return Client(address, timeout=f"{timeout_s}s", set_as_default=False)
-    except (OSError, TimeoutError) as exc:
-        raise ValueError(f"no Dask scheduler at {address} ({exc}); start one with `dask scheduler` "
-                         "and a worker with `dask worker tcp://HOST:8786`, or unset "
-                         f"--cluster / {ENV_SCHEDULER} to run locally") from exc
-
-
-def _dask(tasks: list[Task], shared: dict, backend: str, out: SweepResult) -> Iterator:
+def _dask(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterator:
     """Tasks on a Dask cluster: shared values scattered once (broadcast to every worker) and
     passed as futures; tasks submitted in one ``client.map``; results gathered in batches as
     they complete; a worker lost mid-sweep has its tasks re-run

@@ -12,6 +12,7 @@ import importlib
 import math
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 
@@ -68,9 +69,27 @@ def execute(fn: str, params: dict, seed: int, **shared) -> dict:
             "finished": time.time(), "host": f"{socket.gethostname()}:{os.getpid()}"}
 
 
-def init_local(shared: dict, modules: tuple[str, ...] = ()) -> None:
+#: Seconds between a local worker's checks that the process that started its pool still runs.
+WATCH_S = 1.0
+
+
+def _die_with(parent: int) -> None:
+    """Exit this worker as soon as ``parent`` is gone (SIGKILL, OOM kill: no ``finally`` of
+    the parent's runs, and a pool worker in a long task kept running for minutes)."""
+    from analytics.tempfiles import alive
+
+    while alive(parent):
+        time.sleep(WATCH_S)
+    os._exit(1)
+
+
+def init_local(shared: dict, modules: tuple[str, ...] = (), parent: int | None = None) -> None:
     """Initializer of a local-pool worker: keep the shared data (sent once per worker, not per
-    task) and import the task modules."""
+    task), import the task modules, and (``parent``: the PID of the process that runs the
+    sweep) watch that process from a daemon thread and exit when it is gone."""
+    if parent is not None:
+        threading.Thread(target=_die_with, args=(parent,), daemon=True,
+                         name="headroom-parent-watch").start()
     _LOCAL_SHARED.clear()
     _LOCAL_SHARED.update(shared or {})
     for module in modules:

@@ -1,37 +1,48 @@
-"""Where the app's sweeps run (issue 17): a sidebar field naming a Dask scheduler for the
-session, and the dashboard link once it answers.
+"""Where the app's sweeps run: the operator's Dask cluster, shown in the sidebar, never chosen
+there.
 
-Empty field (the default, unless ``$HEADROOM_DASK_SCHEDULER`` is set): sweeps run in a local
-process pool (:func:`analytics.sweep.run_sweep`). The address is kept in
-``st.session_state["dask_scheduler"]``; :func:`backend` is what the what-ifs pass to the
-services.
+The scheduler is operator configuration (:mod:`analytics.sweep.cluster`):
+``$HEADROOM_DASK_SCHEDULER`` (and ``$HEADROOM_DASK_TLS_CA`` / ``_CERT`` / ``_KEY``), else
+``[dask]`` in ``.streamlit/secrets.toml``. A browser user cannot point the server at an address:
+Dask unpickles what a scheduler sends, and a connection is a probe of any host:port from the
+server. With none configured, sweeps run in a local process pool
+(:func:`analytics.sweep.run_sweep`). :func:`backend` is what the what-ifs pass to the services.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 
 import streamlit as st
 
-from analytics.sweep import ENV_SCHEDULER, connect_client, resolve_backend
+from analytics.sweep import Cluster, connect_client, cores, resolve_backend
 
-KEY = "dask_scheduler"
+log = logging.getLogger("headroom.cluster")
 
 
-def backend() -> str | None:
-    """The session's Dask scheduler address, or None (local)."""
-    value = st.session_state.get(KEY)
-    return resolve_backend(value) if value is not None else resolve_backend()
+def _secrets() -> dict:
+    """The ``[dask]`` table of the app's secrets (empty when there is no secrets file)."""
+    if not st.secrets.load_if_toml_exists():  # none, or unreadable (Streamlit logs why)
+        return {}
+    table = st.secrets.get("dask", {})
+    return dict(table) if hasattr(table, "keys") else {}
+
+
+def backend() -> Cluster | None:
+    """The operator's Dask cluster, or None (a local process pool)."""
+    found = resolve_backend(None, _secrets())
+    return found if isinstance(found, Cluster) else None
 
 
 @st.cache_data(show_spinner=False, ttl=30)
-def cluster_info(address: str) -> dict:
-    """``{"dashboard", "workers", "threads"}`` of the scheduler at ``address`` (asked at most
-    every 30 s), or ``{"error": message}`` when none answers."""
+def cluster_info(cluster: Cluster) -> dict:
+    """``{"dashboard", "workers", "threads"}`` of the operator's scheduler (asked at most every
+    30 s, the connection bounded in time), or ``{"error": message}`` when none answers."""
     try:
-        client = connect_client(address, timeout_s=3.0)
+        client = connect_client(cluster, timeout_s=3.0)
     except ValueError as exc:
-        return {"error": str(exc)}
+        log.warning("Dask scheduler %s: %s", cluster.address, exc)
+        return {"error": "it did not answer (the server log says why)"}
     try:
         workers = client.scheduler_info()["workers"].values()
         return {"dashboard": client.dashboard_link, "workers": len(workers),
@@ -41,21 +52,20 @@ def cluster_info(address: str) -> dict:
 
 
 def sidebar() -> None:
-    """The sidebar's "Dask scheduler" field and, when set, the cluster's size and dashboard
-    link (or why it cannot be reached)."""
-    st.session_state.setdefault(KEY, os.environ.get(ENV_SCHEDULER, ""))
+    """A caption saying where sweeps run: this machine's pool, or the operator's scheduler
+    with its size and dashboard link (or that it does not answer). Nothing to type."""
+    cluster = backend()
     with st.sidebar:
-        st.text_input("Dask scheduler", key=KEY, placeholder="tcp://HOST:8786",
-                      help="Run sweeps on this Dask cluster (`dask scheduler`, then `dask worker "
-                           "tcp://HOST:8786` on each machine). Empty: a process pool on this "
-                           f"machine. Default from ${ENV_SCHEDULER}.")
-        address = backend()
-        if not address:
+        if cluster is None:
+            st.caption(f"Sweeps run on this machine ({cores()} cores). The operator can set a "
+                       "Dask cluster (README, Running it for others).")
             return
-        info = cluster_info(address)
+        secure = "TLS" if cluster.tls else "plain TCP"
+        info = cluster_info(cluster)
         if "error" in info:
-            st.warning(f"Sweeps stop with an error until this scheduler answers (clear the field "
-                       f"to run them on this machine): {info['error']}")
+            st.warning(f"Sweeps are set to run on the operator's Dask cluster ({secure}), but "
+                       f"{info['error']}: they stop with an error until it answers.")
         else:
-            st.caption(f"{info['workers']} worker(s), {info['threads']} thread(s): "
+            st.caption(f"Sweeps run on the operator's Dask cluster {cluster.address} ({secure}): "
+                       f"{info['workers']} worker(s), {info['threads']} thread(s), "
                        f"[Dask dashboard]({info['dashboard']})")

@@ -48,7 +48,7 @@ def _advisor(progress=None) -> tuple[advisor.Advisor, str, dict | None]:
 
 def advisor_model(progress=None) -> advisor.Advisor:
     """The fitted launch advisor for the current data (fit once per data version; the cost
-    model's fold fits on the sidebar's Dask scheduler when one is set, else a local process
+    model's fold fits on the operator's Dask scheduler when one is set, else a local process
     pool). ``progress(done, total)`` hears of each fold fit (not part of the cache key).
     Raises ValueError when the store holds too few benchmark rows or no scheduler answers,
     and ``analytics.sweep.SweepCancelled`` on Cancel (finished folds stored)."""
@@ -221,7 +221,7 @@ def serving_run(trace: str, params: ServingParams, measured: bytes | None = None
     (:func:`analytics.services.serving.run_policies`), kept per server on data version,
     parameters and the uploaded profile bytes, and each policy run in the app's store
     (``sweep_runs``): after a restart or a Cancel only the missing policies are computed. Runs
-    on the sidebar's Dask scheduler when one is set (:func:`analytics.ui.cluster.backend`),
+    on the operator's Dask scheduler when one is set (:func:`analytics.ui.cluster.backend`),
     else a local process pool. ``progress(done, total, label)`` hears of each policy run; the
     views of :func:`analytics.services.serving.run_views` plus ``policies_run`` (the runner's
     summary). Raises ValueError (an invalid profile CSV, no profiles, no scheduler at the
@@ -252,7 +252,7 @@ def serving_sensitivity(trace: str, params: ServingParams, measured: bytes | Non
     """Festina vs max-clock over gamma x static power on the sweep runner (cached); see
     :func:`analytics.services.serving.run_sensitivity`. Settings are kept in the app's store
     (``sweep_runs``): after a restart or a Cancel only the missing ones are computed. Runs on
-    the sidebar's Dask scheduler when one is set (:func:`analytics.ui.cluster.backend`), else a
+    the operator's Dask scheduler when the operator set one (:func:`analytics.ui.cluster.backend`), else a
     local process pool. ``progress(done, total, label)`` hears of each setting (not part of the
     cache key); ``.attrs["sweep_run"]`` is the runner's summary.
 
@@ -361,8 +361,8 @@ def power_sweep(jobs_name: str, inference_name: str, base, utilizations: tuple,
     (table with 95 % bands, shape verdicts with their uncertainty, run summary); see
     :func:`analytics.services.power.sweep`. The base scenario's share is ignored, so moving the
     share slider reuses the cached sweep. Points are kept in the app's store (``sweep_runs``):
-    after a restart or a Cancel only the missing ones are computed. Runs on the sidebar's Dask
-    scheduler when one is set (:func:`analytics.ui.cluster.backend`), else a local process
+    after a restart or a Cancel only the missing ones are computed. Runs on the operator's Dask
+    scheduler when the operator set one (:func:`analytics.ui.cluster.backend`), else a local process
     pool. ``progress(done, total)`` hears of each point (not part of the cache key).
 
     Raises ValueError (no job trace, no scheduler at the address)."""

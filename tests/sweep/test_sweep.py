@@ -168,18 +168,19 @@ def test_data_page_lists_the_stored_sweep_runs(app_env):
     assert runs["cpu_s"].tolist() == [4.5] and runs["max_wall_s"].tolist() == [2.0]
 
 
-def test_sidebar_field_points_the_session_at_a_cluster_and_links_its_dashboard(app_env,
-                                                                              cluster,
-                                                                              monkeypatch):
+def test_the_sidebar_shows_the_operators_cluster_and_links_its_dashboard(app_env, cluster,
+                                                                       monkeypatch):
+    """The scheduler comes from the operator ($HEADROOM_DASK_SCHEDULER here); the sidebar
+    only shows it (no field a browser user could point elsewhere)."""
     from harness import new_app
 
-    monkeypatch.delenv("HEADROOM_DASK_SCHEDULER", raising=False)
+    monkeypatch.setenv("HEADROOM_DASK_SCHEDULER", cluster[0])
     at = new_app().run()
-    assert at.sidebar.text_input(key="dask_scheduler").value == ""  # local by default
-    at.sidebar.text_input(key="dask_scheduler").set_value(cluster[0]).run()
     assert not at.exception
+    assert not at.sidebar.text_input
     shown = " ".join(c.value for c in at.sidebar.caption)
-    assert "2 worker(s)" in shown and "[Dask dashboard](http://127.0.0.1:" in shown
+    assert f"Dask cluster {cluster[0]} (plain TCP): 2 worker(s)" in shown
+    assert "[Dask dashboard](http://127.0.0.1:" in shown
 
 
 def test_cost_model_folds_on_the_cluster_give_the_in_process_fit(bench_db, cluster):
