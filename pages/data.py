@@ -41,10 +41,14 @@ if ledger.empty:
         st.rerun()
 
 st.subheader("Upload")
+plain_mb = bigupload.plain_cap_mb()
+st.caption(f"Files up to {plain_mb} MB: the uploader below. Larger ones (up to "
+           f"{bigupload.cap_mb()} MB): 'Large files (streamed to disk)' further down, which "
+           "writes them to disk as they arrive; this one holds each file in server memory.")
 uploads = st.file_uploader(
     "Traces, carbon, weather, prices or GPU telemetry (.csv, .csv.gz, .jsonl(.gz), .json.gz, "
     ".epw(.gz), .parquet, DCGM .prom/.txt)",
-    accept_multiple_files=True,
+    accept_multiple_files=True, max_upload_size=plain_mb,
     type=["csv", "gz", "jsonl", "json", "epw", "parquet", "prom", "txt"],
     key="uploads" if not st.session_state.get("upload_round") else
         f"uploads_{st.session_state['upload_round']}",  # a new key after each ingest: cleared

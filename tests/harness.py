@@ -144,22 +144,82 @@ def need_browser():
 
 
 @contextlib.contextmanager
-def browser_page(height: int = 1000):
-    """Yield ``(sync_api, page)``: a headless Chromium page 1400 px wide; page actions, waits and
-    ``sync_api.expect`` assertions time out after ``WAIT_MS``; the browser is closed on exit.
-    Creates ``ARTIFACTS`` for screenshots."""
+def browser_page(height: int = 1000, args: tuple[str, ...] = ()):
+    """Yield ``(sync_api, page)``: a headless Chromium page 1400 px wide (``args``: more
+    Chromium flags); page actions, waits and ``sync_api.expect`` assertions time out after
+    ``WAIT_MS``; the browser is closed on exit. Creates ``ARTIFACTS`` for screenshots."""
     sync_api = need_browser()
     sync_api.expect.set_options(timeout=WAIT_MS)  # expect()'s own default is 5 s
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=LAUNCH_ARGS)
+                                             args=[*LAUNCH_ARGS, *args])
         page = browser.new_page(viewport={"width": 1400, "height": height})
         page.set_default_timeout(WAIT_MS)
         try:
             yield sync_api, page
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def fake_scheduler(folder: Path, silent: bool = False):
+    """Run ``tests/fake_scheduler.py`` (a hostile Dask scheduler: its handshake reply, once
+    unpickled, creates ``marker``; or, ``silent``, a peer that never answers) and yield
+    ``(address, marker, log)``: ``log`` gets a line per connection it accepted."""
+    marker, log = folder / "pwned", folder / "fake-scheduler.log"
+    log.touch()
+    args = [sys.executable, str(REPO / "tests" / "fake_scheduler.py"), str(marker), str(log)]
+    proc = subprocess.Popen(args + (["--silent"] if silent else []), stdout=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    try:
+        address = proc.stdout.readline().strip()
+        if not address:
+            raise RuntimeError("the fake scheduler did not start")
+        yield address, marker, log
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def constant_parquet(path: Path, rows: int, group: int = 10_000_000) -> None:
+    """A canonical requests Parquet file of ``rows`` identical rows (zstd), written a row group
+    at a time so that its writer never holds it whole: small on disk, huge decoded (the
+    Parquet "bomb" of the ingest tests and ``bench/bench_bombs.py``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("ts", pa.timestamp("us")), ("prompt_tokens", pa.int64()),
+                        ("completion_tokens", pa.int64())])
+    with pq.ParquetWriter(path, schema, compression="zstd") as out:
+        done = 0
+        while done < rows:
+            n = min(group, rows - done)
+            out.write_table(pa.table({
+                "ts": pa.array(np.full(n, 1_700_000_000_000_000), pa.timestamp("us")),
+                "prompt_tokens": np.full(n, 7, np.int64),
+                "completion_tokens": np.full(n, 3, np.int64)}, schema=schema))
+            done += n
+
+
+def make_certs(folder: Path, name: str) -> dict:
+    """A CA and one certificate it signed for 127.0.0.1 (PEM files under ``folder/name``, made
+    with the ``openssl`` command): ``{"ca", "cert", "key"}`` paths."""
+    d = folder / name
+    d.mkdir()
+
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "1", "-subj", f"/CN={name}-ca")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr",
+        "-subj", "/CN=127.0.0.1")
+    (d / "ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "node.pem", "-days", "1", "-extfile", "ext")
+    return {"ca": str(d / "ca.pem"), "cert": str(d / "node.pem"), "key": str(d / "node.key")}
 
 
 def free_port() -> int:
@@ -170,9 +230,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(db: Path, raw: Path, log_path: Path, start_s: float = 60):
+def streamlit_server(db: Path, raw: Path, log_path: Path, start_s: float = 60,
+                     env: dict | None = None):
     """Run ``streamlit run serve.py`` (``app.py`` as ``make run`` serves it) on a free port over
-    the store ``db`` and data folder ``raw``;
+    the store ``db`` and data folder ``raw`` (``env``: more environment variables);
     yield its URL once ``/_stcore/health`` answers. The server log goes to ``log_path``.
 
     Raises
@@ -181,7 +242,7 @@ def streamlit_server(db: Path, raw: Path, log_path: Path, start_s: float = 60):
         When the server exits (the message is its log) or does not answer within ``start_s``.
     """
     port = free_port()
-    env = {**os.environ, "HEADROOM_DB": str(db), "HEADROOM_DATA_DIR": str(raw)}
+    env = {**os.environ, "HEADROOM_DB": str(db), "HEADROOM_DATA_DIR": str(raw), **(env or {})}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", SERVE,

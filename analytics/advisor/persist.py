@@ -27,8 +27,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
-import time
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
@@ -36,6 +34,7 @@ from pathlib import Path
 import lightgbm as lgb
 import pandas as pd
 
+from analytics import tempfiles
 from analytics.advisor import Advisor, decide
 from analytics.advisor import model as cm
 
@@ -43,6 +42,8 @@ from analytics.advisor import model as cm
 FORMAT = 1
 #: Entries kept per cache folder (newest first by modification time).
 KEEP = 4
+#: Name prefix of an entry being written (:mod:`analytics.tempfiles`).
+TMP_KIND = tempfiles.ADVISOR_KIND
 #: Modules whose source shapes a fit (features, folds, calibration, priors, datasheet values,
 #: the benchmark / job reads); a change to any of them is a new code version.
 _CODE = ("analytics/advisor/__init__.py", "analytics/advisor/model.py",
@@ -96,7 +97,7 @@ def save(adv: Advisor, root: Path, key: str, inputs: dict) -> bool:
     try:
         text = json.dumps(manifest, allow_nan=False)
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+        tmp = tempfiles.mkdtemp(TMP_KIND, root)
     except (ValueError, OSError):
         return False
     try:
@@ -155,13 +156,13 @@ def load(root: Path, key: str) -> Advisor | None:
 
 
 def _prune(root: Path) -> None:
-    """Keep the :data:`KEEP` most recently stored or loaded entries; drop temporaries older
-    than an hour."""
+    """Keep the :data:`KEEP` most recently stored or loaded entries; drop temporaries of a
+    process that is gone or older than an hour (:func:`analytics.tempfiles.sweep`)."""
+    tempfiles.sweep(root, (TMP_KIND, "."), stale_s=3600)
     try:
         entries = [(p, p.stat().st_mtime) for p in root.iterdir() if p.is_dir()]
     except OSError:
         return
     done = sorted((e for e in entries if not e[0].name.startswith(".")), key=lambda e: -e[1])
-    stale = [e for e in entries if e[0].name.startswith(".") and e[1] < time.time() - 3600]
-    for p, _ in done[KEEP:] + stale:
+    for p, _ in done[KEEP:]:
         shutil.rmtree(p, ignore_errors=True)

@@ -19,10 +19,11 @@ import csv
 import gzip
 import io
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from analytics import tempfiles
 
 #: Byte-order marks of UTF-16 and the codec that reads past them.
 UTF16_BOMS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
@@ -115,7 +116,7 @@ def utf8_path(path: str | Path, display: str) -> Iterator[tuple[Path, str | None
     if codec is None:
         yield path, None
         return
-    fd, tmp = tempfile.mkstemp(suffix=".csv", prefix="headroom-utf8-")
+    fd, tmp = tempfiles.mkstemp("headroom-utf8", suffix=".csv")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out, _decompressed(path) as raw:
             raw.read(2)  # the byte-order mark
@@ -146,7 +147,7 @@ def _without_utf8_bom(path: Path) -> Iterator[Path]:
     """A temporary copy of the (decompressed) file without its leading UTF-8 byte-order mark,
     streamed in 1 MiB chunks (Excel's "CSV UTF-8" and some JSON writers add one; the JSON,
     Prometheus and header-matching readers would otherwise see U+FEFF in the first name)."""
-    fd, tmp = tempfile.mkstemp(suffix=".txt", prefix="headroom-nobom-")
+    fd, tmp = tempfiles.mkstemp("headroom-nobom", suffix=".txt")
     try:
         with os.fdopen(fd, "wb") as out, _decompressed(path) as raw:
             raw.read(3)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import csv
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from analytics import tempfiles
 from analytics.ingest.csvcheck import open_text
 
 _UNNAMED = re.compile(r"(Unnamed: \d+)?")
@@ -48,7 +48,7 @@ def is_index_column(head: str) -> bool:
 def without_index_column(path: Path) -> Iterator[Path]:
     """A temporary plain copy of the UTF-8 CSV at ``path`` (plain or gzip) without its first
     column, deleted on exit."""
-    fd, tmp = tempfile.mkstemp(suffix=".csv", prefix="headroom-noindex-")
+    fd, tmp = tempfiles.mkstemp("headroom-noindex", suffix=".csv")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as out, open_text(path) as src:
             writer = csv.writer(out, lineterminator="\n")

@@ -32,17 +32,20 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analytics import tempfiles
 from analytics.envelope import pipeline
 
 #: entries kept per store; older ones are removed after a write
 MAX_ENTRIES = 64
+#: Name prefix of an entry being written (:mod:`analytics.tempfiles`: a killed writer's is
+#: removed at the next server start or save).
+TMP_KIND = tempfiles.ENVELOPE_KIND
 #: bump when the layout of an entry changes
 FORMAT = 1
 FRAMES = ("series", "test", "point_metrics", "interval_metrics", "hourly", "by_regime",
@@ -122,7 +125,7 @@ def save(folder: Path | None, name: str, result: pipeline.EnvelopeResult) -> boo
         return False
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder))
+        tmp = tempfiles.mkdtemp(TMP_KIND, folder)
     except OSError as exc:
         log.warning("envelope cache %s not writable (%s)", folder, exc)
         return False
@@ -144,8 +147,10 @@ def save(folder: Path | None, name: str, result: pipeline.EnvelopeResult) -> boo
 
 
 def _prune(folder: Path) -> None:
-    """Keep the :data:`MAX_ENTRIES` most recently written entries (and no stale temporaries)."""
-    entries = sorted((p for p in folder.iterdir() if p.is_dir()),
+    """Keep the :data:`MAX_ENTRIES` most recently written entries, and no temporary of a
+    process that is gone (:func:`analytics.tempfiles.sweep`)."""
+    tempfiles.sweep(folder, (TMP_KIND,))
+    entries = sorted((p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")),
                      key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[MAX_ENTRIES:]:
         shutil.rmtree(old, ignore_errors=True)

@@ -94,6 +94,18 @@ export default function(component) {
 _uploader = st.components.v2.component("headroom_large_upload", html=_HTML, css=_CSS, js=_JS)
 
 
+def plain_cap_mb() -> int:
+    """The plain uploader's cap in MB (:func:`analytics.ui.upload_route.plain_upload_mb`)."""
+    return upload_route.plain_upload_mb()
+
+
+def cap_mb() -> int:
+    """The streamed uploader's cap in MB (``server.maxUploadSize``)."""
+    from streamlit import config
+
+    return int(config.get_option("server.maxUploadSize"))
+
+
 def large_uploader(key: str) -> tuple[list[upload_route.Staged], list[dict]]:
     """Draw the large-file uploader; returns ``(staged, refused)``: the files this session
     finished uploading since the last run (:class:`analytics.ui.upload_route.Staged`, on disk;

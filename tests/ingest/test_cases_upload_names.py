@@ -135,21 +135,30 @@ def test_two_same_named_csvs_in_one_call_without_telling_folders(tmp_path, con):
 
 
 def test_upload_temporaries_live_in_one_folder_cleaned_on_start(case_dir, con, tmp_path):
-    """Issue 16 item 6: uploads stream into one folder; a stopped server's leftovers there are
-    removed at the next start (files touched within the hour are kept: another server's)."""
+    """Issue 16 item 6, issue 34 item 8: uploads stream into one folder, each named with its
+    server's PID; at the next start the files of a server process that is gone are removed
+    (however fresh), a live server's are kept, and a file without a PID goes only when stale."""
     import os
+    import subprocess
+    import sys
     import time
 
     folder = tmp_path / "uploads-tmp"
     folder.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    killed = folder / f"upload-{gone}-0a1b.csv"  # fresh, but its server is gone
+    live = folder / f"upload-{os.getppid()}-2c3d.csv"  # another server that still runs
     stale, fresh = folder / "upload-abc.csv", folder / "upload-def.csv"
-    stale.write_bytes(b"x" * 1000)
-    fresh.write_bytes(b"y")
-    old = time.time() - 7200
+    for path in (killed, live, stale, fresh):
+        path.write_bytes(b"x" * 1000)
+    old = time.time() - 7 * 3600
     os.utime(stale, (old, old))
     (folder / "notes.txt").write_text("not ours")
-    assert data.clean_upload_dir(folder) == 1
-    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt", "upload-def.csv"]
+    assert data.clean_upload_dir(folder) == 2
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["notes.txt", "upload-def.csv",
+                                                               live.name])
+    live.unlink()
     res = data.ingest_uploads(con, [Upload(case_dir / "node-a" / "metrics.prom")],
                               ParseOptions(), 10**8, folder)
     assert res[0]["status"] == "ingested"
