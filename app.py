@@ -1,7 +1,7 @@
 """headroom: demand envelopes, capacity decisions and power profiles for GPU clusters.
 
 Run with ``make run`` (or ``streamlit run app.py``). Pages live in ``pages/``; this file sets up
-the page, the shared sidebar (dataset picker, Dask scheduler for sweeps) and the first-run bootstrap.
+the page, the shared sidebar (dataset picker, where sweeps run) and the first-run bootstrap.
 """
 
 import logging
@@ -90,8 +90,12 @@ def _main() -> None:
 
 try:
     _main()
-except cache.StoreBusy as exc:  # the CLI or another program is writing: say who, not a traceback
-    st.warning(str(exc))
+except cache.StoreBusy as exc:  # the CLI or another program is writing: no traceback, no path
+    logging.getLogger("headroom").warning("%s", exc)
+    st.warning(exc.public)
+except cache.StoreError as exc:  # not a headroom store, damaged, a full disk: what to do
+    logging.getLogger("headroom").error("%s", exc)
+    st.error(exc.public)
 except Exception:  # st.stop / st.rerun are BaseExceptions and pass through
     if cache.settings().debug:
         raise

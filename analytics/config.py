@@ -330,13 +330,42 @@ def bin_choices(resolution_s: float, span_s: float, pre_binned: bool) -> list[st
     return out
 
 
+def not_a_file(path: str | Path) -> str | None:
+    """Why ``path`` cannot be read as an input file, or None when it is a regular file:
+    ``"no such file"``, ``"is a directory, not a file"``, ``"is a FIFO (named pipe), not a
+    file: ..."``, a socket, a device, or the operating system's reason (permission denied)."""
+    import stat
+
+    try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    if stat.S_ISFIFO(mode):
+        return ("is a FIFO (named pipe), not a file: headroom reads a file more than once; copy "
+                "the stream to a file first")
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    return "is a device, not a file"
+
+
+#: Longest bin accepted, in seconds (a year): every stored trace fits in one such bin, and a
+#: longer one is past the interval range the store's SQL can express.
+MAX_BIN_S = 366 * 86400
+
+
 def parse_bin(spec: str | int) -> int:
     """Turn ``"5min"``, ``"1h"``, ``"300s"``, ``"1d"`` or an int of seconds into seconds.
 
     Raises
     ------
     ValueError
-        If the spec is not understood or not positive.
+        If the spec is not understood, not positive, or longer than :data:`MAX_BIN_S` (a year).
 
     >>> parse_bin("5min"), parse_bin("1h"), parse_bin(90), parse_bin("30s")
     (300, 3600, 90, 30)
@@ -357,6 +386,8 @@ def parse_bin(spec: str | int) -> int:
                 raise ValueError(f"bin {spec!r} is not understood; use e.g. 5min, 1h, 300s")
     if seconds <= 0:
         raise ValueError(f"bin {spec!r} must be positive")
+    if seconds > MAX_BIN_S:
+        raise ValueError(f"bin {spec!r} is longer than a year ({MAX_BIN_S:,} s); use e.g. 1d")
     return seconds
 
 

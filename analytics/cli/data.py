@@ -13,6 +13,7 @@ from analytics.config import (
     ParseOptions,
     check_dataset_name,
     field_list,
+    not_a_file,
 )
 
 COMMANDS = {
@@ -23,6 +24,7 @@ COMMANDS = {
     "delete": "remove a dataset",
     "pull": "download an official public dataset",
     "sweeps": "the sweep points kept in the store: what ran, where, how many tasks and how long",
+    "migrate": "bring the store to this headroom's schema (reading commands never migrate)",
 }
 
 
@@ -89,6 +91,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--list", action="store_true", help="list the registry instead")
     p.set_defaults(run=pull)
 
+    sub.add_parser("migrate", help=COMMANDS["migrate"]).set_defaults(run=migrate)
+
     p = sub.add_parser("sweeps", help=COMMANDS["sweeps"])
     p.add_argument("--analysis", default=None, help="only this analysis, e.g. power.sweep_point")
     p.set_defaults(run=sweeps)
@@ -120,8 +124,8 @@ def ingest(args, settings) -> list[dict]:
     if args.name and len(args.paths) > 1:
         raise BadInput("--name names one dataset; give one file with it")
     for path in args.paths:
-        if not path.is_file():
-            raise BadInput(f"{path}: no such file")
+        if (why := not_a_file(path)) is not None:
+            raise BadInput(f"{path}: {why}")
     opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields,
                         carbon_basis=args.carbon_basis, tz=args.tz, hardware=args.hardware,
                         tp=args.tp, precision=args.precision)
@@ -165,6 +169,16 @@ def pull(args, settings):
                 for r in data.registry()]
     return data.pull(args.name, args.dest or settings.data_dir, args.url,
                      allow_insecure=args.insecure_url)
+
+
+def migrate(args, settings) -> dict:
+    """Migrate the store (:func:`analytics.store.migrate_file`): ``{"store",
+    "schema_version_before", "schema_version", "migrated"}``."""
+    from analytics import store
+
+    before, after = store.migrate_file(settings.db_path)
+    return {"store": str(settings.db_path), "schema_version_before": before,
+            "schema_version": after, "migrated": after != before}
 
 
 def sweeps(args, settings) -> list[dict]:

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from analytics import params
-from analytics.cli.common import BadInput, log
+from analytics.cli.common import BadInput, add_cluster_args, log
+from analytics.config import not_a_file
 
 COMMANDS = {
     "serve-energy": "energy-aware shared-GPU serving what-ifs (Festina): max-clock, static DVFS, "
@@ -28,12 +29,7 @@ def add_parsers(sub) -> None:
                    help="also sweep gamma (calibrated, 1.5, 2, 3) x static power (x0.5, 1, 1.5) "
                         "for max-clock vs Festina, on the sweep runner: points kept in the "
                         "store's sweep_runs and read back on a rerun")
-    p.add_argument("--cluster", default=None, metavar="tcp://HOST:8786",
-                   help="run the policies and the sensitivity sweep on this Dask scheduler (default "
-                        "$HEADROOM_DASK_SCHEDULER, else a local process pool)")
-    p.add_argument("--no-store", action="store_true",
-                   help="neither read nor keep policy runs or sensitivity points in the store's "
-                        "sweep_runs")
+    add_cluster_args(p, "the policies and the sensitivity sweep")
     p.add_argument("--prediction-sweep", action="store_true",
                    help="also run max-clock vs Festina with the output-length predictor at "
                         "0, 2.5, 5 and 10 %% error and the quantile predictor, all replaying "
@@ -58,9 +54,8 @@ def serve_energy(args, settings) -> dict:
     measured, measured_name = None, "uploaded profile"
     if args.profile:
         path = Path(args.profile)
-        if not path.is_file():
-            raise BadInput(f"{path}: " + ("is a directory, not a CSV file" if path.is_dir()
-                                          else "no such file"))
+        if (why := not_a_file(path)) is not None:
+            raise BadInput(f"{path}: {why}")
         measured, measured_name = path.read_bytes(), path.name
     what_if = params.from_namespace(ServingParams, args)
     bench = tuple(args.bench) if args.bench else None

@@ -4,15 +4,15 @@ bootstrap), pull from the official sources, delete and export."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
-import time
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analytics import store
-from analytics.config import ParseOptions, safe_dataset_name
+from analytics import store, tempfiles
+from analytics.config import ParseOptions, not_a_file, safe_dataset_name
 from analytics.ingest import sources
 from analytics.ingest.digest import copy_hashed
 from analytics.lazy import lazy_module
@@ -89,8 +89,8 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
     if name and len(paths) > 1:
         raise ValueError("--name names one dataset; give one file with it")
     for path in paths:
-        if not Path(path).is_file():
-            raise ValueError(f"{path}: no such file")
+        if (why := not_a_file(path)) is not None:
+            raise ValueError(f"{path}: {why}")
     files = [ingest.FileIn(Path(p), str(p), name) for p in paths]
     skipped: list[dict] = []
     items = ingest.parse_all(files, fmt, opts, skipped=skipped)  # before the store is opened
@@ -130,7 +130,8 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
         suffix = "".join(Path(up.name).suffixes[-2:])
         if tmp_dir is not None:
             Path(tmp_dir).mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(suffix=suffix, dir=tmp_dir, prefix="upload-") as tmp:
+        with tempfile.NamedTemporaryFile(suffix=suffix, dir=tmp_dir,
+                                         prefix=tempfiles.prefix("upload")) as tmp:
             up.seek(0)
             digest = copy_hashed(up, tmp)  # hashed while copied: no second read
             tmp.flush()
@@ -179,7 +180,11 @@ def _ingest_one(con, file, stem: str, same_stem: int, opts: ParseOptions,
     except FormatError as exc:
         return {"file": file.display, "status": "rejected", "error": str(exc),
                 "dataset": None, "rows": 0, "format": None}
-    except (store.NameTaken, store.StoreError, ValueError) as exc:
+    except store.StoreError as exc:  # a browser upload: no server path or SQL in the answer
+        logging.getLogger("headroom").warning("upload %s not stored: %s", file.display, exc)
+        return {"file": file.display, "status": "rejected", "error": exc.public,
+                "dataset": stem, "rows": 0, "format": None}
+    except (store.NameTaken, ValueError) as exc:
         return {"file": file.display, "status": "rejected", "error": str(exc),
                 "dataset": stem, "rows": 0, "format": None}
 
@@ -196,22 +201,12 @@ def _upload_item(item: store.IngestItem, stem: str, same_stem: int) -> store.Ing
     return dataclasses.replace(item, alternatives=(qualified,) if qualified else ())
 
 
-def clean_upload_dir(folder: Path, older_than_s: float = 3600.0) -> int:
-    """Remove upload temporaries (``upload-*``) left in ``folder`` by a server that stopped
-    mid-upload, keeping any touched in the last ``older_than_s`` seconds (an upload in flight in
-    another server process). Returns how many were removed; a missing folder is fine."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return 0
-    cutoff, removed = time.time() - older_than_s, 0
-    for path in folder.glob("upload-*"):
-        try:
-            if path.is_file() and path.stat().st_mtime < cutoff:
-                path.unlink()
-                removed += 1
-        except OSError:
-            continue
-    return removed
+def clean_upload_dir(folder: Path) -> int:
+    """Remove upload temporaries (``upload-<pid>-*``) that a server process which is gone left
+    in ``folder`` (killed mid-upload, or before it ingested a streamed file), and any older
+    than :data:`analytics.tempfiles.STALE_S`; uploads of a live server (this one or another
+    on the same store) are kept. Returns how many were removed; a missing folder is fine."""
+    return tempfiles.sweep(folder, ("upload",))
 
 
 def delete(con, name: str) -> dict:

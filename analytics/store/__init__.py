@@ -33,8 +33,11 @@ from analytics.store.core import (  # noqa: F401
     MIGRATIONS,
     SCHEMA_VERSION,
     NameTaken,
+    NotAStore,
     StoreBusy,
     StoreError,
+    StoreOutdated,
+    StoreRefused,
     UnknownDataset,
     _run,
     connect,
@@ -42,7 +45,9 @@ from analytics.store.core import (  # noqa: F401
     db_path,
     default_wait_s,
     file_stamp,
+    identify,
     migrate,
+    migrate_file,
     transaction,
 )
 from analytics.store.reads import (  # noqa: F401

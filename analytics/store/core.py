@@ -28,11 +28,44 @@ DATA_TABLES = tuple(COLUMNS)
 
 
 class StoreError(RuntimeError):
-    """A statement failed; carries the SQL that failed."""
+    """A statement failed; carries the SQL that failed (``sql``), and ``public``: what a
+    browser user may be told (no server path, process or SQL; the full message is for the
+    operator's CLI and the server log)."""
 
-    def __init__(self, message: str, sql: str | None = None):
+    public = "the store could not complete this; the server log has the details"
+
+    def __init__(self, message: str, sql: str | None = None, public: str | None = None):
         self.sql = sql
+        if public is not None:
+            self.public = public
         super().__init__(message + (f"\n-- failing SQL:\n{sql.strip()}" if sql else ""))
+
+
+class StoreRefused(StoreError):
+    """The file is not one this headroom may open as asked (not a headroom store, a newer or an
+    older schema for a reading command, a directory): nothing was written to it; the message
+    says what it is and what to do (the CLI exits 2)."""
+
+    public = ("the store this server is set to use cannot be opened: the operator must point "
+              "HEADROOM_DB at a headroom store (the server log names the file and why)")
+
+
+class NotAStore(StoreRefused):
+    """An existing file that is not a headroom store (another program's DuckDB database, or
+    not a DuckDB file at all): refused by name, never migrated."""
+
+
+class StoreOutdated(StoreRefused):
+    """A headroom store at an older schema opened by a reading command: reading commands
+    never migrate (run ``headroom migrate``, or any writing command)."""
+
+
+class StoreFull(StoreError):
+    """The disk that holds the store is full: the change was rolled back."""
+
+
+#: How the operating system says a disk is full (errno ENOSPC), as DuckDB passes it on.
+_DISK_FULL = "No space left on device"
 
 
 class StoreBusy(StoreError):
@@ -62,25 +95,40 @@ def default_wait_s() -> float:
     return float(os.environ.get("HEADROOM_STORE_WAIT_S", 20))
 
 
-def connect(path: str | Path, read_only: bool = False,
-            wait_s: float | None = None) -> duckdb.DuckDBPyConnection:
+def connect(path: str | Path, read_only: bool = False, wait_s: float | None = None,
+            migrate_old: bool = False) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) the store at ``path`` with its schema up to date.
+
+    An existing file is first identified on a read-only connection (:func:`identify`): another
+    program's DuckDB database, a file that is not DuckDB's, or a store of a newer headroom is
+    refused by name and left untouched (issue 34: ``--db other.duckdb datasets`` once added 17
+    tables to a foreign file and altered its ``datasets`` table).
 
     Parameters
     ----------
     path : DuckDB file, or ``":memory:"``
     read_only : open for reading only, so other readers (the app, other CLI commands) can hold
-        it at the same time. A missing or outdated store is first created / migrated by a short
-        read-write open.
+        it at the same time. A missing file (or an empty DuckDB database) is first created as a
+        new store by a short read-write open; an outdated store is migrated only with
+        ``migrate_old`` (reading commands never migrate).
     wait_s : how long to retry while another connection holds a conflicting lock (default
         :func:`default_wait_s`)
+    migrate_old : with ``read_only``, migrate an older headroom store first (the app's server,
+        which also writes); without it a reading open of one raises :class:`StoreOutdated`.
+        Writing opens always migrate a headroom store.
 
     Raises
     ------
     StoreBusy
         The store stayed locked for ``wait_s`` seconds; says by which process.
+    NotAStore
+        The file exists and is not a headroom store (nothing written to it).
+    StoreOutdated
+        A reading open of an older store without ``migrate_old``.
+    StoreRefused
+        A store of a newer headroom, or a path that is not a regular file.
     StoreError
-        The file is not a DuckDB database or cannot be opened for another reason.
+        The file cannot be opened for another reason (damaged: the message says so).
     """
     path = Path(path)
     wait_s = default_wait_s() if wait_s is None else wait_s
@@ -88,14 +136,90 @@ def connect(path: str | Path, read_only: bool = False,
         con = duckdb.connect(":memory:")
         migrate(con)
         return con
+    _check_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if read_only and not _is_current(path, wait_s):
+    if read_only and not _is_current(path, wait_s, migrate_old):
         with _open(path, False, wait_s) as con:
+            _refuse_unless_ours(con, path, True)
             migrate(con)
     con = _open(path, read_only, wait_s)
     if not read_only:
+        try:
+            _refuse_unless_ours(con, path, True)
+        except BaseException:
+            con.close()
+            raise
         migrate(con)
     return con
+
+
+def migrate_file(path: str | Path, wait_s: float | None = None) -> tuple[int, int]:
+    """Bring the headroom store at ``path`` (or a new one) to :data:`SCHEMA_VERSION` in one
+    transaction; returns ``(version before, version now)`` (0 before: a new store). Raises as
+    :func:`connect` (a foreign file is refused, untouched)."""
+    path = Path(path)
+    wait_s = default_wait_s() if wait_s is None else wait_s
+    _check_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _open(path, False, wait_s) as con:
+        before = _refuse_unless_ours(con, path, True)
+        return before, migrate(con)
+
+
+#: Tables every headroom store holds since schema 1 (with ``meta``'s ``data_version`` row):
+#: what tells a headroom store from another program's DuckDB database.
+MARKER_TABLES = ("schema_version", "meta", "datasets")
+
+
+def identify(con) -> tuple[str, object]:
+    """What the database on ``con`` is: ``("headroom", schema version)``, ``("empty", 0)``
+    (no table or view: a new store may be made in it), or ``("foreign", [table names])``."""
+    with con.cursor() as cur:
+        names = [r[0] for r in _run(cur, "SELECT table_name FROM information_schema.tables "
+                                         "WHERE table_schema = 'main' ORDER BY 1").fetchall()]
+        if not names:
+            return "empty", 0
+        if not all(t in names for t in MARKER_TABLES):
+            return "foreign", names
+        try:
+            marked = _run(cur, "SELECT count(*) FROM meta WHERE key = 'data_version'").fetchone()[0]
+            version = _run(cur, "SELECT max(version) FROM schema_version").fetchone()[0]
+        except StoreError:
+            return "foreign", names
+        return ("headroom", int(version or 0)) if marked else ("foreign", names)
+
+
+def _refuse_unless_ours(con, path: Path, may_migrate: bool) -> int:
+    """The schema version of the headroom store on ``con`` (0: empty, to be made); raise
+    :class:`NotAStore` for another database, :class:`StoreRefused` for a newer headroom's,
+    :class:`StoreOutdated` for an older one unless ``may_migrate``."""
+    kind, found = identify(con)
+    if kind == "foreign":
+        shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+        raise NotAStore(f"{path} is a DuckDB database but not a headroom store (it holds "
+                        f"{shown}, not headroom's {', '.join(MARKER_TABLES)}); headroom left it "
+                        "untouched. Point --db / HEADROOM_DB at a headroom store, or at a new "
+                        "file name to start one.")
+    if found > SCHEMA_VERSION:
+        raise StoreRefused(f"{path} is a headroom store at schema {found}, newer than this "
+                           f"headroom's {SCHEMA_VERSION}: upgrade headroom to read it.")
+    if kind == "headroom" and found < SCHEMA_VERSION and not may_migrate:
+        raise StoreOutdated(f"{path} is a headroom store at schema {found}; this headroom "
+                            f"reads schema {SCHEMA_VERSION}, and a reading command never "
+                            "migrates. Run `headroom migrate` (one transaction; keep a copy of "
+                            "the file if an older headroom must still read it), then try again.")
+    return found
+
+
+def _check_path(path: Path) -> None:
+    """Refuse a store path that exists and is not a regular file (a directory, a FIFO, a
+    device), naming what it is."""
+    from analytics.config import not_a_file
+
+    why = not_a_file(path)
+    if why is not None and why != "no such file":
+        raise StoreRefused(f"cannot use {path} as the store: it {why}. Point --db / HEADROOM_DB "
+                           "at a DuckDB file (a new name starts a new store).")
 
 
 #: Store files this process has seen at :data:`SCHEMA_VERSION`, as (device, inode, ctime): a
@@ -121,9 +245,11 @@ def file_stamp(path: str | Path) -> tuple:
     return tuple(out)
 
 
-def _is_current(path: Path, wait_s: float) -> bool:
-    """Whether ``path`` exists and its schema is at :data:`SCHEMA_VERSION` (read-only check;
-    a file already found current by this process is not opened again)."""
+def _is_current(path: Path, wait_s: float, migrate_old: bool) -> bool:
+    """Whether ``path`` exists and is a headroom store at :data:`SCHEMA_VERSION` (read-only
+    check; a file already found current by this process is not opened again). False for a
+    missing file, an empty database, or (``migrate_old``) an older store: the caller makes or
+    migrates it. Raises as :func:`_refuse_unless_ours` for any other file."""
     try:
         st = path.stat()
     except OSError:
@@ -132,10 +258,7 @@ def _is_current(path: Path, wait_s: float) -> bool:
     if key in _current_files:
         return True
     with _open(path, True, wait_s) as con:
-        try:
-            got = con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]
-        except duckdb.CatalogException:
-            return False
+        got = _refuse_unless_ours(con, path, migrate_old)
     if got == SCHEMA_VERSION:
         _current_files.add(key)
     return got == SCHEMA_VERSION
@@ -150,11 +273,32 @@ def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnecti
         except duckdb.Error as exc:
             message = str(exc)
             if not any(m in message for m in _LOCK_MARKERS):
-                raise StoreError(f"cannot open store {path}: {exc}") from exc
+                raise StoreRefused(_unopenable(path, message)) from exc
             if time.monotonic() + delay > deadline:
-                raise StoreBusy(_busy_message(path, message, wait_s, read_only)) from exc
+                want = "read" if read_only else "write"
+                raise StoreBusy(_busy_message(path, message, wait_s, read_only), public=(
+                    f"the store is busy: another program (a headroom command or another "
+                    f"server) kept it locked for the {wait_s:g} s this page waited to {want} "
+                    "it. Wait for it to finish, then try again.")) from exc
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _unopenable(path: Path, duckdb_message: str) -> str:
+    """What to tell a user whose store file DuckDB cannot open (not a DuckDB file, damaged,
+    unreadable), with DuckDB's own first line for the details."""
+    first = duckdb_message.strip().splitlines()[0][:300] if duckdb_message.strip() else ""
+    if "not a valid DuckDB database file" in duckdb_message or "not a DuckDB" in duckdb_message:
+        what = "is not a DuckDB database file (another program's file, or a damaged store)"
+    elif "Permission denied" in duckdb_message:
+        what = "cannot be read or written by this user"
+    elif "Corrupt" in duckdb_message or "checksum" in duckdb_message.lower():
+        what = "is damaged"
+    else:
+        what = "cannot be opened"
+    return (f"the store {path} {what}: headroom left it untouched. Restore it from a copy, or "
+            f"point --db / HEADROOM_DB at another file (a new name starts a new store). "
+            f"DuckDB said: {first}")
 
 
 def _busy_message(path: Path, duckdb_message: str, wait_s: float, read_only: bool) -> str:
@@ -208,6 +352,11 @@ def _run(cur, sql: str, params=None):
     try:
         return cur.execute(sql, params) if params is not None else cur.execute(sql)
     except duckdb.Error as exc:
+        if _DISK_FULL in str(exc):
+            message = (f"the disk that holds the store is full ({_DISK_FULL}): nothing of this "
+                       "change was kept. Free space there (or point --db / HEADROOM_DB at a "
+                       "store on a disk with room) and try again.")
+            raise StoreFull(message, public=message) from exc
         raise StoreError(str(exc), sql) from exc
 
 
@@ -226,7 +375,10 @@ def transaction(cur) -> Iterator:
         yield cur
         _run(cur, "COMMIT")
     except BaseException:
-        _run(cur, "ROLLBACK")
+        try:
+            _run(cur, "ROLLBACK")
+        except StoreError:  # DuckDB ended it already (a failed COMMIT, a full disk): the
+            pass            # first error is the one to report, not "no transaction is active"
         raise
 
 

@@ -31,6 +31,7 @@ from analytics.envelope.pipeline import EnvelopeParams, EnvelopeResult
 from analytics.services import data, decisions, demand, telemetry
 
 StoreBusy = store.StoreBusy  # raised when another process keeps the store locked
+StoreError = store.StoreError  # the store cannot be used (its ``public`` message says why)
 WAPE_UNDEFINED = forecast.WAPE_UNDEFINED  # why WAPE is empty (zero demand in the test window)
 DEMAND_KINDS = data.DEMAND_KINDS
 DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S
@@ -49,7 +50,7 @@ def connection(write: bool = False) -> Iterator:
     Raises store.StoreBusy when another process keeps the store locked (see
     :func:`analytics.store.connect`); the page shows that message.
     """
-    con = store.connect(settings().db_path, read_only=not write)
+    con = store.connect(settings().db_path, read_only=not write, migrate_old=True)
     try:
         yield con
     finally:
@@ -303,7 +304,7 @@ def envelope_atlas(alphas: tuple[float, ...] = ATLAS_ALPHAS, bins: tuple[int, ..
     """The envelope atlas (:func:`analytics.services.atlas.run_atlas`): every interval method's
     coverage and width per demand dataset x bin x alpha, as ``{"rows", "hits", "alphas",
     "synthetic", "sweep_run"}``. Cells are kept in the app's store (``sweep_runs``): after a
-    restart or a Cancel only the missing ones are computed. Runs on the sidebar's Dask
+    restart or a Cancel only the missing ones are computed. Runs on the operator's Dask
     scheduler when one is set, else a local process pool. ``progress(done, total)`` hears of
     each cell (not part of the cache key). Memoised per server on the data version.
 
