@@ -9,15 +9,23 @@ hash recorded** in ``<dest>/.headroom-sha256.json``; every later download of tha
 it (trust on first use). Only ``https`` URLs are accepted, including ``--url`` mirrors, unless
 ``allow_insecure`` (CLI ``--insecure-url``) says otherwise.
 
-Downloads stream to ``<dest>/<file>.part`` in 1 MiB chunks with a progress bar, resume from the
-bytes already there (HTTP Range; a server that ignores Range restarts the file), check the hash,
-then rename into place.
+Downloads stream to ``<dest>/<file>.part`` in 1 MiB chunks with a progress bar, check the hash,
+then rename into place. A download stops, and its part file is deleted, as soon as it passes the
+size it should have: the registry's ``size_bytes``, else the server's ``Content-Length``, else
+:func:`max_pull_bytes` (an endless body once wrote 777 MB for a 320 KB file). A redirect from
+``https`` to anything else is refused unless ``allow_insecure`` (a downgraded download was once
+recorded as trusted). A part file is resumed (HTTP Range; a server that ignores Range restarts
+the file) only when the file's hash is known, and a resumed file whose hash does not match is
+downloaded once more from its first byte: bytes of unknown origin in a part file are never
+recorded as the first download's hash.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,8 +180,15 @@ REGISTRY: dict[str, Source] = {
 
 
 class PullError(RuntimeError):
-    """Download failed (network, HTTP status), the URL is not https, or the bytes do not match
-    the registry hash (or the hash recorded on the first download)."""
+    """Download failed (network, HTTP status), the URL is not https (or redirects away from
+    https), the body is longer than the file should be, or the bytes do not match the registry
+    hash (or the hash recorded on the first download)."""
+
+
+def max_pull_bytes() -> int:
+    """Most bytes a download of unknown size may write: ``$HEADROOM_PULL_MAX_MB`` (default
+    20,000 MB; the largest public trace the registry names is a few GB)."""
+    return int(float(os.environ.get("HEADROOM_PULL_MAX_MB", 20_000)) * 1_000_000)
 
 
 #: Hashes recorded on the first download of entries the registry has no hash for (per folder).
@@ -240,9 +255,7 @@ def pull(
     """
     # urllib.request (http.client, ssl, email: ~50 ms) only for a download, not for the CLI's
     # parser, which lists the registry's names (issue 15)
-    import urllib.error
     import urllib.parse
-    import urllib.request
 
     if name not in REGISTRY:
         raise KeyError(f"unknown dataset {name!r}; known: {', '.join(REGISTRY)}")
@@ -258,43 +271,15 @@ def pull(
     if final.exists() and want and file_sha256(final) == want:
         return _result(src, final, want, how)
     part = final.with_name(final.name + ".part")
-    done = part.stat().st_size if part.exists() else 0
-    hasher = hashlib.sha256()
-    if done:  # resume: the hash covers the bytes already there
-        update_from_file(hasher, part, chunk_bytes)
-    request = urllib.request.Request(source_url, headers={"User-Agent": "headroom"})
-    if done:
-        request.add_header("Range", f"bytes={done}-")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            if done and resp.status != 206:  # server ignored Range: start over
-                done, hasher = 0, hashlib.sha256()
-            length = resp.headers.get("Content-Length")
-            total = done + int(length) if length is not None else src.size_bytes
-            mode = "ab" if done else "wb"
-            from tqdm import tqdm  # only when a bar is drawn
-
-            bar = tqdm(total=total, initial=done, unit="B", unit_scale=True, desc=name,
-                       file=sys.stderr, disable=not progress)
-            with open(part, mode) as out, bar:
-                while block := resp.read(chunk_bytes):
-                    out.write(block)
-                    hasher.update(block)
-                    done += len(block)
-                    bar.update(len(block))
-                    if on_progress:
-                        on_progress(done, total)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416 and done:  # range beyond the end: the part file is already complete
-            pass
-        else:
-            raise PullError(f"{name}: HTTP {exc.code} from {source_url}") from exc
-    except (urllib.error.URLError, OSError) as exc:
-        raise PullError(
-            f"{name}: download from {source_url} failed ({exc}); "
-            f"{done} bytes kept in {part} - run the same pull again to resume"
-        ) from exc
-    digest = hasher.hexdigest()
+    if want is None:  # nothing to check a part file against: its bytes are not trusted
+        part.unlink(missing_ok=True)
+    fetch = functools.partial(_download, src, source_url, part, chunk_bytes=chunk_bytes,
+                              timeout_s=timeout_s, allow_insecure=allow_insecure,
+                              progress=progress, on_progress=on_progress)
+    resumed, digest = fetch()
+    if want and digest != want and resumed:  # the bytes kept from before may be the bad ones
+        part.unlink(missing_ok=True)
+        resumed, digest = fetch()
     if want and digest != want:
         part.unlink(missing_ok=True)
         whose = "registry's" if how == "pinned" else f"first download's (in {dest / RECORDED})"
@@ -304,6 +289,85 @@ def pull(
     if how == "first":
         _record(dest, src.filename, digest)
     return _result(src, final, digest, how)
+
+
+def _opener(allow_insecure: bool):
+    """A urllib opener whose redirects never leave https (unless ``allow_insecure``)."""
+    import urllib.parse
+    import urllib.request
+
+    class NoDowngrade(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            old, new = (urllib.parse.urlsplit(u).scheme for u in (req.full_url, newurl))
+            if old == "https" and new != "https" and not allow_insecure:
+                raise PullError(f"{req.full_url} redirects to {newurl}, away from https: "
+                                "refused (pass --insecure-url to accept it)")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    return urllib.request.build_opener(NoDowngrade)
+
+
+def _download(src: Source, source_url: str, part: Path, *, chunk_bytes: int, timeout_s: float,
+              allow_insecure: bool, progress: bool, on_progress) -> tuple[bool, str]:
+    """Fetch ``source_url`` into ``part`` (appending to the bytes there with a Range request);
+    returns ``(resumed, sha256 of the whole part file)``. Raises PullError (the part file kept
+    for a resume after a network failure; deleted when the body passes the expected size)."""
+    import urllib.error
+    import urllib.request
+
+    name = src.name
+    done = part.stat().st_size if part.exists() else 0
+    if src.size_bytes is not None and done > src.size_bytes:  # longer than the file: junk
+        part.unlink()
+        done = 0
+    hasher = hashlib.sha256()
+    if done:  # resume: the hash covers the bytes already there
+        update_from_file(hasher, part, chunk_bytes)
+    request = urllib.request.Request(source_url, headers={"User-Agent": "headroom"})
+    if done:
+        request.add_header("Range", f"bytes={done}-")
+    resumed = bool(done)
+    try:
+        with _opener(allow_insecure).open(request, timeout=timeout_s) as resp:
+            if done and resp.status != 206:  # server ignored Range: start over
+                done, hasher, resumed = 0, hashlib.sha256(), False
+            length = resp.headers.get("Content-Length")
+            declared = done + int(length) if length is not None and length.isdigit() else None
+            total = src.size_bytes or declared
+            cap = src.size_bytes or declared or max_pull_bytes()
+            mode = "ab" if done else "wb"
+            from tqdm import tqdm  # only when a bar is drawn
+
+            bar = tqdm(total=total, initial=done, unit="B", unit_scale=True, desc=name,
+                       file=sys.stderr, disable=not progress)
+            with open(part, mode) as out, bar:
+                while block := resp.read(chunk_bytes):
+                    done += len(block)
+                    if done > cap:
+                        raise _TooLong(cap)
+                    out.write(block)
+                    hasher.update(block)
+                    bar.update(len(block))
+                    if on_progress:
+                        on_progress(done, total)
+    except _TooLong as exc:
+        part.unlink(missing_ok=True)
+        raise PullError(f"{name}: {source_url} sent more than the {exc.cap:,} bytes the file "
+                        "should have; stopped there and deleted what it sent") from None
+    except urllib.error.HTTPError as exc:
+        if not (exc.code == 416 and done):  # 416 with a part file: it is already complete
+            raise PullError(f"{name}: HTTP {exc.code} from {source_url}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise PullError(
+            f"{name}: download from {source_url} failed ({exc}); "
+            f"{done} bytes kept in {part} - run the same pull again to resume"
+        ) from exc
+    return resumed, hasher.hexdigest()
+
+
+class _TooLong(Exception):
+    def __init__(self, cap: int):
+        self.cap = cap
 
 
 def _result(src: Source, path: Path, digest: str, how: str) -> dict:

@@ -92,7 +92,9 @@ def test_pull_restarts_when_server_ignores_range(server, tmp_path):
 
 
 def test_pull_rejects_wrong_bytes_and_deletes_them(server, tmp_path):
-    with pytest.raises(sources.PullError, match="does not match"):
+    """The conv trace served for the pinned 320,117-byte code trace: refused once it passes
+    that size (issue 34 item 7), nothing kept."""
+    with pytest.raises(sources.PullError, match="more than the 320,117 bytes"):
         sources.pull("azure2023_code", tmp_path,
                      f"{server}/azure_llm/AzureLLMInferenceTrace_conv.csv", progress=False,
                      allow_insecure=True)
