@@ -49,7 +49,7 @@ from pathlib import Path
 import polars as pl
 
 from analytics.ingest.csvcheck import STRUCTURE_WALK_MAX_BYTES
-from analytics.ingest.rawfile import ROW, FormatError, is_gzip
+from analytics.ingest.rawfile import ROW, Expanded, FormatError, decompressed_stream, is_gzip
 from analytics.ingest.rowcheck import check_rules
 from analytics.schema import CANONICAL, Parsed, StreamRefused, ts_out_of_range
 
@@ -101,18 +101,75 @@ class Plan:
     batch_only: str | None = None
 
 
-def eligible(path: Path, head: str, opts) -> bool:
-    """Whether ``path`` goes the streamed way: a plain (not gzip) file of at least
-    :data:`FAST_MIN_BYTES` whose head is UTF-8 text without a byte-order mark, and no ``--tz``."""
+def eligible(path: Path, head: str, opts, expanded: Expanded | None = None) -> bool:
+    """Whether ``path`` goes the streamed way: a plain or gzip file that is (decompressed, as
+    ``expanded`` says) at least :data:`FAST_MIN_BYTES`, whose head is UTF-8 text without a
+    byte-order mark, and no ``--tz``. DuckDB reads gzip itself: a large gzip trace once went to
+    the checked reader and took 5 GB of memory for 2 GB of text."""
     from analytics.ingest.encoding import source_codec
     from analytics.ingest.leading_index import is_index_column
 
-    if opts.tz is not None or is_gzip(path) or Path(path).stat().st_size < FAST_MIN_BYTES:
+    size = expanded.bytes if expanded is not None else Path(path).stat().st_size
+    if opts.tz is not None or size < FAST_MIN_BYTES:
         return False
-    with open(path, "rb") as fh:
+    with decompressed_stream(path) as fh:
         if fh.read(3) == b"\xef\xbb\xbf":
             return False
     return head != "PAR1" and source_codec(path) is None and not is_index_column(head)
+
+
+#: Longest line the streamed road reads (DuckDB's ``read_csv`` default ``max_line_size``): a
+#: longer line in the middle of a file stops DuckDB's read (the checked reader then names it),
+#: but a longer *last* line is dropped without a word (DuckDB 2.0: the file's last line of over
+#: about 30 MB vanished, exit 0), so :func:`check_last_line` refuses it first.
+MAX_LINE_BYTES = 2_097_152
+
+
+def check_last_line(path: Path, display: str, expanded: Expanded | None = None) -> None:
+    """Refuse a file whose last line is longer than :data:`MAX_LINE_BYTES`: a plain file read
+    from the end (one seek, at most 2 MiB; a refusal counts the lines before it to name it), a
+    gzip file from the counts its size check made (``expanded``).
+
+    Raises
+    ------
+    FormatError
+        Naming the last line, its length and the limit.
+    """
+    if expanded is not None and expanded.last_line_bytes is not None:
+        if expanded.last_line_bytes > MAX_LINE_BYTES:
+            line = expanded.lines + (1 if expanded.last_line_bytes else 0)
+            raise FormatError(display, line, 1, _too_long(line, expanded.last_line_bytes))
+        return
+    size = Path(path).stat().st_size
+    if size <= MAX_LINE_BYTES:
+        return
+    with open(path, "rb") as fh:
+        fh.seek(size - MAX_LINE_BYTES - 2)
+        tail = fh.read()
+    if b"\n" in tail.rstrip(b"\r\n"):
+        return
+    lines, start = 0, 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 24):
+            lines += chunk.count(b"\n")
+    with open(path, "rb") as fh:  # where the last line starts: after the last newline before it
+        pos = size - len(tail)
+        while pos > 0 and not start:
+            step = min(pos, 1 << 24)
+            fh.seek(pos - step)
+            block = fh.read(step)
+            found = block.rfind(b"\n")
+            start = pos - step + found + 1 if found >= 0 else 0
+            pos -= step
+    ends_with_newline = tail.endswith(b"\n")
+    line = lines + (0 if ends_with_newline else 1)
+    length = size - start - (1 if ends_with_newline else 0)
+    raise FormatError(display, line, 1, _too_long(line, length))
+
+
+def _too_long(line: int, length: int) -> str:
+    return (f"line {line:,} is {length:,} bytes long, over the {MAX_LINE_BYTES:,} bytes a line "
+            "may have (no trace field is that long: is the file cut off or binary at its end?)")
 
 
 def quoted(name: str) -> str:
@@ -280,9 +337,12 @@ class Streamed:
         cols = ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in self.plan.columns.items())
         layout = self.plan.timestampformat
         fmt = "" if layout is None else f", timestampformat = {_literal(layout)}"
+        # the compression said, not guessed from the name (an upload's generated name)
+        packed = "gzip" if is_gzip(self.path) else "none"
         return (f"SELECT {self.plan.select} FROM read_csv(?, header = true, auto_detect = false, "
                 f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
-                f"null_padding = false, columns = {{{cols}}}{fmt}) AS cells")
+                f"null_padding = false, compression = '{packed}', columns = {{{cols}}}{fmt}) "
+                "AS cells")
 
     def _check(self, frame: pl.DataFrame, names: list[str]) -> pl.DataFrame:
         """The canonical columns of ``frame``; raise StreamRefused unless the checked reader
@@ -347,15 +407,18 @@ def _arrow(frame: pl.DataFrame):
 
 
 def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
-                    checked: Callable[[], Parsed]) -> Parsed | None:
+                    checked: Callable[[], Parsed], expanded: Expanded | None = None
+                    ) -> Parsed | None:
     """The :class:`~analytics.schema.Parsed` of a streamed file (rows read later, in the store's
     transaction), or None when ``plugin`` has no fast path for this file (then the caller reads
-    it with the checked reader)."""
-    if not hasattr(plugin, "stream_plan") or not eligible(path, head, opts):
+    it with the checked reader). ``expanded``: what :func:`~analytics.ingest.rawfile.
+    check_decompressed_size` found (a gzip file's size and last line)."""
+    if not hasattr(plugin, "stream_plan") or not eligible(path, head, opts, expanded):
         return None
     plan = plugin.stream_plan(display, head, opts)
     if plan is None:
         return None
+    check_last_line(path, display, expanded if is_gzip(path) else None)
     empty = pl.DataFrame(schema=CANONICAL[plugin.TABLE])
     return Parsed(plugin.TABLE, plugin.NAME, empty, display, plan.resolution_s, (),
                   stream=Streamed(path, display, plugin.TABLE, plan, checked,

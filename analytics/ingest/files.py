@@ -91,13 +91,22 @@ def store_items(con, items: list[store.IngestItem]) -> list[dict]:
         except StreamRefused as exc:
             if exc.batches:  # the direct read left the file to the batch checks: read again
                 continue
-            items = [_checked_item(it) if it.parsed.stream is exc.stream else it for it in items]
+            items = [_checked_item(it, str(exc)) if it.parsed.stream is exc.stream else it
+                     for it in items]
 
 
-def _checked_item(item: store.IngestItem) -> store.IngestItem:
+def _checked_item(item: store.IngestItem, why: str = "") -> store.IngestItem:
     """``item`` read again by the checked reader, keeping the warnings added to it (its
-    name)."""
-    checked = item.parsed.stream.checked()  # type: ignore[union-attr]
+    name). A file too large for that reader (which holds it whole) is refused with what
+    stopped the streamed one (``why``)."""
+    from analytics.ingest.rawfile import TooLargeInMemory, cut_echo
+
+    try:
+        checked = item.parsed.stream.checked()  # type: ignore[union-attr]
+    except TooLargeInMemory as exc:
+        raise FormatError(exc.file, exc.line, exc.column, (
+            f"the streamed reader stopped at a row it leaves to the checked reader "
+            f"({cut_echo(why, 300)}), and {exc.reason}")) from exc
     parsed = dataclasses.replace(checked, warnings=(*item.parsed.warnings, *checked.warnings))
     return dataclasses.replace(item, parsed=parsed)
 

@@ -4,7 +4,8 @@ Owns :class:`FormatError` (every rejection names file, line, column and reason, 
 values cut by :func:`cut_echo`) and :class:`SkippedByDesign`, the source helpers (plain or
 gzip, a path or an upload's bytes: :func:`is_gzip`, :func:`is_parquet`, :func:`open_text`,
 :func:`read_head`, :func:`header_fields`), and the limits on compressed files
-(:func:`check_decompressed_size`, :func:`check_gzip_stream`). The CSV reader is
+(:func:`check_decompressed_size`, :func:`check_gzip_stream`) and on what the readers that hold
+a file whole may take (:func:`check_in_memory`, :func:`check_parquet_size`). The CSV reader is
 :mod:`analytics.ingest.csvcheck`; the row checks are :mod:`analytics.ingest.rowcheck`.
 """
 
@@ -16,6 +17,7 @@ import io
 import os
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -177,20 +179,34 @@ def max_decompressed_bytes() -> int:
 MAX_EXPANSION_RATIO = 200
 
 
-def check_decompressed_size(path: Source, display: str) -> None:
+@dataclass(frozen=True)
+class Expanded:
+    """What a file holds once decompressed: ``bytes``; for a gzip file also ``lines`` (newline
+    bytes) and ``last_line_bytes`` (length of its last line, without its newline), counted on
+    the one pass that checks its size (None for a plain file: read from the file itself)."""
+
+    bytes: int
+    lines: int | None = None
+    last_line_bytes: int | None = None
+
+
+def check_decompressed_size(path: Source, display: str) -> Expanded:
     """Stream a gzip file to its end in 1 MiB chunks (memory stays flat), refusing it as soon as
     it expands past :func:`max_decompressed_bytes` or, beyond 64 MB, past
-    :data:`MAX_EXPANSION_RATIO` times its compressed size. A plain file passes untouched.
+    :data:`MAX_EXPANSION_RATIO` times its compressed size; returns what it expands to (a plain
+    file: its size, untouched).
 
     Raises
     ------
     FormatError
         Line 1, naming the limit, the size reached and what to do.
     """
-    if isinstance(path, bytes) or not is_gzip(path):
-        return
+    if isinstance(path, bytes):
+        return Expanded(len(path))
     packed = Path(path).stat().st_size
-    cap, done = max_decompressed_bytes(), 0
+    if not is_gzip(path):
+        return Expanded(packed)
+    cap, done, lines, line_len, last_len = max_decompressed_bytes(), 0, 0, 0, 0
     try:
         with gzip.GzipFile(fileobj=raw_stream(path)) as fh:
             while chunk := fh.read(1 << 20):
@@ -202,8 +218,77 @@ def check_decompressed_size(path: Source, display: str) -> None:
                         f"the compressed file expands to more than {done / 1e6:,.0f} MB, {why} "
                         "(a decompression bomb?); decompress it yourself and ingest the plain "
                         "file, or raise HEADROOM_MAX_DECOMPRESSED_MB"))
-    except (OSError, EOFError, zlib.error):
-        return  # truncated or corrupt: the parsers name the line where it breaks off
+                newlines = chunk.count(b"\n")
+                if newlines:
+                    last = chunk.rindex(b"\n")
+                    before = chunk.rfind(b"\n", 0, last)
+                    last_len = (line_len + last) if before < 0 else last - before - 1
+                    line_len = len(chunk) - last - 1
+                    lines += newlines
+                else:
+                    line_len += len(chunk)
+    except (OSError, EOFError, zlib.error):  # truncated or corrupt: the parsers name the line
+        return Expanded(done)
+    return Expanded(done, lines, line_len if line_len else last_len)
+
+
+def max_in_memory_bytes() -> int:
+    """Largest file (decompressed text, or a Parquet file's decoded columns) the checked readers
+    take, which hold a file whole in memory: ``$HEADROOM_MAX_IN_MEMORY_MB`` (default 1,000 MB;
+    they peak at about 2.5x a file's size). Larger request traces of the formats with a
+    streamed road (BurstGPT, Azure LLM) go that way, plain or gzip, at any size."""
+    return int(float(os.environ.get("HEADROOM_MAX_IN_MEMORY_MB", 1000)) * 1_000_000)
+
+
+class TooLargeInMemory(FormatError):
+    """A file over :func:`max_in_memory_bytes` for a reader that holds it whole."""
+
+
+def check_in_memory(size: int, display: str, what: str = "expands to") -> None:
+    """Refuse a file of ``size`` bytes (decompressed) for the in-memory readers.
+
+    Raises
+    ------
+    TooLargeInMemory
+        Line 1, naming the size, the limit, which traces are read at any size, and what to do.
+    """
+    cap = max_in_memory_bytes()
+    if size > cap:
+        raise TooLargeInMemory(display, 1, 1, (
+            f"the file {what} {size / 1e6:,.0f} MB; a file over {cap / 1e6:,.0f} MB is read "
+            "only by the streamed road of BurstGPT and Azure LLM traces (this one is read whole "
+            "into memory): split it into smaller files, or raise HEADROOM_MAX_IN_MEMORY_MB"))
+
+
+def check_parquet_size(path: Source, display: str) -> int:
+    """Refuse a Parquet file whose decoded columns would pass :func:`max_in_memory_bytes`,
+    from its footer alone (row count x column widths; no row is read): a 2 MB file of 150 M
+    constant rows took the server to 6 GB in 9 s. Returns the row count.
+
+    Raises
+    ------
+    FormatError
+        An unreadable footer, or a decoded size over the limit (naming rows, columns and size).
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(raw_stream(path)).metadata
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad footer
+        raise FormatError(display, 1, 1, f"unreadable Parquet: {exc}") from exc
+    rows, width = meta.num_rows, 0
+    schema = meta.schema
+    for i in range(meta.num_columns):
+        physical = schema.column(i).physical_type
+        width += {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8,
+                  "INT96": 12}.get(physical, 0)
+    strings = sum(meta.row_group(g).column(i).total_uncompressed_size
+                  for g in range(meta.num_row_groups) for i in range(meta.num_columns)
+                  if schema.column(i).physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"))
+    decoded = rows * (width + 8) + strings  # +8 a row: the row index every reader adds
+    check_in_memory(decoded, display, f"holds {rows:,} rows x {meta.num_columns} columns: "
+                                      "decoded, about")
+    return rows
 
 
 def check_gzip_stream(path: Source, display: str) -> None:

@@ -317,3 +317,25 @@ def test_the_direct_read_converts_offsets_to_utc_whatever_the_stores_time_zone(
     frame, _ = _checked(path)
     assert _stored(con, result["dataset"]).equals(frame)
     assert result["ts_min"] == frame["ts"].min().isoformat()
+
+
+@pytest.mark.parametrize("newline", [True, False])
+def test_a_last_line_past_the_line_limit_is_refused_not_dropped(con, tmp_path, newline):
+    """Issue 34 item 10: DuckDB's reader silently dropped a file's last line of over ~30 MB
+    (exit 0, the row gone). A 70 MB BurstGPT-shaped file (real rows repeated) whose last line is
+    3 MB is refused naming that line; the store stays empty."""
+    real = shared("burstgpt/BurstGPT_1_head400.csv").read_bytes()
+    header, body = real.split(b"\n", 1)
+    body = body.rstrip(b"\n") + b"\n"
+    path = tmp_path / "long-last-line.csv"
+    repeats = 70_000_000 // len(body) + 1
+    last = b"19444444.0,x," + b"G" * 3_000_000 + b",ChatGPT,1,1,2,Conversation log"
+    with open(path, "wb") as out:
+        out.write(header + b"\n" + body * repeats + last + (b"\n" if newline else b""))
+    rows = body.count(b"\n") * repeats
+    assert path.stat().st_size >= fastcsv.FAST_MIN_BYTES  # the streamed road's file
+    with pytest.raises(FormatError) as refused:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert refused.value.line == rows + 2  # the header, the rows, then the long one
+    assert f"is {len(last):,} bytes long, over the 2,097,152 bytes" in refused.value.reason
+    assert store.list_datasets(con).empty

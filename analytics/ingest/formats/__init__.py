@@ -76,6 +76,7 @@ from analytics.ingest.formats import (
 )
 from analytics.ingest.formats._common import Format, FormatError, Parsed, SkippedByDesign, read_head
 from analytics.ingest.leading_index import is_index_column, without_index_column
+from analytics.ingest.rawfile import check_in_memory, check_parquet_size, is_gzip, is_parquet
 from analytics.schema import conform, ts_out_of_range
 
 __all__ = ["FORMATS", "Format", "FormatError", "Parsed", "SkippedByDesign", "detect", "parse_file",
@@ -189,9 +190,13 @@ def parse_file(
     if fmt is not None and fmt not in FORMATS:
         raise FormatError(display, 1, 1, f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     read_head(path, display)  # empty / binary checks apply to a forced format too
-    check_decompressed_size(path, display)  # before any reader holds it in memory
-    if stream and (fast := _streamed(path, display, fmt, opts)) is not None:
+    expanded = check_decompressed_size(path, display)  # before any reader holds it in memory
+    if stream and (fast := _streamed(path, display, fmt, opts, expanded)) is not None:
         return fast
+    if is_parquet(path):  # the readers below hold a file whole: bounded first
+        check_parquet_size(path, display)
+    else:
+        check_in_memory(expanded.bytes, display, "expands to" if is_gzip(path) else "is")
     with utf8_path(path, display) as (text_path, decoded):  # UTF-16 exports: read as UTF-8
         parsed = _parse_text(text_path, display, fmt, opts)
     if decoded:
@@ -199,7 +204,8 @@ def parse_file(
     return parsed
 
 
-def _streamed(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed | None:
+def _streamed(path: Path, display: str, fmt: str | None, opts: ParseOptions,
+              expanded) -> Parsed | None:
     """The streamed Parsed of a large file of a fast-path format, else None."""
     head = read_head(path, display)
     try:
@@ -207,7 +213,8 @@ def _streamed(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> 
     except FormatError:
         return None
     return fastcsv.streamed_parsed(plugin, path, display, head, opts,
-                                   lambda: parse_file(path, display, fmt, opts, stream=False))
+                                   lambda: parse_file(path, display, fmt, opts, stream=False),
+                                   expanded)
 
 
 def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:
