@@ -27,6 +27,7 @@ from analytics.store.core import (
     _now,
     _run,
     data_version,
+    memory_mb,
     transaction,
 )
 from analytics.store.reads import SITE_TABLES, dataset
@@ -137,10 +138,12 @@ def _stream_memory(con, streamed: bool):
             yield
             with contextlib.suppress(Exception):  # another open transaction: close writes it
                 _one(cur, "CHECKPOINT")
-        finally:  # RESET when it was DuckDB's default (SET of its rounded text drifts down)
-            _one(cur, "RESET memory_limit")
-            if _one(cur, "SELECT current_setting('memory_limit')") != old:
-                _one(cur, f"SET memory_limit = '{old}'")
+        finally:  # RESET when it was DuckDB's default, the store's own bound when it was that
+            _one(cur, "RESET memory_limit")  # (SET of the rounded text drifts down)
+            for value in (f"{memory_mb()}MB", old):
+                if _one(cur, "SELECT current_setting('memory_limit')") == old:
+                    break
+                _one(cur, f"SET memory_limit = '{value}'")
 
 
 def _one(cur, sql: str):
