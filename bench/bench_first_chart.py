@@ -59,7 +59,7 @@ def visit(page_name: str, tmp: Path, timeout_s: float = 600) -> dict:
     for rel in SEEDS[page_name]:
         seed(db, rel)
     with streamlit_server(db, raw, tmp / f"{page_name}.log") as url, \
-            browser_page() as (_, page):
+            browser_page(fresh=True) as (_, page):
         port = int(url.rsplit(":", 1)[1])
         t0 = time.perf_counter()
         page.goto(url)  # the Data page: the server imports the app's libraries

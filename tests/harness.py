@@ -143,23 +143,67 @@ def need_browser():
     return pytest.importorskip("playwright.sync_api")
 
 
+#: Chromium processes shared by the tests of one pytest process, by extra flags: a launch costs
+#: about 2 s of CPU, and each test gets its own browser context (its own cookies, storage and
+#: cache: a fresh profile) anyway.
+_BROWSERS: dict[tuple[str, ...], object] = {}
+_PLAYWRIGHT: list = []
+
+
+def _shared_browser(sync_api, args: tuple[str, ...]):
+    if not _PLAYWRIGHT:
+        import atexit
+
+        _PLAYWRIGHT.append(sync_api.sync_playwright().start())
+        atexit.register(close_browsers)
+    if args not in _BROWSERS:
+        _BROWSERS[args] = _PLAYWRIGHT[0].chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=[*LAUNCH_ARGS, *args])
+    return _BROWSERS[args]
+
+
+def close_browsers() -> None:
+    """Close the shared browsers and stop Playwright (the e2e package does when its last test
+    has run; a bench process at exit)."""
+    for browser in _BROWSERS.values():
+        with contextlib.suppress(Exception):
+            browser.close()
+    _BROWSERS.clear()
+    if _PLAYWRIGHT:
+        with contextlib.suppress(Exception):
+            _PLAYWRIGHT.pop().stop()
+
+
 @contextlib.contextmanager
-def browser_page(height: int = 1000, args: tuple[str, ...] = ()):
-    """Yield ``(sync_api, page)``: a headless Chromium page 1400 px wide (``args``: more
-    Chromium flags); page actions, waits and ``sync_api.expect`` assertions time out after
-    ``WAIT_MS``; the browser is closed on exit. Creates ``ARTIFACTS`` for screenshots."""
+def browser_page(height: int = 1000, args: tuple[str, ...] = (), fresh: bool = False):
+    """Yield ``(sync_api, page)``: a page 1400 px wide in a new context (a fresh profile) of a
+    headless Chromium shared by this process's tests (``args``: more Chromium flags, a browser
+    of their own; ``fresh``: a browser launched for this page alone and closed on exit, as the
+    benches that time a cold browser need); page actions, waits and ``sync_api.expect``
+    assertions time out after ``WAIT_MS``; the context is closed on exit. Creates
+    ``ARTIFACTS`` for screenshots."""
     sync_api = need_browser()
     sync_api.expect.set_options(timeout=WAIT_MS)  # expect()'s own default is 5 s
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=[*LAUNCH_ARGS, *args])
-        page = browser.new_page(viewport={"width": 1400, "height": height})
-        page.set_default_timeout(WAIT_MS)
-        try:
-            yield sync_api, page
-        finally:
-            browser.close()
+    if fresh:
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                                 args=[*LAUNCH_ARGS, *args])
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": height})
+                page.set_default_timeout(WAIT_MS)
+                yield sync_api, page
+            finally:
+                browser.close()
+        return
+    context = _shared_browser(sync_api, tuple(args)).new_context(
+        viewport={"width": 1400, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    try:
+        yield sync_api, page
+    finally:
+        context.close()
 
 
 @contextlib.contextmanager

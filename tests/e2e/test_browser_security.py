@@ -61,6 +61,14 @@ def served(tmp_path_factory):
                "uploads": uploads}
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module, resolving the attacker's and the operator's names
+    to 127.0.0.1: ``(sync_api, page)``."""
+    with browser_page(args=(RULES,)) as opened:
+        yield opened
+
+
 def _raw_request(port: int, head: str, body: bytes = b"", read_s: float = 10.0) -> str:
     """Send ``head`` (request line and headers) and ``body`` over one socket; return the status
     line of the answer."""
@@ -80,22 +88,22 @@ def test_the_start_removed_what_a_killed_server_left(served):
     assert not any(path.exists() for path in served["left"])
 
 
-def test_a_rebound_name_reaches_nothing_and_the_operators_name_works(served):
+def test_a_rebound_name_reaches_nothing_and_the_operators_name_works(served, browser):
     port = served["port"]
-    with browser_page(args=(RULES,)) as (sync_api, page):
-        answer = page.goto(f"http://{REBIND}:{port}/")
-        assert answer.status == 400 and "Invalid host header" in page.content()
-        # what a script of the attacker's page can still try, under its own (rebound) origin
-        put = page.evaluate("""async () => (await fetch('/headroom/upload/x/a.csv',
-                                 {method: 'PUT', body: 'ts,prompt_tokens'})).status""")
-        assert put == 400
-        opened = page.evaluate(f"""() => new Promise((done) => {{
-            const ws = new WebSocket('ws://{REBIND}:{port}/_stcore/stream');
-            ws.onopen = () => done('open'); ws.onerror = () => done('refused');
-            setTimeout(() => done('timeout'), 20000); }})""")
-        assert opened == "refused"
-        page.goto(f"http://{OWN}:{port}/")  # a name the operator added: the app itself
-        page.get_by_text("No data yet").wait_for()
+    _, page = browser
+    answer = page.goto(f"http://{REBIND}:{port}/")
+    assert answer.status == 400 and "Invalid host header" in page.content()
+    # what a script of the attacker's page can still try, under its own (rebound) origin
+    put = page.evaluate("""async () => (await fetch('/headroom/upload/x/a.csv',
+                             {method: 'PUT', body: 'ts,prompt_tokens'})).status""")
+    assert put == 400
+    opened = page.evaluate(f"""() => new Promise((done) => {{
+        const ws = new WebSocket('ws://{REBIND}:{port}/_stcore/stream');
+        ws.onopen = () => done('open'); ws.onerror = () => done('refused');
+        setTimeout(() => done('timeout'), 20000); }})""")
+    assert opened == "refused"
+    page.goto(f"http://{OWN}:{port}/")  # a name the operator added: the app itself
+    page.get_by_text("No data yet").wait_for()
     assert _raw_request(port, f"GET / HTTP/1.1\nHost: {REBIND}:{port}\n").endswith("400 Bad Request")
 
 
@@ -118,26 +126,26 @@ def test_state_changing_requests_from_another_origin_are_refused(served):
 TINY = b"ts,prompt_tokens,completion_tokens\n2024-01-01 00:00:00,10,5\n"
 
 
-def _session_token(url: str) -> str:
+def _session_token(url: str, browser) -> str:
     """The upload token the Data page gave a real browser session (read off its first PUT,
     once the page has ingested that file and so holds no pending upload)."""
-    with browser_page() as (sync_api, page):
-        page.goto(url)
-        page.get_by_text("No data yet").wait_for()
-        with page.expect_request(lambda r: r.method == "PUT") as request:
-            page.get_by_test_id("hr-large-upload-input").set_input_files(
-                files=[{"name": "tiny.csv", "mimeType": "text/csv", "buffer": TINY}])
-        ledger = page.locator('[data-testid="stDataFrame"]').filter(has_text="tiny").first
-        sync_api.expect(ledger).to_be_visible()
-        return urlsplit(request.value.url).path.split("/")[3]
+    sync_api, page = browser
+    page.goto(url)
+    page.get_by_text("No data yet").wait_for()
+    with page.expect_request(lambda r: r.method == "PUT") as request:
+        page.get_by_test_id("hr-large-upload-input").set_input_files(
+            files=[{"name": "tiny.csv", "mimeType": "text/csv", "buffer": TINY}])
+    ledger = page.locator('[data-testid="stDataFrame"]').filter(has_text="tiny").first
+    sync_api.expect(ledger).to_be_visible()
+    return urlsplit(request.value.url).path.split("/")[3]
 
 
-def test_slow_bodies_on_one_token_are_bounded_and_cut_off(served):
+def test_slow_bodies_on_one_token_are_bounded_and_cut_off(served, browser):
     """30 simultaneous PUTs on one session's token that send one byte and stall: 20 are let in
     (the session's cap, counted as each request starts) and cut off after the 2 s idle timeout
     with 408; the other 10 are refused at once with 429; no part file is left and the log holds
     no flood."""
-    token, port = _session_token(served["url"]), served["port"]
+    token, port = _session_token(served["url"], browser), served["port"]
     socks = []
     for i in range(30):
         sock = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -156,7 +164,7 @@ def test_slow_bodies_on_one_token_are_bounded_and_cut_off(served):
     assert served["log"].stat().st_size < 200_000
 
 
-def test_the_plain_uploader_takes_no_file_over_its_cap(served):
+def test_the_plain_uploader_takes_no_file_over_its_cap(served, browser):
     """Issue 34 item 6: Streamlit's own upload endpoint holds a file whole in server memory, so
     the served app refuses a body over 50 MB (or of undeclared length) before reading it; the
     widget says where larger files go."""
@@ -166,6 +174,6 @@ def test_the_plain_uploader_takes_no_file_over_its_cap(served):
         status = _raw_request(port, f"PUT /_stcore/upload_file/s/f HTTP/1.1\nHost: 127.0.0.1:"
                                     f"{port}\n{declared}")
         assert "413" in status, (length, status)
-    with browser_page() as (sync_api, page):
-        page.goto(served["url"])
-        page.get_by_text("Files up to 50 MB: the uploader below").wait_for()
+    _, page = browser
+    page.goto(served["url"])
+    page.get_by_text("Files up to 50 MB: the uploader below").wait_for()

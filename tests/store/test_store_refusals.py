@@ -26,11 +26,26 @@ CONV = "azure_llm/AzureLLMInferenceTrace_conv.csv"
 CODE = "azure_llm/AzureLLMInferenceTrace_code.csv"
 
 
-def cli(db, *args, env=None):
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """``headroom --db DB ARGS...`` in this process: ``(exit code, document)`` (the foreign-file
+    test runs the real command once as a subprocess too)."""
+    from analytics import cli as headroom
+
+    monkeypatch.setenv("HEADROOM_STORE_WAIT_S", "2")
+
+    def run(db, *args):
+        capsys.readouterr()
+        code = headroom.main(["--db", str(db), *args])
+        return code, strict_loads(capsys.readouterr().out)
+    return run
+
+
+def subprocess_cli(db, *args):
     proc = subprocess.run([sys.executable, "-m", "analytics.cli", "--db", str(db), *args],
                           capture_output=True, text=True, cwd=REPO, timeout=300,
-                          env={**os.environ, "HEADROOM_STORE_WAIT_S": "2", **(env or {})})
-    return proc.returncode, strict_loads(proc.stdout), proc.stderr
+                          env={**os.environ, "HEADROOM_STORE_WAIT_S": "2"})
+    return proc.returncode, strict_loads(proc.stdout)
 
 
 def sha(path) -> str:
@@ -49,10 +64,11 @@ def foreign(tmp_path):
     return path
 
 
-def test_another_programs_duckdb_file_is_refused_and_left_untouched(foreign):
+def test_another_programs_duckdb_file_is_refused_and_left_untouched(foreign, cli):
     before = sha(foreign)
-    for args in (("datasets",), ("ingest", str(shared(CONV))), ("migrate",)):
-        code, doc, _ = cli(foreign, *args)
+    for run, args in ((subprocess_cli, ("datasets",)), (cli, ("ingest", str(shared(CONV)))),
+                      (cli, ("migrate",))):
+        code, doc = run(foreign, *args)
         assert code == 2, args
         assert "is a DuckDB database but not a headroom store" in doc["error"]
         assert "datasets, results" in doc["error"] and str(foreign) in doc["error"]
@@ -76,14 +92,14 @@ def test_the_app_on_a_foreign_store_says_what_to_do_without_its_path(app_env, fo
     assert sha(foreign) == before
 
 
-def test_a_reading_command_never_migrates_an_older_store(tmp_path):
+def test_a_reading_command_never_migrates_an_older_store(tmp_path, cli):
     db = tmp_path / "old.duckdb"
     store_at_version(db, 12).close()
     before = sha(db)
-    code, doc, _ = cli(db, "datasets")
+    code, doc = cli(db, "datasets")
     assert code == 2 and "schema 12" in doc["error"] and "headroom migrate" in doc["error"]
     assert sha(db) == before
-    code, doc, _ = cli(db, "migrate")
+    code, doc = cli(db, "migrate")
     assert code == 0
     assert doc == {"store": str(db), "schema_version_before": 12,
                    "schema_version": store.SCHEMA_VERSION, "migrated": True}
@@ -91,17 +107,17 @@ def test_a_reading_command_never_migrates_an_older_store(tmp_path):
     assert cli(db, "migrate")[1]["migrated"] is False
 
 
-def test_a_store_of_a_newer_headroom_is_refused(tmp_path):
+def test_a_store_of_a_newer_headroom_is_refused(tmp_path, cli):
     db = tmp_path / "new.duckdb"
     store.connect(db).close()
     con = duckdb.connect(str(db))
     con.execute("INSERT INTO schema_version VALUES (99, now())")
     con.close()
-    code, doc, _ = cli(db, "ingest", str(shared(CONV)))
+    code, doc = cli(db, "ingest", str(shared(CONV)))
     assert code == 2 and "schema 99, newer than this headroom's" in doc["error"]
 
 
-def test_special_paths_and_text_files_are_named_as_what_they_are(tmp_path):
+def test_special_paths_and_text_files_are_named_as_what_they_are(tmp_path, cli):
     fifo, folder, text = tmp_path / "pipe", tmp_path / "folder", tmp_path / "notes.duckdb"
     os.mkfifo(fifo)
     folder.mkdir()
@@ -110,22 +126,22 @@ def test_special_paths_and_text_files_are_named_as_what_they_are(tmp_path):
     assert "is a FIFO (named pipe), not a file" in cli(db, "ingest", str(fifo))[1]["error"]
     assert "is a directory, not a file" in cli(db, "ingest", str(folder))[1]["error"]
     assert cli(db, "ingest", str(tmp_path / "gone.csv"))[1]["error"].endswith("no such file")
-    code, doc, _ = cli(folder, "datasets")
+    code, doc = cli(folder, "datasets")
     assert code == 2 and "it is a directory, not a file" in doc["error"]
-    code, doc, _ = cli(fifo, "datasets")
+    code, doc = cli(fifo, "datasets")
     assert code == 2 and "it is a FIFO" in doc["error"]
     before = sha(text)
-    code, doc, _ = cli(text, "datasets")
+    code, doc = cli(text, "datasets")
     assert code == 2 and "is not a DuckDB database file" in doc["error"]
     assert "Restore it from a copy" in doc["error"] and "failing SQL" not in doc["error"]
     assert sha(text) == before
 
 
-def test_a_bin_past_a_year_is_bad_input(tmp_path):
+def test_a_bin_past_a_year_is_bad_input(tmp_path, cli):
     db = tmp_path / "s.duckdb"
     assert cli(db, "ingest", str(shared(CONV)))[0] == 0
-    code, doc, _ = cli(db, "grid", "AzureLLMInferenceTrace_conv", "--bin",
-                       "100000000000000000000s")
+    code, doc = cli(db, "grid", "AzureLLMInferenceTrace_conv", "--bin",
+                    "100000000000000000000s")
     assert code == 2 and "longer than a year" in doc["error"]
 
 
@@ -142,14 +158,14 @@ def tiny_disk(tmp_path):
     subprocess.run(["umount", str(mount)], check=False)
 
 
-def test_a_full_disk_says_so_and_keeps_the_store_as_it_was(tiny_disk):
+def test_a_full_disk_says_so_and_keeps_the_store_as_it_was(tiny_disk, cli):
     db = tiny_disk / "s.duckdb"
     assert cli(db, "ingest", str(shared(CONV)))[0] == 0
-    code, doc, _ = cli(db, "ingest", str(shared(CODE)))  # 0.3 MB more does not fit
+    code, doc = cli(db, "ingest", str(shared(CODE)))  # 0.3 MB more does not fit
     assert code == 1
     assert doc["error"].startswith("the disk that holds the store is full")
     assert "no transaction is active" not in doc["error"]
-    code, listed, _ = cli(db, "datasets")
+    code, listed = cli(db, "datasets")
     assert code == 0 and [(d["name"], d["rows"]) for d in listed] == [
         ("AzureLLMInferenceTrace_conv", 19366)]
 
