@@ -41,6 +41,16 @@ if ledger.empty:
         st.rerun()
 
 st.subheader("Upload")
+NEW = "new datasets (one per file)"
+growable = cache.dataset_names(cache.APPENDABLE_KINDS)
+add_as = st.selectbox(
+    "Add the files as", [NEW, *(f"more rows of {name}" for name in growable)], key="append_to",
+    help="A file appended to a dataset joins it in one transaction: rows already stored "
+         "(the same values within the file's time span) are dropped and counted, a row whose "
+         "key (site and hour, GPU and sample, job) is stored with other values refuses the "
+         "file, and a file already ingested is a duplicate. Every chart and envelope of the "
+         "dataset then includes the new rows.")
+append_to = None if add_as == NEW else add_as.removeprefix("more rows of ")
 plain_mb = bigupload.plain_cap_mb()
 st.caption(f"Files up to {plain_mb} MB: the uploader below. Larger ones (up to "
            f"{bigupload.cap_mb()} MB): 'Large files (streamed to disk)' further down, which "
@@ -108,7 +118,7 @@ def show_results(results: list[dict]) -> None:
 
 if st.button("Ingest uploaded files", key="ingest", disabled=not uploads, type="primary"):
     with st.status(f"Ingesting {len(uploads)} file(s) ...") as status:
-        results = cache.ingest_uploads(uploads, parse_options())
+        results = cache.ingest_uploads(uploads, parse_options(), append_to)
         status.update(label="Ingest finished", state="complete")
     if not any(r["status"] == "rejected" for r in results):  # all in: clear the uploader
         st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
@@ -121,7 +131,7 @@ st.caption("Files chosen here are sent straight to a file on the server as they 
 staged, refused = bigupload.large_uploader("large_uploads")
 if staged or refused:
     with st.status(f"Ingesting {len(staged)} file(s) ...") as status:
-        results = cache.ingest_staged(staged, parse_options()) if staged else []
+        results = cache.ingest_staged(staged, parse_options(), append_to) if staged else []
         status.update(label="Ingest finished", state="complete")
     show_results(results + [{"file": r["name"], "status": "rejected", "error": r["error"],
                              "dataset": None, "rows": 0, "format": None} for r in refused])

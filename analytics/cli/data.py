@@ -1,4 +1,4 @@
-"""``headroom ingest | datasets | delete | pull``: the store's datasets."""
+"""``headroom ingest | datasets | summary | delete | pull | migrate | sweeps``: the store's datasets."""
 
 from __future__ import annotations
 
@@ -46,6 +46,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--name", default=None, type=dataset_name,
                    help="dataset name (one file only; default: the file stem); letters, digits, "
                         "'.', '_', '-' and '&'")
+    p.add_argument("--append", default=None, type=dataset_name, metavar="DATASET",
+                   help="add the files' rows to this existing dataset instead (one "
+                        "transaction; rows already stored are dropped and counted, a key "
+                        "stored with other values is refused, a file already ingested is a "
+                        "duplicate)")
     p.add_argument("--t0", type=t0, default=DEFAULT_T0,
                    help="UTC start of relative timestamps (BurstGPT, Mooncake); default "
                         f"{DEFAULT_T0.isoformat()} - weekdays are then relative")
@@ -123,6 +128,8 @@ def ingest(args, settings) -> list[dict]:
 
     if args.name and len(args.paths) > 1:
         raise BadInput("--name names one dataset; give one file with it")
+    if args.name and args.append:
+        raise BadInput("--name and --append both name the dataset; give one of them")
     for path in args.paths:
         if (why := not_a_file(path)) is not None:
             raise BadInput(f"{path}: {why}")
@@ -133,7 +140,7 @@ def ingest(args, settings) -> list[dict]:
     # the store is opened (for writing) only once every file parsed: a long parse locks nothing
     # (a large BurstGPT / Azure trace is read in batches as it is written: analytics.ingest.fastcsv)
     writer = functools.partial(open_store, settings.db_path, write=True)
-    return data.ingest_paths(writer, args.paths, args.format, args.name, opts)
+    return data.ingest_paths(writer, args.paths, args.format, args.name, opts, args.append)
 
 
 def datasets(args, settings) -> list[dict]:

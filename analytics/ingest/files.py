@@ -42,9 +42,11 @@ class FileIn:
 
 
 def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOptions | None = None,
-              max_bytes: int | None = None, skipped: list[dict] | None = None
-              ) -> list[store.IngestItem]:
+              max_bytes: int | None = None, skipped: list[dict] | None = None,
+              append_to: str | None = None) -> list[store.IngestItem]:
     """Parse every file (nothing is written). Raises FormatError at the first bad one.
+    ``append_to``: every item's rows go to that existing dataset
+    (:mod:`analytics.store.appends`) instead of a new one.
 
     ``max_bytes`` rejects larger files before reading them (the upload cap). Files of one batch
     that share a base name (every node's scrape is ``metrics.prom``) get unique dataset names
@@ -68,7 +70,8 @@ def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOption
     for f, p, (name, why) in zip(kept, parsed, batch_names(kept, parsed), strict=True):
         if why:
             p = dataclasses.replace(p, warnings=(why, *p.warnings))
-        items.append(store.IngestItem(p, name, f.sha256 or file_sha256(f.path)))
+        items.append(store.IngestItem(p, name, f.sha256 or file_sha256(f.path),
+                                      append_to=append_to))
     return items
 
 
@@ -189,19 +192,24 @@ def _distinct(tags: list[str | None]) -> list[str] | None:
 
 
 def ingest_files(con, files: Sequence[FileIn], fmt: str | None = None,
-                 opts: ParseOptions | None = None, max_bytes: int | None = None) -> list[dict]:
-    """Parse all files, then write them in one transaction (all or nothing).
+                 opts: ParseOptions | None = None, max_bytes: int | None = None,
+                 append_to: str | None = None) -> list[dict]:
+    """Parse all files, then write them in one transaction (all or nothing); with
+    ``append_to``, as more rows of that dataset.
 
-    Returns the per-file results of :func:`analytics.store.ingest` (status ``ingested`` or
-    ``duplicate``) and of the files skipped by design (:func:`skipped_result`), in file order.
+    Returns the per-file results of :func:`analytics.store.ingest` (status ``ingested``,
+    ``appended`` or ``duplicate``) and of the files skipped by design (:func:`skipped_result`),
+    in file order.
 
     Raises
     ------
     FormatError : a file is not valid; nothing is written
     store.NameTaken : a dataset name is in use with other content; nothing is written
+    store.UnknownDataset, store.AppendRefused : ``append_to`` names no dataset, or one that
+        cannot take these rows; nothing is written
     """
     skipped: list[dict] = []
-    items = parse_all(files, fmt, opts, max_bytes, skipped)
+    items = parse_all(files, fmt, opts, max_bytes, skipped, append_to)
     return in_file_order(files, (store_items(con, items) if items else []) + skipped)
 
 

@@ -72,7 +72,7 @@ def sweep_ledger(con, analysis: str | None = None) -> list[dict]:
 
 
 def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str | None = None,
-                 opts: ParseOptions | None = None) -> list[dict]:
+                 opts: ParseOptions | None = None, append_to: str | None = None) -> list[dict]:
     """Parse every file fully, then write all of them in one transaction. ``con`` is a
     connection or an opener (:func:`analytics.services.held`): with an opener the store is
     opened only after every file parsed (and not at all when every file was skipped). A large
@@ -80,20 +80,25 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
     its whole read; :mod:`analytics.ingest.fastcsv`), so memory does not grow with the file.
 
     Returns ``[{"file", "dataset", "format", "rows", "status"}]`` in file order, status
-    ``ingested``, ``duplicate`` or ``skipped`` (a valid file that holds nothing for any table by
-    design, e.g. ML.ENERGY diffusion runs; with ``reason``). Raises ValueError (a missing file;
-    ``name`` with several files), ``FormatError`` (file, line, column; nothing written),
-    ``store.NameTaken``.
+    ``ingested``, ``appended`` (``append_to``: rows added to that dataset, ``dropped`` those
+    already stored), ``duplicate`` or ``skipped`` (a valid file that holds nothing for any table
+    by design, e.g. ML.ENERGY diffusion runs; with ``reason``). Raises ValueError (a missing
+    file; ``name`` with several files or with ``append_to``), ``FormatError`` (file, line,
+    column; nothing written), ``store.NameTaken``, ``store.UnknownDataset`` /
+    ``store.AppendRefused`` (``append_to``).
     """
     paths = list(paths)
     if name and len(paths) > 1:
         raise ValueError("--name names one dataset; give one file with it")
+    if name and append_to:
+        raise ValueError("--name and --append both name the dataset; give one of them")
     for path in paths:
         if (why := not_a_file(path)) is not None:
             raise ValueError(f"{path}: {why}")
     files = [ingest.FileIn(Path(p), str(p), name) for p in paths]
     skipped: list[dict] = []
-    items = ingest.parse_all(files, fmt, opts, skipped=skipped)  # before the store is opened
+    items = ingest.parse_all(files, fmt, opts, skipped=skipped,  # before the store is opened
+                             append_to=append_to)
     results = []
     if items:
         with held(con) as cur:
@@ -105,7 +110,7 @@ def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str |
 
 
 def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
-                   tmp_dir: Path | None = None) -> list[dict]:
+                   tmp_dir: Path | None = None, append_to: str | None = None) -> list[dict]:
     """Ingest browser uploads (file-like objects with ``name``), one transaction per file.
 
     Never raises for bad input: each upload is streamed to a temporary file in ``tmp_dir``
@@ -122,7 +127,8 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
     uploads that share a base name are named ``<stem>-<host or site>`` when the rows carry
     one (DCGM ``Hostname``), and a name already used by other content becomes the first free
     of ``<stem>-<host or site>``, ``<stem>-2``, ``<stem>-3`` ...; the report's first warning
-    says which name the file got and why.
+    says which name the file got and why. ``append_to``: each file's rows join that dataset
+    instead (status ``appended``; one transaction per file).
     """
     stems = [safe_dataset_name(_stem(up.name)) for up in uploads]
     results = []
@@ -136,23 +142,24 @@ def ingest_uploads(con, uploads, opts: ParseOptions, max_bytes: int,
             digest = copy_hashed(up, tmp)  # hashed while copied: no second read
             tmp.flush()
             results.append(_ingest_one(con, ingest.FileIn(Path(tmp.name), up.name, sha256=digest),
-                                       stem, stems.count(stem), opts, max_bytes))
+                                       stem, stems.count(stem), opts, max_bytes, append_to))
     return results
 
 
 def ingest_staged(con, staged: Iterable[tuple[Path, str, str | None]], opts: ParseOptions,
-                  max_bytes: int) -> list[dict]:
+                  max_bytes: int, append_to: str | None = None) -> list[dict]:
     """Ingest uploads already on disk (the Data page's streamed uploads,
     :mod:`analytics.ui.upload_route`): ``staged`` is ``(path, name the user gave, sha256 or
     None)``, one transaction per file, named, reported and never raising exactly as
-    :func:`ingest_uploads`. Each file is deleted once it has been ingested or refused."""
+    :func:`ingest_uploads` (``append_to`` likewise). Each file is deleted once it has been
+    ingested or refused."""
     staged = list(staged)
     stems = [safe_dataset_name(_stem(name)) for _, name, _ in staged]
     results = []
     for (path, name, digest), stem in zip(staged, stems, strict=True):
         try:
             results.append(_ingest_one(con, ingest.FileIn(Path(path), name, sha256=digest),
-                                       stem, stems.count(stem), opts, max_bytes))
+                                       stem, stems.count(stem), opts, max_bytes, append_to))
         finally:
             Path(path).unlink(missing_ok=True)
     return results
@@ -165,13 +172,14 @@ def _stem(name: str) -> str:
 
 
 def _ingest_one(con, file, stem: str, same_stem: int, opts: ParseOptions,
-                max_bytes: int) -> dict:
+                max_bytes: int, append_to: str | None = None) -> dict:
     """Parse one upload on disk (``ingest.FileIn``, ``display`` its user-given name) and write
-    it in its own transaction; every refusal is a ``rejected`` result, never raised."""
+    it in its own transaction (``append_to``: into that dataset); every refusal is a
+    ``rejected`` result, never raised."""
     from analytics.ingest.formats import FormatError, SkippedByDesign
 
     try:
-        [item] = ingest.parse_all([file], opts=opts, max_bytes=max_bytes)
+        [item] = ingest.parse_all([file], opts=opts, max_bytes=max_bytes, append_to=append_to)
         with held(con) as cur:  # the store is held only while the rows are written
             [result] = ingest.store_items(cur, [_upload_item(item, stem, same_stem)])
         return result
@@ -184,9 +192,9 @@ def _ingest_one(con, file, stem: str, same_stem: int, opts: ParseOptions,
         logging.getLogger("headroom").warning("upload %s not stored: %s", file.display, exc)
         return {"file": file.display, "status": "rejected", "error": exc.public,
                 "dataset": stem, "rows": 0, "format": None}
-    except (store.NameTaken, ValueError) as exc:
+    except (store.NameTaken, store.UnknownDataset, ValueError) as exc:
         return {"file": file.display, "status": "rejected", "error": str(exc),
-                "dataset": stem, "rows": 0, "format": None}
+                "dataset": append_to or stem, "rows": 0, "format": None}
 
 
 def _upload_item(item: store.IngestItem, stem: str, same_stem: int) -> store.IngestItem:

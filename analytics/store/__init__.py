@@ -19,8 +19,9 @@ names the process that holds it and what to do.
 Ingest is one transaction: a batch of parsed files is written completely or not at all, and a
 file whose bytes (sha256) are already in the ledger is reported as ``duplicate`` and skipped.
 
-The table definitions and the forward migrations (:data:`MIGRATIONS`, :data:`SCHEMA_VERSION`)
-live in :mod:`analytics.schema`, built from the canonical columns; ``requests`` is a view over
+The forward migrations (:data:`MIGRATIONS`, :data:`SCHEMA_VERSION`) live in
+:mod:`analytics.store.migrations`, built from the canonical columns of :mod:`analytics.schema`;
+``dataset_files`` (schema 14) lists every file a dataset was built from; ``requests`` is a view over
 the stored tables :func:`stored_tables` names (schema 13), which only the writes address.
 Every statement runs through :func:`_run`, so a failing statement raises :class:`StoreError`
 with the SQL attached (the Splink pattern: the database error, then the statement that failed), and
@@ -28,6 +29,7 @@ every multi-statement write runs inside :func:`transaction`.
 """
 
 from analytics.schema import stored_tables  # noqa: F401 - the tables behind a view
+from analytics.store.appends import APPENDABLE, AppendRefused  # noqa: F401
 from analytics.store.core import (  # noqa: F401
     DATA_TABLES,
     MIGRATIONS,

@@ -18,11 +18,8 @@ from pathlib import Path
 
 import duckdb
 
-from analytics.schema import (
-    COLUMNS,
-    MIGRATIONS,
-    SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
-    )
+from analytics.schema import COLUMNS
+from analytics.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 DATA_TABLES = tuple(COLUMNS)
 

@@ -7,10 +7,7 @@ from datetime import datetime, timedelta
 
 from analytics.config import Weights
 from analytics.lazy import lazy_module
-from analytics.schema import (
-    COLUMNS,
-    SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
-)
+from analytics.schema import COLUMNS
 from analytics.store.core import DATA_TABLES, UnknownDataset, _run
 
 # pandas / numpy only when a frame is asked for: `headroom datasets` reads the ledger without

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from analytics.config import check_dataset_name
 from analytics.schema import (
     COLUMNS,
-    SCHEMA_VERSION,  # noqa: F401 - callers read store.SCHEMA_VERSION
     Parsed,
     conform,
     narrow_for,
@@ -19,6 +18,7 @@ from analytics.schema import (
     stored_table,
     stored_tables,
 )
+from analytics.store import appends
 from analytics.store.core import (
     NameTaken,
     StoreError,
@@ -43,7 +43,8 @@ class IngestItem:
     ``alternatives``: None keeps ``name`` strict (a name held by other content raises
     :class:`NameTaken`, the CLI's ``--name`` semantics); a tuple lets :func:`ingest` pick a
     free name instead: each alternative in turn, then ``name-2``, ``name-3`` ... (browser
-    uploads, whose users cannot rename a file mid-upload).
+    uploads, whose users cannot rename a file mid-upload). ``append_to``: the rows join that
+    existing dataset instead (:mod:`analytics.store.appends`; ``name`` is then ignored).
     """
 
     parsed: Parsed
@@ -51,6 +52,7 @@ class IngestItem:
     sha256: str
     synthetic: bool = False
     alternatives: tuple[str, ...] | None = None
+    append_to: str | None = None
 
 
 def ingest(con, items: list[IngestItem]) -> list[dict]:
@@ -59,7 +61,9 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
     Returns
     -------
     list of dict, one per item: ``{"file", "dataset", "format", "rows", "status"}`` with status
-    ``"ingested"`` or ``"duplicate"`` (same bytes already stored: no rows written). A duplicate
+    ``"ingested"``, ``"appended"`` (an item with ``append_to``: its new rows, and ``dropped``,
+    the rows already stored, :func:`analytics.store.appends.append`) or ``"duplicate"`` (same
+    bytes already stored in any dataset: no rows written). A duplicate
     site file whose rows name another site than the stored copy (SustainDC's ``CISO_...`` and
     ``CA_...``) registers that code as an alias of the stored site (``site_alias``:
     ``{"alias", "site"}``; :func:`site_catalog`, :func:`site_hourly`).
@@ -70,8 +74,11 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
         A dataset with that name holds other bytes and the item allows no other name
         (``alternatives`` None). Nothing of the batch is written.
     ValueError
-        A name outside the dataset-name character set (``config.DATASET_NAME``). Nothing of
-        the batch is written.
+        A name outside the dataset-name character set (``config.DATASET_NAME``), or an
+        appended file its dataset cannot take (``appends.AppendRefused``). Nothing of the batch
+        is written.
+    UnknownDataset
+        ``append_to`` names no dataset. Nothing of the batch is written.
     StoreError
         A statement failed. Nothing of the batch is written.
     """
@@ -81,7 +88,9 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
         seen_names = set()
         for item in items:
             p = item.parsed
-            dup = _run(cur, "SELECT name, dataset_id FROM datasets WHERE sha256 = ?",
+            dup = _run(cur, "SELECT d.name, d.dataset_id FROM dataset_files f JOIN datasets d "
+                            "USING (dataset_id) WHERE f.sha256 = $1 UNION ALL SELECT name, "
+                            "dataset_id FROM datasets WHERE sha256 = $1 LIMIT 1",
                        [item.sha256]).fetchone()
             if dup:
                 alias, new_alias = _site_alias(cur, dup[1], p)
@@ -95,6 +104,9 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
                                            f"{alias['site']!r}) too" if alias else ""),
                                 **({"site_alias": alias} if alias else {})})
                 continue
+            if item.append_to is not None:
+                results.append(appends.append(cur, item.append_to, p, item.sha256, _fill))
+                continue
             if _taken(cur, item.name, seen_names):
                 if item.alternatives is None:
                     raise NameTaken(
@@ -107,7 +119,7 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
             check_dataset_name(item.name)  # ValueError: nothing of the batch is written
             seen_names.add(item.name)
             results.append(_insert(cur, item))
-        if changed or any(r["status"] == "ingested" for r in results):
+        if changed or any(r["status"] in ("ingested", "appended") for r in results):
             _bump_data_version(cur)
     return results
 
@@ -217,6 +229,9 @@ def _insert(cur, item: IngestItem) -> dict:
          ts_min, ts_max, p.resolution_s, _now(), item.synthetic, "\n".join(p.warnings),
          p.source_tz],
     )
+    _run(cur, "INSERT INTO dataset_files (dataset_id, sha256, file, format, rows, dropped, "
+              "ts_min, ts_max, added_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+         [dataset_id, item.sha256, p.source, p.format, rows, ts_min, ts_max, _now()])
     return {"file": p.source, "dataset": item.name, "format": p.format, "rows": rows,
             "status": "ingested", "table": p.table, "source_tz": p.source_tz,
             "ts_min": ts_min.isoformat() if ts_min is not None else None,
@@ -299,6 +314,16 @@ class _ArrowStream:
         return self.frame.__arrow_c_stream__(requested_schema)
 
 
+def _fill(cur, target: str, frame: pl.DataFrame) -> None:
+    """Copy a conformed frame's columns into the (temporary) table ``target``, in order."""
+    cols = ", ".join(frame.columns)
+    cur.register("incoming", _ArrowStream(frame))
+    try:
+        _run(cur, f"INSERT INTO {target} ({cols}) SELECT {cols} FROM incoming")
+    finally:
+        cur.unregister("incoming")
+
+
 def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None:
     """Append a conformed frame's rows to ``table`` under ``dataset_id``."""
     cols = ", ".join(COLUMNS[table])
@@ -319,6 +344,7 @@ def delete_dataset(con, name: str) -> None:
         for table in stored_tables(row[1]):
             _run(cur, f"DELETE FROM {table} WHERE dataset_id = ?", [row[0]])
         _run(cur, "DELETE FROM site_aliases WHERE dataset_id = ?", [row[0]])
+        _run(cur, "DELETE FROM dataset_files WHERE dataset_id = ?", [row[0]])
         _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
         _bump_data_version(cur)
 

@@ -34,6 +34,7 @@ StoreBusy = store.StoreBusy  # raised when another process keeps the store locke
 StoreError = store.StoreError  # the store cannot be used (its ``public`` message says why)
 WAPE_UNDEFINED = forecast.WAPE_UNDEFINED  # why WAPE is empty (zero demand in the test window)
 DEMAND_KINDS = data.DEMAND_KINDS
+APPENDABLE_KINDS = store.APPENDABLE  # dataset kinds that take appended files
 DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S
 
 
@@ -183,24 +184,25 @@ def _upload_dir(folder: str) -> str:
     return folder
 
 
-def ingest_uploads(files, opts: ParseOptions) -> list[dict]:
-    """Ingest browser uploads, one transaction per file; never raises for bad input
-    (see :func:`analytics.services.data.ingest_uploads`). Each upload is streamed to the
-    upload folder; the store is opened for writing only while a parsed file is written."""
+def ingest_uploads(files, opts: ParseOptions, append_to: str | None = None) -> list[dict]:
+    """Ingest browser uploads, one transaction per file (``append_to``: as more rows of that
+    dataset); never raises for bad input (see :func:`analytics.services.data.ingest_uploads`).
+    Each upload is streamed to the upload folder; the store is opened for writing only while a
+    parsed file is written."""
     return data.ingest_uploads(functools.partial(connection, write=True), files, opts,
                                settings().max_upload_mb * 1_000_000,
-                               Path(_upload_dir(str(settings().upload_dir))))
+                               Path(_upload_dir(str(settings().upload_dir))), append_to)
 
 
-def ingest_staged(staged, opts: ParseOptions) -> list[dict]:
+def ingest_staged(staged, opts: ParseOptions, append_to: str | None = None) -> list[dict]:
     """Ingest the large-file uploader's files already on disk
     (:class:`analytics.ui.upload_route.Staged`), one transaction per file, reported as
-    :func:`ingest_uploads`; each file is deleted afterwards
+    :func:`ingest_uploads` (``append_to`` likewise); each file is deleted afterwards
     (:func:`analytics.services.data.ingest_staged`)."""
     _upload_dir(str(settings().upload_dir))  # the once-per-start clean, as for small uploads
     return data.ingest_staged(functools.partial(connection, write=True),
                               [(s.path, s.name, s.sha256) for s in staged], opts,
-                              settings().max_upload_mb * 1_000_000)
+                              settings().max_upload_mb * 1_000_000, append_to)
 
 
 def delete_dataset(name: str) -> None:

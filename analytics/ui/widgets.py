@@ -139,14 +139,16 @@ def plain(text: object) -> str:
 
 
 #: Ingest statuses in the order the summary line counts them, with the words it uses.
-INGEST_STATUSES = {"ingested": "ingested", "duplicate": "duplicate",
+INGEST_STATUSES = {"ingested": "ingested", "appended": "appended", "duplicate": "duplicate",
                    "skipped": "skipped by design", "rejected": "rejected"}
 
 
 def ingest_summary(report: list[dict]) -> str:
-    """``"N ingested, N duplicate, N skipped by design, N rejected"`` for an ingest report."""
+    """``"N ingested, N duplicate, N skipped by design, N rejected"`` for an ingest report
+    (``N appended`` too when a file was appended to a dataset)."""
     return ", ".join(f"{sum(r['status'] == s for r in report)} {words}"
-                     for s, words in INGEST_STATUSES.items())
+                     for s, words in INGEST_STATUSES.items()
+                     if s != "appended" or any(r["status"] == s for r in report))
 
 
 def ingest_report(report: list[dict]) -> None:
@@ -183,6 +185,10 @@ def ingest_report(report: list[dict]) -> None:
         elif r["status"] == "duplicate":
             st.info(f"{plain(r['file'])}: same bytes as dataset {plain(r['dataset'])}; nothing "
                     "added. Delete that dataset first to ingest the file with other options.")
+        elif r["status"] == "appended":
+            st.success(f"{plain(r['file'])} \u2192 {r['rows']:,} more rows of dataset "
+                       f"{plain(r['dataset'])} ({r['format']}; {r['dropped']:,} already stored, "
+                       "dropped)")
         else:
             st.success(f"{plain(r['file'])} \u2192 dataset {plain(r['dataset'])} "
                        f"({r['format']}, {r['rows']:,} rows, table {r.get('table')})")

@@ -1,0 +1,162 @@
+"""The store's forward migrations: :data:`MIGRATIONS` (version -> statements) up to
+:data:`SCHEMA_VERSION`, which :func:`analytics.store.migrate` applies in one transaction.
+
+The DDL is built from :data:`analytics.schema.COLUMNS` (the canonical tables), so the parsers
+and the store cannot drift apart. It lives behind the store (design note, issue 28: the store is
+the one package that speaks SQL; the migrations were in ``analytics/schema.py`` until they
+pushed it past the 500 lines a module may have). Never edit a released step; add the next one.
+"""
+
+from __future__ import annotations
+
+from analytics.schema import COLUMNS
+
+SCHEMA_VERSION = 14
+_ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
+                ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
+                ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid")}  # added later
+
+
+
+def _ddl(table: str) -> str:
+    cols = ",\n  ".join(f"{c} {t}" for c, t in COLUMNS[table].items()
+                        if (table, c) not in _ADDED_LATER)
+    return f"CREATE TABLE IF NOT EXISTS {table} (\n  dataset_id INTEGER NOT NULL,\n  {cols}\n)"
+
+
+#: Forward migrations: version -> statements. Never edit a released step; add the next one.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE SEQUENCE IF NOT EXISTS dataset_id_seq START 1",
+        """CREATE TABLE IF NOT EXISTS datasets (
+          dataset_id INTEGER PRIMARY KEY,
+          name VARCHAR NOT NULL UNIQUE,
+          kind VARCHAR NOT NULL,
+          format VARCHAR NOT NULL,
+          source VARCHAR,
+          sha256 VARCHAR NOT NULL UNIQUE,
+          rows BIGINT NOT NULL,
+          ts_min TIMESTAMP,
+          ts_max TIMESTAMP,
+          resolution_s DOUBLE,
+          ingested_at TIMESTAMP NOT NULL,
+          synthetic BOOLEAN NOT NULL DEFAULT false,
+          warnings VARCHAR
+        )""",
+        # data_version counts every change of the ledger (ingest *and* delete); the max
+        # dataset_id alone would not move when a dataset is deleted.
+        "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT)",
+        "INSERT INTO meta VALUES ('data_version', 0) ON CONFLICT DO NOTHING",
+        *[_ddl(t) for t in ("requests", "demand_series", "carbon_intensity", "weather",
+                            "prices")],
+    ],
+    # GPU busy seconds per request, for traces that report execution time instead of tokens
+    # (Alibaba GenAI LoRA trace: exec_time_seconds).
+    2: ["ALTER TABLE requests ADD COLUMN IF NOT EXISTS gpu_s DOUBLE"],
+    # GPU telemetry (NVML sampler, nvidia-smi, DCGM exporter) and reference distributions
+    # (AcmeTrace power / utilisation CDFs) for overlays.
+    3: [_ddl("telemetry"), _ddl("reference_cdf")],
+    # batch job history (Slurm accounting) for launch-success priors and power simulation
+    4: [_ddl("jobs")],
+    # serving benchmarks (ML.ENERGY, Argonne, vllm bench) and the launch advisor's provenance:
+    # every fitted cost model, its metrics and support envelope, and whether it was promoted
+    5: [_ddl("bench_runs"),
+        "CREATE SEQUENCE IF NOT EXISTS model_version_seq START 1",
+        """CREATE TABLE IF NOT EXISTS model_versions (
+          version INTEGER PRIMARY KEY,
+          created_at TIMESTAMP NOT NULL,
+          data_version BIGINT NOT NULL,
+          rows BIGINT NOT NULL,
+          metrics VARCHAR NOT NULL,
+          envelope VARCHAR NOT NULL,
+          promoted BOOLEAN NOT NULL,
+          reason VARCHAR
+        )"""],
+    # fractional GPU requests (Alibaba openb GPU-sharing pods): total thousandths of a GPU
+    6: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS gpu_milli INTEGER"],
+    # MIG slices in Slurm AllocTRES (gres/gpu:a100_3g.20gb) and sacct Elapsed; a benchmark's request rate kept
+    # apart from its concurrency, and whether that concurrency was measured (issue 14)
+    7: ["ALTER TABLE jobs ADD COLUMN IF NOT EXISTS mig_slice BOOLEAN",
+        "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS elapsed_s DOUBLE",
+        "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS request_rate DOUBLE",
+        "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS concurrency_measured BOOLEAN"],
+    # the IANA time zone a dataset's local times were converted from (--tz; issue 14 item 2)
+    8: ["ALTER TABLE datasets ADD COLUMN IF NOT EXISTS source_tz VARCHAR"],
+    # telemetry of several hosts: a GPU is (host, index, UUID), not its index (issue 14 item 4)
+    9: ["ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_uuid VARCHAR"],
+    # one stored site series named by several site codes (SustainDC publishes the same carbon
+    # file as CISO_... and CA_..., ERCO_... and TX_...): the bytes are kept once, under the
+    # first name; every other code that arrived with the same bytes is an alias (issue 19)
+    10: ["""CREATE TABLE IF NOT EXISTS site_aliases (
+          dataset_id INTEGER NOT NULL,
+          tbl VARCHAR NOT NULL,
+          site VARCHAR NOT NULL,
+          alias VARCHAR NOT NULL,
+          file VARCHAR,
+          PRIMARY KEY (dataset_id, alias)
+        )"""],
+    # named scenarios: a page's parameters saved under a name, reopened or compared side by
+    # side (issue 19 item 13); not data, so saving one does not move the data version
+    11: ["""CREATE TABLE IF NOT EXISTS scenarios (
+          name VARCHAR PRIMARY KEY,
+          page VARCHAR NOT NULL,
+          params VARCHAR NOT NULL,
+          saved_at TIMESTAMP NOT NULL
+        )"""],
+    # results of sweep tasks (issue 17): one row per (analysis, parameters, seed, code version,
+    # input datasets), its result JSON, when, where and how long it ran; a rerun with the same
+    # key reads the row instead of computing. Not data: writing one does not move the version.
+    12: ["""CREATE TABLE IF NOT EXISTS sweep_runs (
+          analysis VARCHAR NOT NULL,
+          params_sha256 VARCHAR NOT NULL,
+          seed BIGINT NOT NULL,
+          code_version VARCHAR NOT NULL,
+          inputs_sha256 VARCHAR NOT NULL,
+          params VARCHAR NOT NULL,
+          result VARCHAR NOT NULL,
+          started_at TIMESTAMP NOT NULL,
+          finished_at TIMESTAMP NOT NULL,
+          cpu_s DOUBLE NOT NULL,
+          wall_s DOUBLE NOT NULL,
+          ran_on VARCHAR NOT NULL,
+          PRIMARY KEY (analysis, params_sha256, seed, code_version, inputs_sha256)
+        )"""],
+    # request rows that carry only time and token counts are kept in a narrow table; the view
+    # ``requests`` shows both tables as before (STORED_IN, NARROW; issue 15). A later column of
+    # requests is added to requests_full and the view recreated.
+    13: ["ALTER TABLE requests RENAME TO requests_full",
+         """CREATE TABLE IF NOT EXISTS requests_tokens (
+          dataset_id INTEGER NOT NULL,
+          ts TIMESTAMP,
+          prompt_tokens BIGINT,
+          completion_tokens BIGINT
+        )""",
+         """CREATE VIEW requests AS
+          SELECT dataset_id, ts, model, prompt_tokens, completion_tokens, failed, session_id,
+                 latency_s, gpu_s
+            FROM requests_full
+          UNION ALL
+          SELECT dataset_id, ts, NULL::VARCHAR AS model, prompt_tokens, completion_tokens,
+                 false AS failed, NULL::VARCHAR AS session_id, NULL::DOUBLE AS latency_s,
+                 NULL::DOUBLE AS gpu_s
+            FROM requests_tokens"""],
+    # the files a dataset was built from (issue 28: datasets that grow): one row per ingested or
+    # appended file with its sha256 (a byte-identical file is refused whichever dataset holds
+    # it), the rows it added and the rows dropped as already stored; the first file of every
+    # dataset stored before this version is filled in from the ledger
+    14: ["""CREATE TABLE IF NOT EXISTS dataset_files (
+          dataset_id INTEGER NOT NULL,
+          sha256 VARCHAR NOT NULL UNIQUE,
+          file VARCHAR,
+          format VARCHAR NOT NULL,
+          rows BIGINT NOT NULL,
+          dropped BIGINT NOT NULL DEFAULT 0,
+          ts_min TIMESTAMP,
+          ts_max TIMESTAMP,
+          added_at TIMESTAMP NOT NULL
+        )""",
+         """INSERT INTO dataset_files (dataset_id, sha256, file, format, rows, dropped, ts_min,
+                                      ts_max, added_at)
+          SELECT dataset_id, sha256, source, format, rows, 0, ts_min, ts_max, ingested_at
+            FROM datasets"""],
+}
