@@ -148,14 +148,25 @@ def child(args: list[str]) -> tuple[int, str, float]:
     return usage.ru_maxrss, out, usage.ru_utime + usage.ru_stime
 
 
-def shape_file(folder: Path, shape: str, rows: int) -> Path:
+def shape_file(folder: Path, shape: str, rows: int, form: str = "plain") -> Path:
     """The resampled file, written by a child process: a parent that had built 20 M rows
-    itself would lend its memory to the peak RSS of every child forked after."""
+    itself would lend its memory to the peak RSS of every child forked after. ``form``
+    ``gzip``: the plain file compressed (zlib level 6, gzip's default, as the public traces
+    ship)."""
     path = folder / f"{shape}_{rows}.csv"
     if not path.exists():
         subprocess.run([sys.executable, __file__, "--make", shape, str(rows), str(path)],
                        check=True)
-    return path
+    if form == "plain":
+        return path
+    packed = path.with_name(path.name + ".gz")
+    if not packed.exists():
+        import gzip
+        import shutil
+
+        with open(path, "rb") as src, gzip.open(packed, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 24)
+    return packed
 
 
 def throughput(csv: Path, repeat: int, tmp: Path, sides=("headroom", "duckdb")) -> float:
@@ -200,8 +211,11 @@ def upload_peak_rss_mib(csv: Path, tmp: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--rows", type=int, default=5_000_000, help="rows of the RSS runs' file")
     ap.add_argument("--big-rows", type=int, default=20_000_000)
+    ap.add_argument("--sizes", default="100000,1000000,5000000,20000000",
+                    help="rows of the throughput files, comma-separated")
+    ap.add_argument("--forms", default="plain,gzip", help="plain and / or gzip")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rss-only", action="store_true", help="skip the throughput runs")
     ap.add_argument("--shapes", default="burstgpt,azure", help="throughput shapes, comma-separated")
@@ -217,16 +231,29 @@ def main() -> None:
         side, csv, db = args.child
         print(json.dumps(run_side(side, Path(csv), Path(db))))
         return
-    print("goal: throughput >= 0.8x DuckDB read_csv (both shapes); peak RSS < 1 GiB at "
-          f"{args.big_rows:,} rows, flat in file size")
+    print("goal: throughput >= 0.8x DuckDB read_csv of the same file (both shapes, every size, "
+          f"plain and gzip); peak RSS < 500 MiB at {args.big_rows:,} rows, flat in file size")
     print(f"load average before: {os.getloadavg()}")
+    table = []
     with tempfile.TemporaryDirectory(prefix="headroom-bench-ingest-") as name:
         tmp = Path(name)
-        for shape in () if args.rss_only else args.shapes.split(","):
-            csv = shape_file(tmp, shape, args.rows)
-            sides = ("headroom", "duckdb", *(("duckdb_requests",) if shape == "azure" else ()))
-            ratio = throughput(csv, args.repeat, tmp, sides)
-            print(f"  {shape}: throughput {ratio:.2f}x DuckDB read_csv (goal >= 0.8)")
+        for rows in () if args.rss_only else [int(r) for r in args.sizes.split(",")]:
+            for shape in args.shapes.split(","):
+                for form in args.forms.split(","):
+                    csv = shape_file(tmp, shape, rows, form)
+                    sides = ("headroom", "duckdb",
+                             *(("duckdb_requests",) if shape == "azure" and form == "plain"
+                               and rows == args.rows else ()))
+                    ratio = throughput(csv, args.repeat, tmp, sides)
+                    table.append((rows, shape, form, ratio))
+                    print(f"  {shape} {form} {rows:,} rows: throughput {ratio:.2f}x DuckDB "
+                          "read_csv (goal >= 0.8)", flush=True)
+            for leftover in tmp.glob(f"*_{rows}.csv*"):  # 20 M rows take 1 GB of disk each
+                leftover.unlink()
+        if table:
+            print("  rows        shape     form   ratio")
+            for rows, shape, form, ratio in table:
+                print(f"  {rows:>10,}  {shape:<8}  {form:<5}  {ratio:.2f}x")
         if args.no_rss:
             print(f"load average after: {os.getloadavg()}")
             return

@@ -1,6 +1,7 @@
 """A hostile Dask "scheduler" for the trust tests (issue 34, item 1): it listens with Dask's
-own comm layer and answers every connection's handshake with a pickled object whose
-unpickling creates a marker file in the connecting process. It logs each connection.
+own comm layer and puts in its handshake (the first message every connection reads) and in its
+first reply a pickled object whose unpickling creates a marker file in the connecting process.
+It logs each connection it serves.
 
 Run: ``python tests/fake_scheduler.py MARKER LOG [--silent]``; prints its address on the
 first line of stdout. ``--silent`` accepts TCP connections and never answers (a peer that hung
@@ -31,7 +32,15 @@ def _log(path: str, text: str) -> None:
 
 async def _hostile(marker: str, log: str) -> None:
     from distributed.comm import listen
+    from distributed.comm.core import Comm
     from distributed.protocol.serialize import to_serialize
+
+    plain_info = Comm.handshake_info
+
+    def handshake_info(self):  # the listener's handshake carries the payload too
+        return {**plain_info(self), "payload": to_serialize(_Payload(marker))}
+
+    Comm.handshake_info = handshake_info
 
     async def handle(comm) -> None:
         _log(log, "connection")

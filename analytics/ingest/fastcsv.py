@@ -1,9 +1,10 @@
-"""Streamed ingest of large request traces: DuckDB reads the CSV, headroom checks each batch.
+"""The one road of request traces: DuckDB reads the CSV, SQL checks it, headroom names a bad row.
 
 Issue 15: a 5 M-row trace read whole by polars, checked in several passes, copied to Arrow and
 then to DuckDB cost 1.6-4.3x the CPU of DuckDB's own ``read_csv`` and 2 GB of memory at 20 M
-rows. For a large plain CSV (over :data:`FAST_MIN_BYTES`) of a format with a ``stream_plan``
-(BurstGPT, Azure LLM 2023 / 2024), DuckDB's ``read_csv`` reads the file with explicit column
+rows; issue 28: files under 64 MB still took that reader at 0.29-0.33x. Every CSV (plain or
+gzip, any size, a byte-order mark, any ``--tz``) of a format with a ``stream_plan`` (BurstGPT,
+Azure LLM 2023 / 2024) is read here. DuckDB's ``read_csv`` reads the file with explicit column
 types (``auto_detect=false``, strict rows) in batches of :data:`BATCH_ROWS` rows; SQL marks
 every cell the checked reader would refuse (an empty required cell, a fractional or non-finite
 count, a time not in the format's layout) in one ``__bad`` column; each batch then passes the
@@ -14,11 +15,12 @@ and checkpoints (peak RSS of the CLI: 386 MiB at 5 M BurstGPT rows, 430 MiB at 2
 443 and 841 MiB without that limit, 850 MiB and 1.95 GB before streaming;
 ``bench/bench_ingest.py``).
 
-A plan with ``batch_only`` (Azure LLM) is first read *directly*: one ``INSERT ... SELECT`` in
+A plan with ``batch_only`` (both formats) is first read *directly*: one ``INSERT ... SELECT`` in
 the store's transaction from DuckDB's parallel ``read_csv``, the plan's ``__bad`` stopping the
 statement at a cell the cast would lose, then one scan of the stored rows for the validity
-rules, the time range, the time order and the plan's ``batch_only`` rows
-(:meth:`Streamed.direct_sql`, :meth:`Streamed.direct_check`). No row passes through Python and
+rules, the time range, the time order, the plan's ``batch_only`` rows and its
+``direct_counts`` (BurstGPT's failed requests) (:meth:`Streamed.direct_sql`,
+:meth:`Streamed.direct_check`). No row passes through Python and
 the rows are compressed once (the batches cost polars and Arrow copies and a second compression
 at the checkpoint: 4.0 s of CPU against 2.5 s for a 5 M-row Azure trace). Rows that fill only
 time and token counts go to the store's narrow ``requests_tokens`` (schema 13,
@@ -35,9 +37,11 @@ except DuckDB's lenient spellings of numbers: a whole number written ``2.0`` or 
 count column, and an empty extra field at the end of a row (``...,log,``), are read as the
 value instead of being refused.
 
-Smaller files, gzip, UTF-16 / byte-order-marked text, a pandas index column and ``--tz`` keep
-the checked reader (:mod:`analytics.ingest.csvcheck`), whose row-shape walk covers files up to
-:data:`FAST_MIN_BYTES`.
+UTF-16 text and a pandas index column keep the checked reader (:mod:`analytics.ingest.csvcheck`),
+which decodes or drops them into a temporary copy first; every other format has no plan yet.
+Both roads are held to the same answers by ``tests/ingest/test_fastcsv.py`` (rows, warnings,
+refusals) and by the malformed corpus run on the one road
+(``test_malformed_corpus.py::test_the_one_road_gives_the_corpus_answer``).
 """
 
 from __future__ import annotations
@@ -48,14 +52,14 @@ from pathlib import Path
 
 import polars as pl
 
-from analytics.ingest.csvcheck import STRUCTURE_WALK_MAX_BYTES
-from analytics.ingest.rawfile import ROW, Expanded, FormatError, decompressed_stream, is_gzip
+from analytics.ingest.rawfile import ROW, Expanded, FormatError, is_gzip
 from analytics.ingest.rowcheck import check_rules
 from analytics.schema import CANONICAL, Parsed, StreamRefused, ts_out_of_range
 
-#: Smallest file (bytes) read on the streamed path: the checked reader walks every row of
-#: smaller files (:data:`analytics.ingest.csvcheck.STRUCTURE_WALK_MAX_BYTES`).
-FAST_MIN_BYTES = STRUCTURE_WALK_MAX_BYTES
+#: Smallest file (bytes) read on the streamed road: 0, every file of a format with a plan
+#: (issue 28: the one road; files under 64 MB took the checked reader at 0.29-0.33x DuckDB's
+#: throughput). Tests raise it to keep the checked reader for a file.
+FAST_MIN_BYTES = 0
 
 #: Rows per batch: about 30 MB of polars + Arrow memory for a BurstGPT batch.
 BATCH_ROWS = 1 << 18
@@ -87,8 +91,12 @@ class Plan:
     batch_only : SQL condition over the selected columns, true on a row only ``rows`` judges (a
         cell to note, a count the warnings carry); with it the file is first read by one
         ``INSERT ... SELECT`` in the store (:meth:`Streamed.direct_sql`), which leaves the file
-        to the batches at such a row or at a step back in time, and ``warnings({})`` are the
-        warnings of a file without one (the select must give ``ts``). None: batches only.
+        to the batches at such a row or at a step back in time, and ``warnings(state)`` are the
+        warnings of a file without one, ``state`` holding ``direct_counts`` (the select must
+        give ``ts``). None: batches only.
+    direct_counts : name -> SQL aggregate over the stored canonical columns, computed in the
+        direct read's one scan of the stored rows and put in ``state`` for ``warnings`` (e.g.
+        BurstGPT's failed requests, which the batches count in ``rows``)
     """
 
     columns: dict[str, str]
@@ -99,22 +107,22 @@ class Plan:
     state: dict = field(default_factory=dict)
     timestampformat: str | None = None
     batch_only: str | None = None
+    direct_counts: dict[str, str] = field(default_factory=dict)
 
 
 def eligible(path: Path, head: str, opts, expanded: Expanded | None = None) -> bool:
     """Whether ``path`` goes the streamed way: a plain or gzip file that is (decompressed, as
-    ``expanded`` says) at least :data:`FAST_MIN_BYTES`, whose head is UTF-8 text without a
-    byte-order mark, and no ``--tz``. DuckDB reads gzip itself: a large gzip trace once went to
-    the checked reader and took 5 GB of memory for 2 GB of text."""
+    ``expanded`` says) at least :data:`FAST_MIN_BYTES`, whose text is UTF-8 (a byte-order
+    mark at its start is fine: DuckDB skips the header line it sits on) and has no pandas
+    index column. DuckDB reads gzip itself: a large gzip trace once went to the checked reader
+    and took 5 GB of memory for 2 GB of text. UTF-16 text and an index column keep the
+    checked reader (it decodes / drops them into a temporary copy first)."""
     from analytics.ingest.encoding import source_codec
     from analytics.ingest.leading_index import is_index_column
 
     size = expanded.bytes if expanded is not None else Path(path).stat().st_size
-    if opts.tz is not None or size < FAST_MIN_BYTES:
+    if size < FAST_MIN_BYTES:
         return False
-    with decompressed_stream(path) as fh:
-        if fh.read(3) == b"\xef\xbb\xbf":
-            return False
     return head != "PAR1" and source_codec(path) is None and not is_index_column(head)
 
 
@@ -193,8 +201,10 @@ class Streamed:
     """
 
     def __init__(self, path: Path, display: str, table: str, plan: Plan,
-                 checked: Callable[[], Parsed], replan: Callable[[], Plan] | None = None):
+                 checked: Callable[[], Parsed], replan: Callable[[], Plan] | None = None,
+                 tail: tuple = ()):
         self.path, self.display, self.table, self.plan = path, display, table, plan
+        self.tail = tuple(tail)  # warnings after the plan's (--tz not applied)
         self.checked = checked  # the checked reader's Parsed (after a StreamRefused)
         self.replan = replan or (lambda: plan)  # a fresh plan (its state) for a new reading
         self.refused: StreamRefused | None = None
@@ -239,7 +249,7 @@ class Streamed:
     def warnings(self) -> tuple:
         """The file's warnings (once :meth:`reader` was read to its end, or the
         :meth:`direct_sql` insert went through)."""
-        return self.plan.warnings(self.plan.state)
+        return (*self.plan.warnings(self.plan.state), *self.tail)
 
     def direct_sql(self, cur) -> str | None:
         """The file's canonical rows as one SQL query for the store's own ``INSERT ... SELECT``
@@ -291,14 +301,16 @@ class Streamed:
 
         hard = " OR ".join(_rules_sql(self.table, columns)) or "false"
         stored = ", ".join(columns)
+        counts = "".join(f", {sql}" for sql in self.plan.direct_counts.values())
         try:  # lag: the stored rows in insertion (file) order, as DuckDB scans them
-            rows, ts_min, ts_max, bad, soft = cur.execute(
+            rows, ts_min, ts_max, bad, soft, *counted = cur.execute(
                 f"SELECT count(*), min(ts), max(ts), {hard}, count(*) FILTER "
-                f"(({self.plan.batch_only}) OR ts < __prev) FROM (SELECT {stored}, lag(ts) "
-                f"OVER () AS __prev FROM {table} WHERE dataset_id = ?) AS stored",
+                f"(({self.plan.batch_only}) OR ts < __prev){counts} FROM (SELECT {stored}, "
+                f"lag(ts) OVER () AS __prev FROM {table} WHERE dataset_id = ?) AS stored",
                 [dataset_id]).fetchone()
         except duckdb.Error as exc:
             raise self.direct_refused(exc) from exc
+        self.plan.state.update(zip(self.plan.direct_counts, counted, strict=True))
         if bad or not rows:
             raise self.direct_refused(ValueError("a value the validity rules refuse"
                                                  if rows else "no data rows"))
@@ -407,12 +419,13 @@ def _arrow(frame: pl.DataFrame):
 
 
 def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
-                    checked: Callable[[], Parsed], expanded: Expanded | None = None
-                    ) -> Parsed | None:
+                    checked: Callable[[], Parsed], expanded: Expanded | None = None,
+                    tail: tuple = ()) -> Parsed | None:
     """The :class:`~analytics.schema.Parsed` of a streamed file (rows read later, in the store's
     transaction), or None when ``plugin`` has no fast path for this file (then the caller reads
     it with the checked reader). ``expanded``: what :func:`~analytics.ingest.rawfile.
-    check_decompressed_size` found (a gzip file's size and last line)."""
+    check_decompressed_size` found (a gzip file's size and last line); ``tail``: warnings to
+    give after the plan's (as the checked reader gives them after the format's)."""
     if not hasattr(plugin, "stream_plan") or not eligible(path, head, opts, expanded):
         return None
     plan = plugin.stream_plan(display, head, opts)
@@ -422,7 +435,7 @@ def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
     empty = pl.DataFrame(schema=CANONICAL[plugin.TABLE])
     return Parsed(plugin.TABLE, plugin.NAME, empty, display, plan.resolution_s, (),
                   stream=Streamed(path, display, plugin.TABLE, plan, checked,
-                                  lambda: plugin.stream_plan(display, head, opts)))
+                                  lambda: plugin.stream_plan(display, head, opts), tail))
 
 
 def carry_monotone(batch: pl.DataFrame, state: dict, display: str, max_backstep_s: float,

@@ -59,7 +59,7 @@ def parse_all(files: Sequence[FileIn], fmt: str | None = None, opts: ParseOption
     for f in files:
         check_size(f, max_bytes)
         try:
-            parsed.append(parse_file(f.path, f.display, fmt, opts))
+            parsed.append(parse_file(f.path, f.display, fmt, opts, stream=True))
         except SkippedByDesign as exc:
             if skipped is None:
                 raise

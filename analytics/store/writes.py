@@ -83,7 +83,7 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
         A statement failed. Nothing of the batch is written.
     """
     results, changed = [], False
-    with _stream_memory(con, any(it.parsed.stream is not None for it in items)), \
+    with _stream_memory(con, any(it.parsed.stream is not None for it in items)) as status, \
             con.cursor() as cur, transaction(cur):
         seen_names = set()
         for item in items:
@@ -121,6 +121,12 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
             results.append(_insert(cur, item))
         if changed or any(r["status"] in ("ingested", "appended") for r in results):
             _bump_data_version(cur)
+    if "checkpoint" in status:  # committed (in the write-ahead log), not yet in the store file
+        for r in results:
+            r.setdefault("warnings", []).append(note_dict(
+                "the disk that holds the store filled up after these rows were committed: they "
+                "are kept in the store's write-ahead log (.wal) and folded into the store when "
+                "there is room again; free space there"))
     return results
 
 
@@ -138,24 +144,35 @@ def _stream_memory(con, streamed: bool):
     """While a batch with a streamed item is written: the store's ``memory_limit`` at
     :data:`STREAM_MEMORY`, and a ``CHECKPOINT`` after the commit (under that limit, so that
     closing the store has nothing left to write); the caller's limit is restored afterwards.
-    Does nothing for a batch without a streamed item, or in an in-memory store."""
+    Does nothing for a batch without a streamed item, or in an in-memory store. Yields a dict
+    where ``"checkpoint"`` is set to DuckDB's message when the committed rows could not be
+    folded into the store file (a full disk: they stay in its write-ahead log)."""
+    status: dict = {}
     with con.cursor() as cur:  # settings are the database's; the caller's results stay
         if not streamed or _one(cur, "SELECT path FROM duckdb_databases() "
                                      "WHERE database_name = current_database()") is None:
-            yield
+            yield status
             return
         old = _one(cur, "SELECT current_setting('memory_limit')")
         _one(cur, f"SET memory_limit = '{STREAM_MEMORY}'")
         try:
-            yield
-            with contextlib.suppress(Exception):  # another open transaction: close writes it
+            yield status
+            try:
                 _one(cur, "CHECKPOINT")
+            except Exception as exc:  # noqa: BLE001 - another open transaction: close writes it
+                if _DISK_FULL_TEXT in str(exc):
+                    status["checkpoint"] = str(exc).splitlines()[-1][:300]
         finally:  # RESET when it was DuckDB's default, the store's own bound when it was that
-            _one(cur, "RESET memory_limit")  # (SET of the rounded text drifts down)
-            for value in (f"{memory_mb()}MB", old):
-                if _one(cur, "SELECT current_setting('memory_limit')") == old:
-                    break
-                _one(cur, f"SET memory_limit = '{value}'")
+            with contextlib.suppress(Exception):  # (SET of the rounded text drifts down); a
+                _one(cur, "RESET memory_limit")   # database a failed checkpoint invalidated
+                for value in (f"{memory_mb()}MB", old):  # is closed by the caller
+                    if _one(cur, "SELECT current_setting('memory_limit')") == old:
+                        break
+                    _one(cur, f"SET memory_limit = '{value}'")
+
+
+#: How DuckDB reports a full disk (errno ENOSPC).
+_DISK_FULL_TEXT = "No space left on device"
 
 
 def _one(cur, sql: str):

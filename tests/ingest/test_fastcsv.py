@@ -82,7 +82,7 @@ def test_streamed_rows_and_warnings_equal_the_checked_reader(fast, no_fallback, 
         lines[9] = ",".join(cells)
         path = tmp_path / path.name
         path.write_text("\n".join(lines) + "\n")
-    assert parse_file(path).stream is not None  # the streamed path is taken
+    assert parse_file(path, stream=True).stream is not None  # the streamed path is taken
     [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     frame, warnings = _checked(path)
     assert _stored(con, result["dataset"]).equals(frame)
@@ -169,8 +169,26 @@ def test_a_file_the_fast_reader_leaves_but_the_checked_accepts_is_stored(fast, c
     assert [w["text"] for w in result["warnings"]] == list(warnings)
 
 
-def test_small_files_keep_the_checked_reader(con):
-    assert parse_file(shared(_BURST)).stream is None  # under FAST_MIN_BYTES
+def test_every_size_takes_the_one_road_but_utf16_and_index_columns(tmp_path):
+    """Issue 28: a 400-row trace, plain, gzip or with a byte-order mark, is read by DuckDB (the
+    streamed road); UTF-16 text and a pandas index column keep the checked reader, which
+    decodes / drops them into a temporary copy first."""
+    import gzip
+
+    src = shared(_BURST)
+    plain, packed, bom = (tmp_path / n for n in ("b.csv", "b.csv.gz", "bom.csv"))
+    plain.write_bytes(src.read_bytes())
+    packed.write_bytes(gzip.compress(src.read_bytes()))
+    bom.write_bytes(b"\xef\xbb\xbf" + src.read_bytes())
+    for path in (plain, packed, bom):
+        assert parse_file(path, stream=True).stream is not None, path.name
+    utf16, indexed = tmp_path / "u16.csv", tmp_path / "idx.csv"
+    utf16.write_bytes(src.read_text().encode("utf-16"))
+    lines = src.read_text().splitlines()
+    indexed.write_text("\n".join([f",{lines[0]}", *(f"{i},{row}" for i, row in
+                                                    enumerate(lines[1:]))]) + "\n")
+    for path in (utf16, indexed):
+        assert parse_file(path, stream=True).stream is None, path.name
 
 
 @pytest.mark.parametrize("offset", ["+00:00", "+02:00", "-0530"])
@@ -198,14 +216,14 @@ def test_streamed_ingest_bounds_then_restores_the_store_memory_limit(fast, no_fa
         con.execute(f"SET memory_limit = '{limit}'")
     before = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     seen = []
-    real = fastcsv.Streamed.reader
+    real = fastcsv.Streamed.direct_sql  # the file's one road: the direct read (issue 28)
 
-    def reader(self):
+    def direct_sql(self, cur):
         seen.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
-        return real(self)
+        return real(self, cur)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fastcsv.Streamed, "reader", reader)
+        mp.setattr(fastcsv.Streamed, "direct_sql", direct_sql)
         [result] = ingest.ingest_files(con, [ingest.FileIn(shared(_BURST), "b.csv")])
     assert result["status"] == "ingested" and result["rows"] > 0
     assert seen == ["244.1 MiB"]  # store.writes.STREAM_MEMORY, as DuckDB prints 256 MB

@@ -383,3 +383,37 @@ def test_peak_memory_of_refusing_a_50_mb_file_is_bounded(tmp_path):
     assert int(refused[2]) < 300  # the message echoes the cell, not the file
     grown_mb = (int(refused[-1]) - int(base[-1])) / 1024  # ru_maxrss is in KiB on Linux
     assert grown_mb < 8 * big.stat().st_size / 1e6, grown_mb
+
+
+#: The formats whose files the ingest reads on the one road (DuckDB, a SQL plan; issue 28).
+ROAD = ("burstgpt", "azure_llm")
+ROAD_CASES = [c for c in CASES if c[0].fmt in ROAD]
+
+
+@pytest.mark.parametrize("case", ROAD_CASES, ids=[f"{b.fmt}-{k}" for b, k, _ in ROAD_CASES])
+def test_the_one_road_gives_the_corpus_answer(tmp_path, case):
+    """Issue 28: every corpus case of a format with a SQL plan, ingested as users ingest it (the
+    file read by DuckDB in the store's transaction), ends as the corpus says: refused at the
+    same line and column with the phrase, the store's row counts unchanged; or accepted with
+    the stated rows and warning."""
+    from analytics.ingest import files as ingest
+
+    b, kind, data = case
+    want = expected(b, kind)
+    path = mc.write(tmp_path, b, kind, data)
+    con = store.connect(":memory:")
+    try:
+        [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)],
+                                       opts=ParseOptions(**b.opts))
+    except FormatError as err:
+        assert isinstance(want, Refused), f"refused: {err}"
+        assert (err.line, err.column) == (want.line, want.column), str(err)
+        assert want.phrase.lower() in err.reason.lower(), err.reason
+        assert sum(store.table_counts(con).values()) == 0
+        return
+    finally:
+        con.close()
+    assert isinstance(want, Accepted), f"accepted: {result}"
+    assert result["rows"] == want.rows
+    if want.warning:
+        assert any(want.warning in w["text"] for w in result["warnings"]), result["warnings"]

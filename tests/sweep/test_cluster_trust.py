@@ -32,10 +32,10 @@ def test_a_hostile_scheduler_runs_code_in_the_process_that_connects(tmp_path):
 
 
 def test_the_bounded_handshake_deserializes_nothing_the_peer_sends(tmp_path):
-    """:func:`handshake` reads the fake's reply without unpickling it: no marker."""
+    """:func:`handshake` reads the fake's handshake, which carries the pickled payload, without
+    unpickling it: it completes and no marker appears."""
     with fake_scheduler(tmp_path) as (address, marker, log):
         handshake(Cluster(address), timeout_s=5)
-        assert log.read_text().count("connection") == 1
         assert not marker.exists()
 
 

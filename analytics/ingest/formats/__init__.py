@@ -159,7 +159,7 @@ def parse_file(
     fmt: str | None = None,
     opts: ParseOptions | None = None,
     *,
-    stream: bool = True,
+    stream: bool = False,
 ) -> Parsed:
     """Parse one file into canonical rows.
 
@@ -172,9 +172,11 @@ def parse_file(
     opts : parse options (start instant for relative timestamps, site, year, time zone of local
         times: applied by the formats whose ``LOCAL_TIMES`` is true and recorded as
         ``Parsed.source_tz``; other formats add a warning that it was not applied).
-    stream : let a large file of a format with a fast path (BurstGPT, Azure LLM) be read later,
-        in batches, by the store's ingest transaction (``Parsed.stream``, see
-        :mod:`analytics.ingest.fastcsv`; its ``frame`` is then empty); False reads every row now.
+    stream : let a file of a format with a SQL plan (BurstGPT, Azure LLM: the one road) be read
+        later, by DuckDB in the store's ingest transaction (``Parsed.stream``, see
+        :mod:`analytics.ingest.fastcsv`; its ``frame`` is then empty): what the ingest does
+        (:func:`analytics.ingest.files.parse_all`). False (the default here) reads every row
+        now with the checked reader.
 
     Raises
     ------
@@ -212,9 +214,10 @@ def _streamed(path: Path, display: str, fmt: str | None, opts: ParseOptions,
         plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     except FormatError:
         return None
+    zone = _zone_note(plugin, opts.tz)
     return fastcsv.streamed_parsed(plugin, path, display, head, opts,
                                    lambda: parse_file(path, display, fmt, opts, stream=False),
-                                   expanded)
+                                   expanded, tail=(zone,) if zone else ())
 
 
 def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:
@@ -275,6 +278,13 @@ def _with_zone(parsed: Parsed, plugin: type[Format], tz: str | None) -> Parsed:
         return parsed
     if getattr(plugin, "LOCAL_TIMES", False):
         return dataclasses.replace(parsed, source_tz=tz)
-    return dataclasses.replace(parsed, warnings=(
-        *parsed.warnings, f"time zone {tz} not applied: {plugin.NAME} times are UTC, carry their "
-        "own offset, or count from t0 (see the format's notes)"))
+    return dataclasses.replace(parsed, warnings=(*parsed.warnings, _zone_note(plugin, tz)))
+
+
+def _zone_note(plugin: type[Format], tz: str | None) -> str | None:
+    """The warning that ``--tz`` was not applied to a format without local times (None when no
+    zone was given or the format applies it)."""
+    if tz is None or getattr(plugin, "LOCAL_TIMES", False):
+        return None
+    return (f"time zone {tz} not applied: {plugin.NAME} times are UTC, carry their own offset, "
+            "or count from t0 (see the format's notes)")

@@ -111,10 +111,15 @@ class Requests:
                 tally.add(batch, batch[_CANONICAL_OF[col]].is_null())
 
         def warnings(state):
-            return _warnings(state.get("back", 0), state.get("failed", 0), fields,
+            return _warnings(state.get("back", 0), int(state.get("failed", 0)), fields,
                              [tally.note() for _, tally in tallies], opts)
 
-        return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1.0)
+        # the direct read: a row with an empty optional cell (a note naming lines) or a step
+        # back in time goes to the batches; failed requests are counted on the stored rows
+        empty = [f"{_CANONICAL_OF[c]} IS NULL" for c in _OPTIONAL if c in fields]
+        return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1.0,
+                    batch_only=" OR ".join(empty) or "false",
+                    direct_counts={"failed": "count(*) FILTER (WHERE failed)"})
 
 
 _CANONICAL_OF = {"Session ID": "session_id", "Elapsed time": "latency_s"}
