@@ -330,6 +330,29 @@ def bin_choices(resolution_s: float, span_s: float, pre_binned: bool) -> list[st
     return out
 
 
+def env_number(name: str, default: float) -> float:
+    """The number in environment variable ``name`` (a limit the operator sets), or ``default``
+    when it is unset or empty.
+
+    Raises
+    ------
+    ValueError
+        The value is not a finite number >= 0; the message names the variable.
+    """
+    import math
+
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return float(default)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"${name} = {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"${name} = {text!r} must be a finite number >= 0")
+    return value
+
+
 def not_a_file(path: str | Path) -> str | None:
     """Why ``path`` cannot be read as an input file, or None when it is a regular file:
     ``"no such file"``, ``"is a directory, not a file"``, ``"is a FIFO (named pipe), not a

@@ -159,13 +159,16 @@ if not ledger.empty:
                       if k not in ("dataset", "kind") and v is not None],
                      hide_index=True, width="stretch", key="dataset_summary")
         fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt")
-        st.download_button(
-            f"Download {target}.{fmt}",
-            data=functools.partial(cache.export_table, target, fmt),  # built on the click
-            file_name=f"{target}.{fmt}",
-            mime="text/csv" if fmt == "csv" else "application/octet-stream",
-            key="download",
-        )
+        if (too_large := cache.export_refusal(target)) is not None:
+            st.caption(widgets.plain(too_large))
+        else:
+            st.download_button(
+                f"Download {target}.{fmt}",
+                data=functools.partial(cache.export_table, target, fmt),  # built on the click
+                file_name=f"{target}.{fmt}",
+                mime="text/csv" if fmt == "csv" else "application/octet-stream",
+                key="download",
+            )
     with right:
         st.write("")
         if st.session_state.get("confirm_delete") != target:
@@ -204,8 +207,8 @@ if st.button("Pull and ingest", key="pull"):
         st.session_state["ingest_report"] = cache.pull_and_ingest(choice, on_progress)
         st.rerun()
     except Exception as exc:  # network, checksum or format: shown, the page keeps running
-        bar.empty()
-        st.error(f"Pull of {choice} failed: {widgets.plain(exc)}")
+        bar.empty()  # a download's message without this server's paths
+        st.error(f"Pull of {choice} failed: {widgets.plain(getattr(exc, 'public', exc))}")
 
 runs = cache.sweep_ledger()
 if runs:

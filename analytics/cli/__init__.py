@@ -30,6 +30,20 @@ def families() -> list:
     return [importlib.import_module(f"analytics.cli.{n}") for n in FAMILY_NAMES]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error also printed as the command's JSON document
+    (``{"error": ...}`` on stdout, exit 2), like every other refusal: a script reading stdout
+    gets a strict JSON answer whatever was wrong (break-it review)."""
+
+    def error(self, message: str):
+        from analytics.cli import output
+
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        print(output.dumps({"error": f"{self.prog}: {message}"}))
+        raise SystemExit(2)
+
+
 def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``headroom`` argument parser.
 
@@ -38,7 +52,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     help (enough for ``headroom --help``), which spares the imports their flags need (the
     power simulation's scenario fields, the serving parameters).
     """
-    ap = argparse.ArgumentParser(prog="headroom", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="headroom", description=__doc__.splitlines()[0])
     ap.add_argument("--db", type=Path, default=None,
                     help="DuckDB store (default $HEADROOM_DB or data/headroom.duckdb)")
     sub = ap.add_subparsers(dest="command", required=True)

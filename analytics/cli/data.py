@@ -25,6 +25,7 @@ COMMANDS = {
     "pull": "download an official public dataset",
     "sweeps": "the sweep points kept in the store: what ran, where, how many tasks and how long",
     "migrate": "bring the store to this headroom's schema (reading commands never migrate)",
+    "export": "write every row of a dataset to a CSV or Parquet file (streamed, any size)",
 }
 
 
@@ -97,6 +98,13 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=pull)
 
     sub.add_parser("migrate", help=COMMANDS["migrate"]).set_defaults(run=migrate)
+
+    p = sub.add_parser("export", help=COMMANDS["export"])
+    p.add_argument("dataset")
+    p.add_argument("--out", type=Path, required=True, help="file to write")
+    p.add_argument("--format", choices=["csv", "parquet"], default=None,
+                   help="default: from --out's suffix (.parquet), else csv")
+    p.set_defaults(run=export)
 
     p = sub.add_parser("sweeps", help=COMMANDS["sweeps"])
     p.add_argument("--analysis", default=None, help="only this analysis, e.g. power.sweep_point")
@@ -186,6 +194,15 @@ def migrate(args, settings) -> dict:
     before, after = store.migrate_file(settings.db_path)
     return {"store": str(settings.db_path), "schema_version_before": before,
             "schema_version": after, "migrated": after != before}
+
+
+def export(args, settings) -> dict:
+    """Write a dataset to a file (:func:`analytics.services.data.export_file`)."""
+    from analytics.services import data, open_store
+
+    fmt = args.format or ("parquet" if args.out.suffix == ".parquet" else "csv")
+    with open_store(settings.db_path) as con:
+        return data.export_file(con, args.dataset, args.out, fmt)
 
 
 def sweeps(args, settings) -> list[dict]:

@@ -145,7 +145,7 @@ def check_last_line(path: Path, display: str, expanded: Expanded | None = None) 
     """
     if expanded is not None and expanded.last_line_bytes is not None:
         if expanded.last_line_bytes > MAX_LINE_BYTES:
-            line = expanded.lines + (1 if expanded.last_line_bytes else 0)
+            line = expanded.lines + (0 if expanded.trailing_newline else 1)
             raise FormatError(display, line, 1, _too_long(line, expanded.last_line_bytes))
         return
     size = Path(path).stat().st_size
@@ -154,25 +154,27 @@ def check_last_line(path: Path, display: str, expanded: Expanded | None = None) 
     with open(path, "rb") as fh:
         fh.seek(size - MAX_LINE_BYTES - 2)
         tail = fh.read()
-    if b"\n" in tail.rstrip(b"\r\n"):
+    body = tail.rstrip(b"\r\n")  # the last line with text, without its line ending(s)
+    if b"\n" in body:
         return
-    lines, start = 0, 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 24):
-            lines += chunk.count(b"\n")
-    with open(path, "rb") as fh:  # where the last line starts: after the last newline before it
+    end = size - (len(tail) - len(body))  # where that line's text ends
+    start = 0
+    with open(path, "rb") as fh:  # where it starts: after the last newline before it
         pos = size - len(tail)
-        while pos > 0 and not start:
+        while pos > 0:
             step = min(pos, 1 << 24)
             fh.seek(pos - step)
-            block = fh.read(step)
-            found = block.rfind(b"\n")
-            start = pos - step + found + 1 if found >= 0 else 0
+            found = fh.read(step).rfind(b"\n")
+            if found >= 0:
+                start = pos - step + found + 1
+                break
             pos -= step
-    ends_with_newline = tail.endswith(b"\n")
-    line = lines + (0 if ends_with_newline else 1)
-    length = size - start - (1 if ends_with_newline else 0)
-    raise FormatError(display, line, 1, _too_long(line, length))
+    lines = 0
+    with open(path, "rb") as fh:  # its number: the newlines before it, plus one
+        while fh.tell() < start:
+            lines += fh.read(min(1 << 24, start - fh.tell())).count(b"\n")
+    line = lines + 1
+    raise FormatError(display, line, 1, _too_long(line, end - start))
 
 
 def _too_long(line: int, length: int) -> str:

@@ -102,10 +102,14 @@ def _checked_item(item: store.IngestItem, why: str = "") -> store.IngestItem:
     """``item`` read again by the checked reader, keeping the warnings added to it (its
     name). A file too large for that reader (which holds it whole) is refused with what
     stopped the streamed one (``why``)."""
+    from analytics.ingest.csvcheck import _walk_affordable, locate_structure_error
     from analytics.ingest.rawfile import TooLargeInMemory, cut_echo
 
-    try:
-        checked = item.parsed.stream.checked()  # type: ignore[union-attr]
+    stream = item.parsed.stream
+    if not _walk_affordable(stream.path):  # the checked reader walks only smaller files' rows:
+        locate_structure_error(stream.path, stream.display)  # a ragged row is named first (a
+    try:                                  # 2-field row was read as an empty cell, "," dropped)
+        checked = stream.checked()  # type: ignore[union-attr]
     except TooLargeInMemory as exc:
         raise FormatError(exc.file, exc.line, exc.column, (
             f"the streamed reader stopped at a row it leaves to the checked reader "

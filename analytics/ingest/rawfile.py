@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from analytics.config import env_number
 from analytics.ingest.encoding import (
     RESAVE,
     decode_head,
@@ -171,7 +172,7 @@ def header_fields(head: str, skip_lines: int = 0) -> list[str]:
 def max_decompressed_bytes() -> int:
     """Most bytes a compressed file may expand to: ``$HEADROOM_MAX_DECOMPRESSED_MB`` (default
     2,000 MB)."""
-    return int(float(os.environ.get("HEADROOM_MAX_DECOMPRESSED_MB", 2000)) * 1_000_000)
+    return int(env_number("HEADROOM_MAX_DECOMPRESSED_MB", 2000) * 1_000_000)
 
 
 #: Largest expansion ratio accepted once a file expands past 64 MB (real CSV and JSON traces
@@ -188,6 +189,7 @@ class Expanded:
     bytes: int
     lines: int | None = None
     last_line_bytes: int | None = None
+    trailing_newline: bool = True
 
 
 def check_decompressed_size(path: Source, display: str) -> Expanded:
@@ -229,7 +231,7 @@ def check_decompressed_size(path: Source, display: str) -> Expanded:
                     line_len += len(chunk)
     except (OSError, EOFError, zlib.error):  # truncated or corrupt: the parsers name the line
         return Expanded(done)
-    return Expanded(done, lines, line_len if line_len else last_len)
+    return Expanded(done, lines, line_len if line_len else last_len, trailing_newline=not line_len)
 
 
 def max_in_memory_bytes() -> int:
@@ -237,15 +239,22 @@ def max_in_memory_bytes() -> int:
     take, which hold a file whole in memory: ``$HEADROOM_MAX_IN_MEMORY_MB`` (default 1,000 MB;
     they peak at about 2.5x a file's size). Larger request traces of the formats with a
     streamed road (BurstGPT, Azure LLM) go that way, plain or gzip, at any size."""
-    return int(float(os.environ.get("HEADROOM_MAX_IN_MEMORY_MB", 1000)) * 1_000_000)
+    return int(env_number("HEADROOM_MAX_IN_MEMORY_MB", 1000) * 1_000_000)
 
 
 class TooLargeInMemory(FormatError):
     """A file over :func:`max_in_memory_bytes` for a reader that holds it whole."""
 
 
-def check_in_memory(size: int, display: str, what: str = "expands to") -> None:
-    """Refuse a file of ``size`` bytes (decompressed) for the in-memory readers.
+#: How many times its size a JSON text counts against :func:`max_in_memory_bytes`: Python's
+#: JSON objects take 10-25x the text (a 150 MB file peaked at 3.65 GB; break-it review).
+JSON_WEIGHT = 10
+
+
+def check_in_memory(size: int, display: str, what: str = "expands to",
+                    weight: int = 1) -> None:
+    """Refuse a file of ``size`` bytes (decompressed) for the in-memory readers, a JSON text
+    (``weight``: :data:`JSON_WEIGHT`) counting ``weight`` times its size.
 
     Raises
     ------
@@ -253,55 +262,96 @@ def check_in_memory(size: int, display: str, what: str = "expands to") -> None:
         Line 1, naming the size, the limit, which traces are read at any size, and what to do.
     """
     cap = max_in_memory_bytes()
-    if size > cap:
+    if size * weight > cap:
+        json = (f" of JSON, which a reader holds at 10-25x its size (JSON files are read up to "
+                f"{cap / weight / 1e6:,.0f} MB)" if weight > 1 else "")
         raise TooLargeInMemory(display, 1, 1, (
-            f"the file {what} {size / 1e6:,.0f} MB; a file over {cap / 1e6:,.0f} MB is read "
-            "only by the streamed road of BurstGPT and Azure LLM traces (this one is read whole "
-            "into memory): split it into smaller files, or raise HEADROOM_MAX_IN_MEMORY_MB"))
+            f"the file {what} {size / 1e6:,.0f} MB{json}; a file over {cap / 1e6:,.0f} MB of "
+            "text is read only by the streamed road of BurstGPT and Azure LLM traces (this one "
+            "is read whole into memory): split it into smaller files, or raise "
+            "HEADROOM_MAX_IN_MEMORY_MB"))
+
+
+#: Largest Parquet footer (bytes) read: a footer is the file's metadata, some KB a row group;
+#: 100,000 row groups made a 355 MB footer whose parse alone took 2.9 GB (break-it review).
+MAX_PARQUET_FOOTER = 16 * 1024 * 1024
 
 
 def check_parquet_size(path: Source, display: str) -> int:
     """Refuse a Parquet file whose decoded columns would pass :func:`max_in_memory_bytes`,
-    from its footer alone (row count x column widths; no row is read): a 2 MB file of 150 M
-    constant rows took the server to 6 GB in 9 s. Returns the row count.
+    from its footer alone (no row is read): each leaf column's value count (a list column's
+    values, not its rows) times its width, and for a string column the larger of its
+    uncompressed bytes and its value count times its longest statistic (a dictionary-encoded
+    1,000-character string repeated 20 M times is small on disk and 20 GB decoded). A 2 MB
+    file of 150 M constant rows took the server to 6 GB in 9 s; a 43 KB file of 1,000 lists of
+    1 M zeros, over 6 GB. A footer over :data:`MAX_PARQUET_FOOTER` is refused before it is
+    parsed. Returns the row count.
 
     Raises
     ------
     FormatError
-        An unreadable footer, or a decoded size over the limit (naming rows, columns and size).
+        An unreadable footer, a footer too large, or a decoded size over the limit (naming
+        rows, columns and size).
     """
     import pyarrow.parquet as pq
 
+    with raw_stream(path) as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - 8))
+        tail = fh.read(8)
+    footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else 0
+    if footer > MAX_PARQUET_FOOTER:
+        raise FormatError(display, 1, 1, f"the Parquet footer (its metadata) is "
+                                         f"{footer / 1e6:,.0f} MB, over the "
+                                         f"{MAX_PARQUET_FOOTER / 2**20:.0f} MiB read: write the "
+                                         "file with fewer, larger row groups")
     try:
         meta = pq.ParquetFile(raw_stream(path)).metadata
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad footer
         raise FormatError(display, 1, 1, f"unreadable Parquet: {exc}") from exc
-    rows, width = meta.num_rows, 0
-    schema = meta.schema
-    for i in range(meta.num_columns):
-        physical = schema.column(i).physical_type
-        width += {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8,
-                  "INT96": 12}.get(physical, 0)
-    strings = sum(meta.row_group(g).column(i).total_uncompressed_size
-                  for g in range(meta.num_row_groups) for i in range(meta.num_columns)
-                  if schema.column(i).physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"))
-    decoded = rows * (width + 8) + strings  # +8 a row: the row index every reader adds
+    rows, schema, decoded = meta.num_rows, meta.schema, meta.num_rows * 8  # the row index
+    widths = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for i in range(meta.num_columns):
+            chunk, physical = group.column(i), schema.column(i).physical_type
+            values = max(chunk.num_values, 0)
+            if physical in widths:
+                decoded += values * widths[physical]
+                continue
+            longest = 0
+            stats = chunk.statistics
+            if stats is not None and stats.has_min_max:
+                longest = max(len(str(stats.min)), len(str(stats.max)))
+            decoded += max(chunk.total_uncompressed_size, values * (longest + 4))
     check_in_memory(decoded, display, f"holds {rows:,} rows x {meta.num_columns} columns: "
                                       "decoded, about")
     return rows
 
 
 def check_gzip_stream(path: Source, display: str) -> None:
-    """Read a gzip file to its end; raise FormatError at the line where it breaks off."""
-    lines = 0
+    """Read a gzip file (of one or more members) to its end with zlib itself, so that every
+    byte decompressed before a fault is counted (``GzipFile`` dropped its buffered bytes: a
+    junk tail after 19,366 lines was reported after 17,659); raise FormatError at the line
+    where it breaks off."""
+    lines, member, fed = 0, zlib.decompressobj(16 + zlib.MAX_WBITS), False
     try:
-        with gzip.GzipFile(fileobj=raw_stream(path)) as fh:
-            while chunk := fh.read(1 << 16):
-                lines += chunk.count(b"\n")
+        with raw_stream(path) as fh:
+            pending = b""
+            while block := pending or fh.read(1 << 16):
+                pending, fed = b"", True
+                lines += member.decompress(block).count(b"\n")
+                if member.eof:  # a member ended: what follows must be another one
+                    pending = member.unused_data
+                    member, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
+            if fed and not member.eof:
+                lines += member.flush().count(b"\n")
+                raise EOFError("the stream ends inside a gzip member")
     except (OSError, EOFError, zlib.error) as exc:
         raise FormatError(
             display, lines + 1, 1,
-            f"gzip stream is truncated or corrupt after {lines} complete lines ({exc})",
+            f"gzip stream is truncated or corrupt after {lines:,} complete lines ({exc})",
         ) from exc
 
 

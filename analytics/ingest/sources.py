@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -181,14 +180,26 @@ REGISTRY: dict[str, Source] = {
 
 class PullError(RuntimeError):
     """Download failed (network, HTTP status), the URL is not https (or redirects away from
-    https), the body is longer than the file should be, or the bytes do not match the registry
-    hash (or the hash recorded on the first download)."""
+    https), the body is longer or shorter than the file should be, the destination cannot be
+    written, or the bytes do not match the registry hash (or the hash recorded on the first
+    download). ``public``: the message without this machine's paths (for a browser user)."""
+
+    def __init__(self, message: str, public: str | None = None):
+        super().__init__(message)
+        self.public = public or message
+
+
+class PullRefused(PullError, ValueError):
+    """The pull as asked cannot be done (a URL that is not https, a destination that is a
+    file): bad input, exit 2 in the CLI."""
 
 
 def max_pull_bytes() -> int:
     """Most bytes a download of unknown size may write: ``$HEADROOM_PULL_MAX_MB`` (default
     20,000 MB; the largest public trace the registry names is a few GB)."""
-    return int(float(os.environ.get("HEADROOM_PULL_MAX_MB", 20_000)) * 1_000_000)
+    from analytics.config import env_number
+
+    return int(env_number("HEADROOM_PULL_MAX_MB", 20_000) * 1_000_000)
 
 
 #: Hashes recorded on the first download of entries the registry has no hash for (per folder).
@@ -197,9 +208,11 @@ RECORDED = ".headroom-sha256.json"
 
 def _recorded(dest: Path) -> dict[str, str]:
     try:
-        return json.loads((dest / RECORDED).read_text())
+        found = json.loads((dest / RECORDED).read_text())
     except (OSError, ValueError):
         return {}
+    return {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, dict) \
+        else {}
 
 
 def _record(dest: Path, filename: str, digest: str) -> None:
@@ -262,11 +275,19 @@ def pull(
     src = REGISTRY[name]
     source_url = url or src.url
     if not allow_insecure and urllib.parse.urlsplit(source_url).scheme != "https":
-        raise PullError(f"{name}: {source_url} is not an https URL; only https is accepted "
-                        "(pass --insecure-url to pull from a trusted http or file mirror)")
+        raise PullRefused(f"{name}: {source_url} is not an https URL; only https is accepted "
+                          "(pass --insecure-url to pull from a trusted http or file mirror)")
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PullRefused(f"{name}: cannot use {dest} as the folder to save into: "
+                          f"{exc.strerror}", f"{name}: the data folder cannot be written") \
+            from exc
     final = dest / src.filename
+    if final.exists() and not final.is_file():
+        raise PullRefused(f"{name}: {final} exists and is not a file; move it away",
+                          f"{name}: the file's place in the data folder is taken")
     want, how = expected_sha256(src, dest)
     if final.exists() and want and file_sha256(final) == want:
         return _result(src, final, want, how)
@@ -284,6 +305,8 @@ def pull(
         part.unlink(missing_ok=True)
         whose = "registry's" if how == "pinned" else f"first download's (in {dest / RECORDED})"
         raise PullError(f"{name}: sha256 {digest} does not match the {whose} {want}; "
+                        "file deleted", f"{name}: the downloaded bytes do not match the "
+                        f"{'registry' if how == 'pinned' else 'first download'}'s sha256; "
                         "file deleted")
     part.replace(final)
     if how == "first":
@@ -326,7 +349,7 @@ def _download(src: Source, source_url: str, part: Path, *, chunk_bytes: int, tim
     request = urllib.request.Request(source_url, headers={"User-Agent": "headroom"})
     if done:
         request.add_header("Range", f"bytes={done}-")
-    resumed = bool(done)
+    resumed, declared = bool(done), None
     try:
         with _opener(allow_insecure).open(request, timeout=timeout_s) as resp:
             if done and resp.status != 206:  # server ignored Range: start over
@@ -334,7 +357,7 @@ def _download(src: Source, source_url: str, part: Path, *, chunk_bytes: int, tim
             length = resp.headers.get("Content-Length")
             declared = done + int(length) if length is not None and length.isdigit() else None
             total = src.size_bytes or declared
-            cap = src.size_bytes or declared or max_pull_bytes()
+            cap = src.size_bytes or min(declared or max_pull_bytes(), max_pull_bytes())
             mode = "ab" if done else "wb"
             from tqdm import tqdm  # only when a bar is drawn
 
@@ -358,10 +381,17 @@ def _download(src: Source, source_url: str, part: Path, *, chunk_bytes: int, tim
         if not (exc.code == 416 and done):  # 416 with a part file: it is already complete
             raise PullError(f"{name}: HTTP {exc.code} from {source_url}") from exc
     except (urllib.error.URLError, OSError) as exc:
+        kept = part.stat().st_size if part.exists() else 0
         raise PullError(
             f"{name}: download from {source_url} failed ({exc}); "
-            f"{done} bytes kept in {part} - run the same pull again to resume"
-        ) from exc
+            f"{kept:,} bytes kept in {part} - run the same pull again to resume",
+            f"{name}: the download failed ({type(exc).__name__}); {kept:,} bytes are kept: "
+            "pull again to resume") from exc
+    if declared is not None and done < declared:  # http.client returns a short read silently
+        raise PullError(f"{name}: {source_url} ended after {done:,} of the {declared:,} bytes "
+                        f"it announced; they are kept in {part} - run the same pull again to "
+                        "resume", f"{name}: the download ended after {done:,} of {declared:,} "
+                        "bytes; pull again to resume")
     return resumed, hasher.hexdigest()
 
 

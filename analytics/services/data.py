@@ -16,6 +16,7 @@ from analytics.config import ParseOptions, not_a_file, safe_dataset_name
 from analytics.ingest import sources
 from analytics.ingest.digest import copy_hashed
 from analytics.lazy import lazy_module
+from analytics.schema import COLUMNS
 from analytics.services import held
 
 #: Dataset kinds that hold LLM demand (the sidebar's dataset picker).
@@ -223,10 +224,46 @@ def delete(con, name: str) -> dict:
     return {"deleted": name}
 
 
+#: Most cells (rows x columns) a download is built of in memory: a 20 M-row dataset's CSV built
+#: whole passed 6 GB; larger datasets go to a file (:func:`export_file`, ``headroom export``).
+EXPORT_MAX_CELLS = 20_000_000
+
+
+def export_refusal(con, name: str) -> str | None:
+    """Why dataset ``name`` is too large to download from the browser, or None (see
+    :data:`EXPORT_MAX_CELLS`)."""
+    info = store.dataset(con, name)
+    cells = int(info["rows"]) * len(COLUMNS[info["kind"]])
+    if cells <= EXPORT_MAX_CELLS:
+        return None
+    return (f"{name} has {int(info['rows']):,} rows: too large to build as a download here "
+            f"(up to {EXPORT_MAX_CELLS:,} cells); `headroom export {name} --out FILE` writes it "
+            "to a file on the server's machine")
+
+
 def export(con, name: str, fmt: str) -> bytes:
-    """All rows of a dataset as ``csv`` or ``parquet`` bytes."""
+    """All rows of a dataset as ``csv`` or ``parquet`` bytes.
+
+    Raises
+    ------
+    ValueError
+        The dataset is over :data:`EXPORT_MAX_CELLS` (:func:`export_refusal` says why).
+    """
+    if (why := export_refusal(con, name)) is not None:
+        raise ValueError(why)
     df = store.dataset_rows(con, name)
     return df.to_parquet(index=False) if fmt == "parquet" else df.to_csv(index=False).encode()
+
+
+def export_file(con, name: str, path: Path, fmt: str = "csv") -> dict:
+    """Every row of a dataset written to ``path`` (streamed by DuckDB, any size):
+    ``{"dataset", "file", "format", "rows", "bytes"}``. Raises UnknownDataset, ValueError."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{path}: {not_a_file(path)}")
+    rows = store.copy_dataset(con, name, path, fmt)
+    return {"dataset": name, "file": str(path), "format": fmt, "rows": rows,
+            "bytes": path.stat().st_size}
 
 
 def registry() -> list[dict]:

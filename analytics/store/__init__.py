@@ -55,6 +55,7 @@ from analytics.store.core import (  # noqa: F401
 from analytics.store.reads import (  # noqa: F401
     SITE_TABLES,
     bench_runs,
+    copy_dataset,
     dataset,
     dataset_rows,
     dataset_summary,

@@ -8,7 +8,6 @@ store's errors. See :mod:`analytics.store` for the whole picture.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -89,7 +88,9 @@ _LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "different configurat
 
 def default_wait_s() -> float:
     """Seconds to wait for a busy store: ``$HEADROOM_STORE_WAIT_S``, default 20."""
-    return float(os.environ.get("HEADROOM_STORE_WAIT_S", 20))
+    from analytics.config import env_number
+
+    return env_number("HEADROOM_STORE_WAIT_S", 20)
 
 
 def connect(path: str | Path, read_only: bool = False, wait_s: float | None = None,
@@ -139,6 +140,8 @@ def connect(path: str | Path, read_only: bool = False, wait_s: float | None = No
         with _open(path, False, wait_s) as con:
             _refuse_unless_ours(con, path, True)
             migrate(con)
+    if not read_only:
+        _identified(path, wait_s)
     con = _open(path, read_only, wait_s)
     if not read_only:
         try:
@@ -150,6 +153,26 @@ def connect(path: str | Path, read_only: bool = False, wait_s: float | None = No
     return con
 
 
+#: Store files this process has identified as headroom's (or empty), as (device, inode): a file
+#: keeps what it is while it is written; another file at the path has another inode.
+_ours: set[tuple[int, int]] = set()
+
+
+def _identified(path: Path, wait_s: float) -> None:
+    """Before a read-write open of an existing file, identify it on a read-only connection (once
+    per file and process): a read-write open of another program's database replays its pending
+    write-ahead log into it (the break-it review), which a read-only open does not."""
+    try:
+        st = path.stat()
+    except OSError:
+        return  # a new store
+    if (st.st_dev, st.st_ino) in _ours:
+        return
+    with _open(path, True, wait_s) as con:
+        _refuse_unless_ours(con, path, True)
+    _ours.add((st.st_dev, st.st_ino))
+
+
 def migrate_file(path: str | Path, wait_s: float | None = None) -> tuple[int, int]:
     """Bring the headroom store at ``path`` (or a new one) to :data:`SCHEMA_VERSION` in one
     transaction; returns ``(version before, version now)`` (0 before: a new store). Raises as
@@ -158,6 +181,7 @@ def migrate_file(path: str | Path, wait_s: float | None = None) -> tuple[int, in
     wait_s = default_wait_s() if wait_s is None else wait_s
     _check_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _identified(path, wait_s)
     with _open(path, False, wait_s) as con:
         before = _refuse_unless_ours(con, path, True)
         return before, migrate(con)
@@ -168,15 +192,35 @@ def migrate_file(path: str | Path, wait_s: float | None = None) -> tuple[int, in
 MARKER_TABLES = ("schema_version", "meta", "datasets")
 
 
+#: Every object a user can make in a DuckDB database, as (kind, name) rows: tables and views in
+#: any schema, sequences, macros, types, schemas other than ``main``.
+_OBJECTS = """
+    SELECT 'table', schema_name || '.' || table_name FROM duckdb_tables()
+     WHERE NOT internal AND database_name = current_database()
+    UNION ALL SELECT 'view', schema_name || '.' || view_name FROM duckdb_views()
+     WHERE NOT internal AND database_name = current_database()
+    UNION ALL SELECT 'sequence', schema_name || '.' || sequence_name FROM duckdb_sequences()
+     WHERE database_name = current_database()
+    UNION ALL SELECT 'macro', schema_name || '.' || function_name FROM duckdb_functions()
+     WHERE NOT internal AND database_name = current_database()
+    UNION ALL SELECT 'type', schema_name || '.' || type_name FROM duckdb_types()
+     WHERE NOT internal AND database_name = current_database()
+    UNION ALL SELECT 'schema', schema_name FROM duckdb_schemas()
+     WHERE NOT internal AND database_name = current_database() AND schema_name <> 'main'
+    ORDER BY 2"""
+
+
 def identify(con) -> tuple[str, object]:
     """What the database on ``con`` is: ``("headroom", schema version)``, ``("empty", 0)``
-    (no table or view: a new store may be made in it), or ``("foreign", [table names])``."""
+    (no object at all: a new store may be made in it), or ``("foreign", [object names])`` (a
+    table, view, sequence, macro, type or schema of another program, in any schema)."""
     with con.cursor() as cur:
-        names = [r[0] for r in _run(cur, "SELECT table_name FROM information_schema.tables "
-                                         "WHERE table_schema = 'main' ORDER BY 1").fetchall()]
-        if not names:
+        objects = _run(cur, _OBJECTS).fetchall()
+        if not objects:
             return "empty", 0
-        if not all(t in names for t in MARKER_TABLES):
+        tables = {name for kind, name in objects if kind == "table"}
+        names = [name.removeprefix("main.") for _, name in objects]
+        if not all(f"main.{t}" in tables for t in MARKER_TABLES):
             return "foreign", names
         try:
             marked = _run(cur, "SELECT count(*) FROM meta WHERE key = 'data_version'").fetchone()[0]
@@ -209,14 +253,22 @@ def _refuse_unless_ours(con, path: Path, may_migrate: bool) -> int:
 
 
 def _check_path(path: Path) -> None:
-    """Refuse a store path that exists and is not a regular file (a directory, a FIFO, a
-    device), naming what it is."""
+    """Refuse a store path (or its write-ahead log) that exists and is not a regular file (a
+    directory, a FIFO: opening one hung; a device), naming what it is. An empty file (0 bytes:
+    what a failed creation on a full disk leaves) is removed, to be made again as a new
+    store."""
     from analytics.config import not_a_file
 
-    why = not_a_file(path)
-    if why is not None and why != "no such file":
-        raise StoreRefused(f"cannot use {path} as the store: it {why}. Point --db / HEADROOM_DB "
-                           "at a DuckDB file (a new name starts a new store).")
+    for where in (path, path.with_name(path.name + ".wal")):
+        why = not_a_file(where)
+        if why is not None and why != "no such file":
+            raise StoreRefused(f"cannot use {where} as the store: it {why}. Point --db / "
+                               "HEADROOM_DB at a DuckDB file (a new name starts a new store).")
+    try:
+        if path.stat().st_size == 0 and not path.with_name(path.name + ".wal").exists():
+            path.unlink()
+    except OSError:
+        pass
 
 
 #: Store files this process has seen at :data:`SCHEMA_VERSION`, as (device, inode, ctime): a
@@ -261,12 +313,21 @@ def _is_current(path: Path, wait_s: float, migrate_old: bool) -> bool:
     return got == SCHEMA_VERSION
 
 
+#: Every store connection's DuckDB settings (one set: DuckDB refuses a second connection to a
+#: file with other ones): no extension is installed or loaded on the fly (a SQLite file given as
+#: the store made DuckDB fetch ``sqlite_scanner`` over the network; the ones headroom uses,
+#: ICU, JSON and Parquet, are built in).
+_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
 def memory_mb() -> int:
     """The most memory (MB) DuckDB may use for a store this process opens:
     ``$HEADROOM_DUCKDB_MEMORY_MB``, default 512 (0: DuckDB's own default, 80 % of RAM). Beyond
     it DuckDB spills to the store's ``.tmp`` folder: the summary of a 45 M-row dataset took the
     app's server 1.8 GB above idle without it."""
-    return int(float(os.environ.get("HEADROOM_DUCKDB_MEMORY_MB", 512)))
+    from analytics.config import env_number
+
+    return int(env_number("HEADROOM_DUCKDB_MEMORY_MB", 512))
 
 
 def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
@@ -275,7 +336,7 @@ def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnecti
     deadline, delay = time.monotonic() + wait_s, 0.05
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only, config=_CONFIG)
             if memory_mb() > 0:
                 con.execute(f"SET memory_limit = '{memory_mb()}MB'")
             return con

@@ -167,6 +167,13 @@ def dataset_info(name: str) -> dict | None:
     return None if row.empty else row.iloc[0].to_dict()
 
 
+def export_refusal(name: str) -> str | None:
+    """Why a dataset is too large to download here, or None
+    (:func:`analytics.services.data.export_refusal`)."""
+    with connection() as con:
+        return data.export_refusal(con, name)
+
+
 def export_table(name: str, fmt: str) -> bytes:
     """All rows of a dataset as CSV or Parquet bytes, built when asked and not kept (the Data
     page asks on the download click: a dataset of millions of rows built on every page run,

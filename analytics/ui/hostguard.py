@@ -6,10 +6,10 @@ name resolve to ``127.0.0.1`` and then talk to the local server *as the same ori
 browser sends ``Host: evil.example:8501`` and ``Origin: http://evil.example:8501``, so a
 same-origin check (Streamlit's websocket, the upload route) passes. Refusing every request whose
 ``Host`` is not a configured name closes that road for pages, websockets and the upload route
-alike (Starlette's :class:`~starlette.middleware.trustedhost.TrustedHostMiddleware`). On top,
-a websocket handshake or a request with a method other than GET / HEAD / OPTIONS that carries
-an ``Origin`` must name a configured host too (a cross-site form post or websocket from a page
-that kept its own name is refused; ``Origin: null`` as well). Clients that send no ``Origin``
+alike. On top, a websocket handshake or a request with a method other than GET / HEAD /
+OPTIONS that carries an ``Origin`` must come from this server itself (its host and port; a
+cross-site form post or websocket from a page that kept its own name is refused, as are
+``Origin: null`` and another port of this machine). Clients that send no ``Origin``
 (curl, the CLI's tests) are not browsers acting for another site and pass.
 
 Configured names (:func:`allowed_hosts`): ``localhost``, ``127.0.0.1``, ``::1``, the address the
@@ -24,7 +24,6 @@ import logging
 import os
 from urllib.parse import urlsplit
 
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import PlainTextResponse
 
 log = logging.getLogger("headroom.hostguard")
@@ -52,49 +51,75 @@ def allowed_hosts(listen_address: str | None = None) -> list[str]:
 
 
 def _host_ok(host: str, allowed: list[str]) -> bool:
-    host = host.lower().strip("[]")
+    host = host.lower().strip("[]").rstrip(".")
     return any(host == p or (p.startswith("*.") and host.endswith(p[1:])) for p in allowed)
 
 
+#: Port of a URL scheme when the URL names none.
+_DEFAULT_PORT = {"http": 80, "ws": 80, "https": 443, "wss": 443}
+
+
+def _where(netloc: str, scheme: str | None) -> tuple[str, int | None] | None:
+    """``(host name, port)`` of ``netloc`` (IPv6 brackets removed; without a written port, the
+    ``scheme``'s default, or None when no scheme is given), or None when it does not parse."""
+    try:
+        parts = urlsplit(f"//{netloc}")
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.hostname is None or parts.username is not None:
+        return None
+    return parts.hostname.rstrip("."), port if port is not None else _DEFAULT_PORT.get(scheme)
+
+
 class HostGuard:
-    """ASGI middleware: :class:`TrustedHostMiddleware` on ``allowed`` (400 for another ``Host``,
-    a websocket closed before it opens), then the ``Origin`` check on websocket handshakes and
-    unsafe methods (403)."""
+    """ASGI middleware: a request whose ``Host`` is not one of ``allowed`` is refused (400; a
+    websocket is closed before it opens), and a websocket handshake or an unsafe method whose
+    ``Origin`` is not this server itself (host and port as the request's ``Host`` says, the
+    host among ``allowed``) is refused (403): another page on this machine (another port) or
+    ``https://localhost`` cannot open the app's websocket either (break-it review)."""
 
     def __init__(self, app, allowed: list[str] | None = None) -> None:
         self.allowed = [h.lower() for h in (allowed or allowed_hosts())]
         self.app = app
-        self.hosts = TrustedHostMiddleware(self._origin_checked, allowed_hosts=self.allowed,
-                                           www_redirect=False)
         self._warned: set[str] = set()
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "websocket":
-            host = _header(scope, b"host")
-            name = urlsplit(f"//{host}").hostname or ""
-            if not _host_ok(name, self.allowed):
-                self._refused("host", host)
-                await send({"type": "websocket.close", "code": 1008})
-                return
-        await self.hosts(scope, receive, send)
-
-    async def _origin_checked(self, scope, receive, send) -> None:
-        if scope["type"] in ("http", "websocket"):
-            unsafe = scope["type"] == "websocket" or scope.get("method") not in _SAFE_METHODS
-            origin = _header(scope, b"origin")
-            if unsafe and origin is not None and not self._origin_ok(origin):
-                self._refused("origin", origin)
-                if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 1008})
-                else:
-                    await PlainTextResponse("cross-origin request refused",
-                                            status_code=403)(scope, receive, send)
-                return
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        websocket = scope["type"] == "websocket"
+        host = _header(scope, b"host") or ""
+        here = _where(host, None)  # a Host without a port (behind a proxy): any origin port
+        if here is None or not _host_ok(here[0], self.allowed):
+            self._refused("host", host)
+            await self._refuse(scope, receive, send, 400, "Invalid host header")
+            return
+        unsafe = websocket or scope.get("method") not in _SAFE_METHODS
+        origin = _header(scope, b"origin")
+        if unsafe and origin is not None and not self._origin_ok(origin, here):
+            self._refused("origin", origin)
+            await self._refuse(scope, receive, send, 403, "cross-origin request refused")
+            return
         await self.app(scope, receive, send)
 
-    def _origin_ok(self, origin: str) -> bool:
-        name = urlsplit(origin).hostname
-        return name is not None and _host_ok(name, self.allowed)
+    @staticmethod
+    async def _refuse(scope, receive, send, status: int, text: str) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            await PlainTextResponse(text, status_code=status)(scope, receive, send)
+
+    def _origin_ok(self, origin: str, here: tuple[str, int | None]) -> bool:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return False  # null, file://, chrome-extension:// ...
+        there = _where(parts.netloc, parts.scheme)
+        if there is None or not _host_ok(there[0], self.allowed):
+            return False
+        # the same host and port as the request (behind a proxy that keeps Host, the public
+        # name and port; the scheme may differ there: https outside, http to the app)
+        return there[0] == here[0] and (there[1] == here[1] or here[1] is None)
 
     def _refused(self, what: str, value: str | None) -> None:
         """Log a refusal once per distinct value (a hostile page retrying cannot fill the

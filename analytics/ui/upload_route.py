@@ -46,7 +46,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from analytics import tempfiles
-from analytics.config import Settings
+from analytics.config import Settings, env_number
 
 #: Where the route listens (``{token}`` and ``{name}`` are path parameters).
 ROUTE = "/headroom/upload/{token}/{name}"
@@ -59,6 +59,15 @@ MAX_PENDING = 20
 MAX_IN_FLIGHT = 64
 #: Default seconds a body may send nothing before it is cut off (``$HEADROOM_UPLOAD_IDLE_S``).
 IDLE_TIMEOUT_S = 30.0
+#: Default slowest average a body may keep after its first idle-timeout seconds, KB/s
+#: (``$HEADROOM_UPLOAD_MIN_KBPS``): a byte every 20 s kept 64 bodies open past any idle timeout.
+MIN_RATE_KBPS = 16.0
+#: Default disk (MB) the finished uploads no page has taken yet may hold, every session
+#: together (``$HEADROOM_UPLOAD_PENDING_MB``; more: 503).
+PENDING_MB = 2000.0
+#: Seconds a finished upload waits for its page to take it (a page takes it on its next run,
+#: at once; a browser closed mid-way left its files for the token's hour).
+STAGED_TTL_S = 600.0
 #: Characters a kept file suffix may hold (``.csv``, ``.csv.gz``, ``.parquet`` ...).
 _SUFFIX = re.compile(r"^(\.[A-Za-z0-9]{1,10}){1,2}$")
 
@@ -72,6 +81,7 @@ class Staged:
     name: str
     bytes: int
     sha256: str
+    finished: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -84,7 +94,17 @@ class _Session:
 def idle_timeout_s() -> float:
     """Seconds a streamed body may send nothing: ``$HEADROOM_UPLOAD_IDLE_S`` (default
     :data:`IDLE_TIMEOUT_S`)."""
-    return float(os.environ.get("HEADROOM_UPLOAD_IDLE_S", IDLE_TIMEOUT_S))
+    return env_number("HEADROOM_UPLOAD_IDLE_S", IDLE_TIMEOUT_S)
+
+
+def min_rate_bytes_s() -> float:
+    """Slowest average (bytes/s) a body may keep: ``$HEADROOM_UPLOAD_MIN_KBPS`` x 1,000."""
+    return env_number("HEADROOM_UPLOAD_MIN_KBPS", MIN_RATE_KBPS) * 1000
+
+
+def pending_cap_bytes() -> int:
+    """Disk the finished, not yet taken uploads may hold: ``$HEADROOM_UPLOAD_PENDING_MB``."""
+    return int(env_number("HEADROOM_UPLOAD_PENDING_MB", PENDING_MB) * 1_000_000)
 
 
 class UploadTokens:
@@ -139,7 +159,9 @@ class UploadTokens:
                 return "token"
             if len(session.staged) + session.in_flight >= limit:
                 return "session"
-            if sum(s.in_flight for s in self._sessions.values()) >= server_limit:
+            if sum(s.in_flight for s in self._sessions.values()) >= server_limit or sum(
+                    f.bytes for s in self._sessions.values() for f in s.staged.values()
+                    ) >= pending_cap_bytes():
                 return "server"
             session.in_flight += 1
             return None
@@ -174,10 +196,16 @@ class UploadTokens:
                     and (s := session.staged.pop(i, None)) is not None]
 
     def _expire(self) -> None:
+        """Drop expired tokens with their files, and files no page took within
+        :data:`STAGED_TTL_S`."""
         now = time.monotonic()
         for token in [t for t, s in self._sessions.items() if s.expires < now]:
             for staged in self._sessions.pop(token).staged.values():
                 staged.path.unlink(missing_ok=True)
+        for session in self._sessions.values():
+            for upload_id in [i for i, f in session.staged.items()
+                              if now - f.finished > STAGED_TTL_S]:
+                session.staged.pop(upload_id).path.unlink(missing_ok=True)
 
 
 #: The process's registry: the route and the Data page run in the same server process.
@@ -262,7 +290,8 @@ async def _receive(request: Request, folder: Path, name: str, cap: int) -> Stage
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{tempfiles.prefix('upload')}{uuid.uuid4().hex}"
     part, final = folder / f"{stem}.part", folder / f"{stem}{_suffix(name)}"
-    hasher, size, idle = hashlib.sha256(), 0, idle_timeout_s()
+    hasher, size, idle, rate = hashlib.sha256(), 0, idle_timeout_s(), min_rate_bytes_s()
+    started = time.monotonic()
     try:
         with open(part, "xb") as out:
             chunks = request.stream().__aiter__()
@@ -272,6 +301,10 @@ async def _receive(request: Request, folder: Path, name: str, cap: int) -> Stage
                 except StopAsyncIteration:
                     break
                 size += len(chunk)
+                late = time.monotonic() - started - idle
+                if late > 0 and size < rate * late:  # a trickle: each chunk just in time
+                    raise _Refused(408, f"the upload arrived slower than {rate / 1000:g} KB/s "
+                                        "and was cut off")
                 if size > cap:
                     raise _Refused(413, f"file larger than the upload cap ({cap // 2**20} MB)")
                 hasher.update(chunk)
@@ -320,15 +353,17 @@ def plain_upload_mb() -> int:
     :data:`PLAIN_UPLOAD_MB`, never above ``server.maxUploadSize``."""
     from streamlit import config
 
-    want = int(float(os.environ.get("HEADROOM_PLAIN_UPLOAD_MB", PLAIN_UPLOAD_MB)))
+    want = int(env_number("HEADROOM_PLAIN_UPLOAD_MB", PLAIN_UPLOAD_MB))
     return max(1, min(want, int(config.get_option("server.maxUploadSize"))))
 
 
 class PlainUploadCap:
     """ASGI middleware: a PUT to Streamlit's upload endpoint must declare a Content-Length of at
-    most :func:`plain_upload_mb` (plus multipart framing), else 413 before any byte is read.
-    The widget's own ``max_upload_size`` says so in the browser; this holds for any client (the
-    HTTP framing stops a body at its declared length)."""
+    most :func:`plain_upload_mb` (plus multipart framing) and no ``Transfer-Encoding``, else
+    413 before any byte is read. The widget's own ``max_upload_size`` says so in the browser;
+    this holds for any client: the server reads a body by its chunked encoding when one is
+    declared, whatever Content-Length says (the break-it review sent ``Content-Length: 10``
+    with a 390 MB chunked body), and by Content-Length otherwise."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -336,9 +371,10 @@ class PlainUploadCap:
     async def __call__(self, scope, receive, send) -> None:
         if (scope["type"] == "http" and scope.get("method") == "PUT"
                 and _PLAIN_PATH in scope.get("path", "")):
-            declared = dict(scope.get("headers", ())).get(b"content-length", b"")
+            headers = dict(scope.get("headers", ()))
+            declared = headers.get(b"content-length", b"")
             cap = plain_upload_mb() * 1024 * 1024 + _MULTIPART_SLACK
-            if not declared.isdigit() or int(declared) > cap:
+            if b"transfer-encoding" in headers or not declared.isdigit() or int(declared) > cap:
                 message = (f"files over {plain_upload_mb()} MB go through the Data page's "
                            "'Large files (streamed to disk)' uploader")
                 await JSONResponse({"error": message}, status_code=413)(scope, receive, send)

@@ -112,8 +112,15 @@ def test_state_changing_requests_from_another_origin_are_refused(served):
     host = f"127.0.0.1:{port}"
     assert "101" in _ws_handshake(port, host, f"http://{host}")  # the app's own page
     assert "101" in _ws_handshake(port, host, None)  # no Origin: not a browser acting for a site
-    for origin in ("http://evil.example", "null", f"http://{REBIND}:{port}"):
+    for origin in ("http://evil.example", "null", f"http://{REBIND}:{port}",
+                   # another page of this machine (another port, another scheme): the break-it
+                   # review opened the websocket from http://localhost:9999
+                   "http://localhost:9999", f"http://127.0.0.1:{port + 1}", "https://localhost"):
         assert "403" in _ws_handshake(port, host, origin), origin
+    assert "101" in _ws_handshake(port, f"localhost:{port}", f"http://localhost:{port}")
+    assert "403" in _ws_handshake(port, f"localhost:{port}", f"http://127.0.0.1:{port}")
+    assert _raw_request(port, f"GET /_stcore/health HTTP/1.1\nHost: [::1]:{port}\n").endswith(
+        "200 OK")  # an IPv6 loopback Host
     put = urllib.request.Request(f"http://{host}/headroom/upload/x/a.csv", data=b"x",
                                  method="PUT", headers={"Origin": "http://evil.example"})
     with pytest.raises(urllib.error.HTTPError) as refused:
@@ -140,12 +147,17 @@ def _session_token(url: str, browser) -> str:
     return urlsplit(request.value.url).path.split("/")[3]
 
 
-def test_slow_bodies_on_one_token_are_bounded_and_cut_off(served, browser):
+@pytest.fixture(scope="module")
+def token(served, browser) -> str:
+    return _session_token(served["url"], browser)
+
+
+def test_slow_bodies_on_one_token_are_bounded_and_cut_off(served, token):
     """30 simultaneous PUTs on one session's token that send one byte and stall: 20 are let in
     (the session's cap, counted as each request starts) and cut off after the 2 s idle timeout
     with 408; the other 10 are refused at once with 429; no part file is left and the log holds
     no flood."""
-    token, port = _session_token(served["url"], browser), served["port"]
+    port = served["port"]
     socks = []
     for i in range(30):
         sock = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -169,11 +181,42 @@ def test_the_plain_uploader_takes_no_file_over_its_cap(served, browser):
     the served app refuses a body over 50 MB (or of undeclared length) before reading it; the
     widget says where larger files go."""
     port = served["port"]
-    for length in ("60000000", None):
-        declared = f"Content-Length: {length}\n" if length else "Transfer-Encoding: chunked\n"
+    for declared in ("Content-Length: 60000000\n", "Transfer-Encoding: chunked\n",
+                     # the break-it review's smuggle: a small length over a huge chunked body
+                     "Content-Length: 10\nTransfer-Encoding: chunked\n"):
         status = _raw_request(port, f"PUT /_stcore/upload_file/s/f HTTP/1.1\nHost: 127.0.0.1:"
                                     f"{port}\n{declared}")
-        assert "413" in status, (length, status)
+        assert "413" in status, (declared, status)
     _, page = browser
     page.goto(served["url"])
     page.get_by_text("Files up to 50 MB: the uploader below").wait_for()
+
+
+def test_a_trickle_is_cut_off_by_its_average_rate(served, token):
+    """Found by the break-it review: a byte every 20 s reset a 30 s idle timer for ever. A body
+    sending a byte every 0.5 s (never idle for the 2 s timeout) is cut off with 408 once its
+    average falls under 16 KB/s past the first 2 s."""
+    port = served["port"]
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"PUT /headroom/upload/{token}/trickle.csv HTTP/1.1\r\nHost: 127.0.0.1:"
+                     f"{port}\r\nContent-Length: 1000000\r\n\r\n".encode())
+        sock.settimeout(0.5)
+        answer = b""
+        while not answer and time.monotonic() - start < 20:
+            sock.sendall(b"x")
+            try:
+                answer = sock.recv(4096)
+            except TimeoutError:
+                continue
+        sock.settimeout(5)
+        while b"slower" not in answer:  # the body may come in a later segment than the head
+            more = sock.recv(4096)
+            if not more:
+                break
+            answer += more
+    assert b" 408 " in answer.split(b"\r\n", 1)[0], answer[:200]
+    assert b"slower than 16 KB/s" in answer
+    assert time.monotonic() - start < 10
+    assert not list(served["uploads"].glob("*.part"))
+

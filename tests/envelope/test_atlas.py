@@ -101,6 +101,7 @@ def test_rerun_reads_the_store_and_cli_is_strict(atlas_store, capsys):
 def test_cli_refuses_bad_alphas_and_unknown_datasets(atlas_store, capsys):
     with pytest.raises(SystemExit):
         main(["--db", str(atlas_store["db"]), "envelope-atlas", "--alphas", "0,1.5"])
+    assert "strictly between 0 and 1" in strict_loads(capsys.readouterr().out)["error"]
     assert main(["--db", str(atlas_store["db"]), "envelope-atlas", "--datasets", "nope"]) == 2
     assert "nope" in strict_loads(capsys.readouterr().out)["error"]
 

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import pytest
 from conftest import shared
-from harness import constant_parquet
+from harness import case_file, constant_parquet
 
 from analytics import store
 from analytics.ingest import fastcsv
@@ -107,6 +107,74 @@ def test_a_gzip_file_without_a_streamed_road_is_refused_past_the_in_memory_limit
     assert "the file expands to" in refused.value.reason
     assert "split it into smaller files, or raise HEADROOM_MAX_IN_MEMORY_MB" in \
         refused.value.reason
+    monkeypatch.delenv("HEADROOM_MAX_IN_MEMORY_MB")
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert result["status"] == "ingested"
+
+
+def _write(path, table, **kw) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path, compression="zstd", **kw)
+
+
+def test_parquet_values_not_rows_are_counted(con, tmp_path, monkeypatch):
+    """Found by the break-it review: a list column's values, not its rows, are what a reader
+    decodes (1,000 lists of 1 M zeros: 43 KB on disk, over 6 GB read); and a dictionary-encoded
+    string is as long as its statistics say, whatever its bytes on disk. Scaled down with a
+    10 MB limit: 10 lists of 200,000 values (16 MB decoded) and 20,000 rows of one 1,000-byte
+    string (20 MB decoded) are refused from the footer; a footer over the read limit is refused
+    before it is parsed."""
+    import numpy as np
+    import pyarrow as pa
+
+    from analytics.ingest import rawfile
+
+    monkeypatch.setenv("HEADROOM_MAX_IN_MEMORY_MB", "10")
+    nested = tmp_path / "nested.parquet"
+    offsets = pa.array(np.arange(0, 2_000_001, 200_000, dtype=np.int32))
+    values = pa.ListArray.from_arrays(offsets, pa.array(np.zeros(2_000_000, np.int64)))
+    _write(nested, pa.table({"ts": pa.array(np.full(10, 1_700_000_000_000_000),
+                                            pa.timestamp("us")),
+                             "prompt_tokens": np.full(10, 1), "completion_tokens": np.full(10, 1),
+                             "extra": values}))
+    assert nested.stat().st_size < 100_000
+    with pytest.raises(FormatError, match="holds 10 rows x 4 columns: decoded, about 16 MB"):
+        ingest.ingest_files(con, [ingest.FileIn(nested, nested.name)])
+
+    strings = tmp_path / "strings.parquet"
+    n = 20_000
+    model = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["x" * 1000]))
+    _write(strings, pa.table({"ts": pa.array(np.full(n, 1_700_000_000_000_000),
+                                             pa.timestamp("us")),
+                              "prompt_tokens": np.full(n, 1), "completion_tokens": np.full(n, 1),
+                              "model": model}))
+    assert strings.stat().st_size < 100_000
+    with pytest.raises(FormatError, match=r"holds 20,000 rows x 4 columns: decoded, about 2\d MB"):
+        ingest.ingest_files(con, [ingest.FileIn(strings, strings.name)])
+
+    monkeypatch.setattr(rawfile, "MAX_PARQUET_FOOTER", 4096)  # 16 MiB in use; 200 groups here
+    groups = tmp_path / "groups.parquet"
+    constant_parquet(groups, 2000, group=10)
+    with pytest.raises(FormatError, match="the Parquet footer .* over the 0 MiB read"):
+        ingest.ingest_files(con, [ingest.FileIn(groups, groups.name)])
+    assert store.list_datasets(con).empty
+
+
+def test_a_json_file_counts_ten_times_its_size(con, tmp_path, monkeypatch):
+    """Found by the break-it review: a 150 MB vLLM-bench-style JSON peaked at 3.65 GB. JSON
+    counts 10x its size against the in-memory limit: with the limit at 1 MB, the real-shaped
+    vLLM bench result of ``../shared/cases`` padded to 0.2 MB is refused naming why; at the
+    default it is read."""
+    import json
+
+    src = json.loads(case_file("19-vllm-bench-request-rate-no-concurrency.json").read_text())
+    src["junk"] = [{}] * 50_000
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(src))
+    monkeypatch.setenv("HEADROOM_MAX_IN_MEMORY_MB", "1")
+    with pytest.raises(FormatError, match="of JSON, which a reader holds at 10-25x its size"):
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     monkeypatch.delenv("HEADROOM_MAX_IN_MEMORY_MB")
     [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     assert result["status"] == "ingested"

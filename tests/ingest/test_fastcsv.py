@@ -357,3 +357,67 @@ def test_a_last_line_past_the_line_limit_is_refused_not_dropped(con, tmp_path, n
     assert refused.value.line == rows + 2  # the header, the rows, then the long one
     assert f"is {len(last):,} bytes long, over the 2,097,152 bytes" in refused.value.reason
     assert store.list_datasets(con).empty
+
+
+@pytest.mark.parametrize("bad, column, reason", [
+    ("{ts},1393", 3, "row has 2 fields, header has 3"), (",", 3, "row has 2 fields, header has 3")])
+def test_a_ragged_row_in_a_file_too_large_for_the_checked_walk_is_named(con, tmp_path,
+                                                                       monkeypatch, bad,
+                                                                       column, reason):
+    """Found by the break-it review: in an Azure file over the size whose rows the checked
+    reader walks (64 MB; lowered here to 1 MB for a 2.5 MB file of the real code trace's token
+    counts, one request every 10 ms), a 2-field row was stored with an empty count and ``,`` /
+    ``,,`` lines vanished, because the fast road's refusal went to a checked reader that does
+    not walk such files. The rows are walked on that way now: refused naming the line and
+    column, the store unchanged. (A ``,,`` line, every field empty, is a blank row that both
+    readers skip, as they skip an empty line: :func:`test_a_blank_row_is_skipped_on_both_roads`.)"""
+    from datetime import datetime, timedelta
+
+    from analytics.ingest import csvcheck
+
+    monkeypatch.setattr(csvcheck, "STRUCTURE_WALK_MAX_BYTES", 1_000_000)
+    lines = shared(_AZURE).read_text().splitlines()
+    counts = [line.split(",", 1)[1] for line in lines[1:]] * 8  # about 2.5 MB
+    start = datetime(2023, 11, 16, 18, 0)
+    rows = [f"{start + timedelta(milliseconds=10 * i):%Y-%m-%d %H:%M:%S.%f}0,{c}"
+            for i, c in enumerate(counts)]
+    rows.insert(40_000, bad.format(ts=rows[40_000].split(",")[0]))
+    path = tmp_path / "az.csv"
+    path.write_text("\n".join([lines[0], *rows]) + "\n")
+    with pytest.raises(FormatError) as refused:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert (refused.value.line, refused.value.column) == (40_002, column)
+    assert refused.value.reason.startswith(reason), refused.value.reason
+    assert store.list_datasets(con).empty
+
+
+def test_a_blank_row_is_skipped_on_both_roads(con, tmp_path):
+    """A row whose every field is empty (Excel ends exports with them) is skipped by the checked
+    reader and by the one road alike: the same rows stored."""
+    lines = shared(_AZURE).read_text().splitlines()[:200]
+    lines.insert(100, ",,")
+    path = tmp_path / "blank.csv"
+    path.write_text("\n".join(lines) + "\n")
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, _ = _checked(path)
+    assert result["rows"] == frame.height == 199
+    assert _stored(con, result["dataset"]).equals(frame)
+
+
+
+@pytest.mark.parametrize("ending, packed", [("\n", True), ("", True), ("\n\n", False),
+                                            ("\r\n", False)])
+def test_a_long_last_line_is_named_whatever_ends_the_file(con, tmp_path, ending, packed):
+    """The break-it review's numbering slips: a long last line of a gzip file ending in a
+    newline, and of a plain file ending in a blank line, were named one line too far."""
+    import gzip
+
+    real = shared("burstgpt/BurstGPT_1_head400.csv").read_text()
+    last = "19444444.0,x," + "G" * 2_200_000 + ",ChatGPT,1,1,2,Conversation log"
+    text = real.rstrip("\n") + "\n" + last + ending
+    path = tmp_path / ("long.csv.gz" if packed else "long.csv")
+    path.write_bytes(gzip.compress(text.encode(), 1) if packed else text.encode())
+    with pytest.raises(FormatError) as refused:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert refused.value.line == 402  # the header, 400 rows, the long one
+    assert f"is {len(last):,} bytes long" in refused.value.reason

@@ -53,6 +53,16 @@ class Hostile(http.server.BaseHTTPRequestHandler):
                 pass
             type(self).sent.append(sent)
             return
+        if self.path in ("/short", "/hugecl"):  # a length the body does not keep to
+            short = self.path == "/short"
+            self.send_response(200)
+            self.send_header("Content-Length", "2000" if short else str(10**10))
+            self.end_headers()
+            try:
+                self.wfile.write(b"x" * (1000 if short else 3_000_000))
+            except OSError:
+                pass
+            return
         if self.path == "/redirect":
             self.send_response(302)
             self.send_header("Location", self.redirect_to)
@@ -152,3 +162,22 @@ def test_a_redirect_from_https_to_http_is_refused_and_nothing_recorded(plain, tm
         assert sorted(p.name for p in dest.iterdir()) == []
     finally:
         httpd.shutdown()
+
+
+def test_a_body_shorter_than_announced_is_kept_to_resume_not_recorded(plain, tmp_path):
+    """Found by the break-it review: a server that announces 2,000 bytes and sends 1,000 was
+    taken at its word and its hash recorded as the first download's."""
+    with pytest.raises(sources.PullError, match="ended after 1,000 of the 2,000 bytes"):
+        sources.pull("azure2024_conv", tmp_path, f"{plain}/short", progress=False,
+                     allow_insecure=True)
+    assert not (tmp_path / sources.RECORDED).exists()
+    assert (tmp_path / "AzureLLMInferenceTrace_conv_1week.csv.part").stat().st_size == 1000
+
+
+def test_the_cap_holds_when_a_server_announces_more(plain, tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADROOM_PULL_MAX_MB", "2")
+    with pytest.raises(sources.PullError, match="more than the 2,000,000 bytes"):
+        sources.pull("azure2024_conv", tmp_path, f"{plain}/hugecl", progress=False,
+                     allow_insecure=True)
+    assert list(tmp_path.iterdir()) == []
+

@@ -152,7 +152,7 @@ def test_pull_accepts_only_https_unless_told(server, tmp_path, capsys):
         sources.pull("azure2023_code", tmp_path, url, progress=False)
     with pytest.raises(sources.PullError, match="not an https URL"):
         sources.pull("azure2023_code", tmp_path, "file:///etc/passwd", progress=False)
-    assert cli.main(["pull", "azure2023_code", "--dest", str(tmp_path), "--url", url]) == 1
+    assert cli.main(["pull", "azure2023_code", "--dest", str(tmp_path), "--url", url]) == 2
     assert "--insecure-url" in strict_loads(capsys.readouterr().out)["error"]
     assert list(tmp_path.iterdir()) == []
 

@@ -187,3 +187,84 @@ def test_a_busy_store_tells_a_browser_user_no_server_path(app_env, tmp_path, mon
     finally:
         holder.kill()
         holder.wait()
+
+
+def _foreign(path, *sql) -> None:
+    con = duckdb.connect(str(path))
+    for statement in sql:
+        con.execute(statement)
+    con.close()
+
+
+@pytest.mark.parametrize("sql", [
+    ("CREATE SCHEMA app", "CREATE TABLE app.events (x INTEGER)", "INSERT INTO app.events VALUES (1)"),
+    ("CREATE SEQUENCE s", "CREATE MACRO twice(x) AS x * 2", "CREATE TYPE mood AS ENUM ('ok')"),
+])
+def test_a_foreign_file_with_nothing_in_main_is_still_refused(tmp_path, cli, sql):
+    """Found by the break-it review: a database whose objects are all outside ``main`` (or are
+    a sequence, a macro, a type) was taken for an empty one and migrated into."""
+    path = tmp_path / "other.duckdb"
+    _foreign(path, *sql)
+    before = sha(path)
+    for args in (("datasets",), ("migrate",)):
+        code, doc = cli(path, *args)
+        assert code == 2 and "not a headroom store" in doc["error"], args
+    assert sha(path) == before
+
+
+def test_a_foreign_files_pending_log_is_left_as_it_is(tmp_path, cli):
+    """Found by the break-it review: a writing command opened another program's database
+    read-write before it was identified, which replayed and deleted its write-ahead log."""
+    path = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.execute("CHECKPOINT")
+    con.execute("PRAGMA disable_checkpoint_on_shutdown")
+    con.execute("INSERT INTO t VALUES (1), (2)")
+    con.close()
+    wal = path.with_name(path.name + ".wal")
+    assert wal.exists()
+    before = (sha(path), sha(wal))
+    for args in (("migrate",), ("ingest", str(shared(CONV))), ("delete", "x")):
+        code, doc = cli(path, *args)
+        assert code == 2 and "not a headroom store" in doc["error"], args
+    assert (sha(path), sha(wal)) == before
+
+
+def test_an_empty_file_becomes_a_store_and_a_fifo_log_is_refused(tmp_path, cli):
+    """A 0-byte file (what a creation on a full disk leaves) is made a new store instead of
+    being refused for good; a write-ahead log that is a FIFO is refused (opening it hung)."""
+    empty = tmp_path / "empty.duckdb"
+    empty.touch()
+    assert cli(empty, "datasets") == (0, [])
+    db = tmp_path / "s.duckdb"
+    os.mkfifo(tmp_path / "s.duckdb.wal")
+    code, doc = cli(db, "datasets")
+    assert code == 2 and "s.duckdb.wal as the store: it is a FIFO" in doc["error"]
+
+
+def test_a_large_dataset_is_exported_to_a_file_not_built_in_memory(tmp_path, cli, monkeypatch):
+    """Found by the break-it review: the Data page built a 20 M-row dataset's download in
+    memory (past 6 GB). Past EXPORT_MAX_CELLS (lowered here) the page offers no download and
+    names ``headroom export``, which streams every row to a file with DuckDB's COPY."""
+    import polars as pl
+
+    from analytics.services import data
+
+    db = tmp_path / "s.duckdb"
+    assert cli(db, "ingest", str(shared(CONV)))[0] == 0
+    out = tmp_path / "conv.parquet"
+    code, doc = cli(db, "export", "AzureLLMInferenceTrace_conv", "--out", str(out))
+    assert code == 0 and (doc["rows"], doc["format"]) == (19366, "parquet")
+    written = pl.read_parquet(out)
+    con = store.connect(db, read_only=True)
+    assert written.height == 19366
+    assert written["prompt_tokens"].sum() == con.execute(
+        "SELECT sum(prompt_tokens) FROM requests").fetchone()[0]
+    monkeypatch.setattr(data, "EXPORT_MAX_CELLS", 1000)
+    why = data.export_refusal(con, "AzureLLMInferenceTrace_conv")
+    assert "19,366 rows: too large to build as a download here" in why
+    assert "headroom export AzureLLMInferenceTrace_conv --out FILE" in why
+    with pytest.raises(ValueError, match="too large"):
+        data.export(con, "AzureLLMInferenceTrace_conv", "csv")
+    con.close()

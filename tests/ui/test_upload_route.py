@@ -183,3 +183,21 @@ def test_staged_uploads_are_ingested_or_refused_with_line_and_column_then_delete
     assert results[0]["dataset"] == "AzureLLMInferenceTrace_conv" and results[0]["rows"] == 19_366
     assert results[1]["error"].startswith("m09_duplicate_header_names.csv: line 1, column")
     assert not good.exists() and not bad.exists()
+
+
+def test_untaken_uploads_expire_and_a_server_wide_disk_cap_holds(served, monkeypatch):
+    """Issue 34 (break-it review): a finished upload no page takes is deleted after
+    ``STAGED_TTL_S``, and finished uploads of every session together may hold at most
+    ``$HEADROOM_UPLOAD_PENDING_MB`` of disk (503 beyond)."""
+    client, tokens, folder, token = served
+    monkeypatch.setenv("HEADROOM_UPLOAD_PENDING_MB", str(1.5 * len(CHUNK) / 1e6))
+    assert client.put(f"/headroom/upload/{token}/a.csv", content=CHUNK).status_code == 200
+    other = tokens.issue()
+    assert client.put(f"/headroom/upload/{other}/b.csv", content=CHUNK).status_code == 200
+    full = client.put(f"/headroom/upload/{other}/c.csv", content=CHUNK)
+    assert full.status_code == 503 and "too many uploads" in full.json()["error"]
+    monkeypatch.setattr(upload_route, "STAGED_TTL_S", 0.0)
+    tokens.issue(token)  # any issue or lookup expires what is due
+    assert list(folder.iterdir()) == []
+    assert tokens.pending(token) == tokens.pending(other) == 0
+

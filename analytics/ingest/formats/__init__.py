@@ -76,7 +76,13 @@ from analytics.ingest.formats import (
 )
 from analytics.ingest.formats._common import Format, FormatError, Parsed, SkippedByDesign, read_head
 from analytics.ingest.leading_index import is_index_column, without_index_column
-from analytics.ingest.rawfile import check_in_memory, check_parquet_size, is_gzip, is_parquet
+from analytics.ingest.rawfile import (
+    JSON_WEIGHT,
+    check_in_memory,
+    check_parquet_size,
+    is_gzip,
+    is_parquet,
+)
 from analytics.schema import conform, ts_out_of_range
 
 __all__ = ["FORMATS", "Format", "FormatError", "Parsed", "SkippedByDesign", "detect", "parse_file",
@@ -198,7 +204,9 @@ def parse_file(
     if is_parquet(path):  # the readers below hold a file whole: bounded first
         check_parquet_size(path, display)
     else:
-        check_in_memory(expanded.bytes, display, "expands to" if is_gzip(path) else "is")
+        json = read_head(path, display).lstrip()[:1] in ("{", "[")
+        check_in_memory(expanded.bytes, display, "expands to" if is_gzip(path) else "is",
+                        JSON_WEIGHT if json else 1)
     with utf8_path(path, display) as (text_path, decoded):  # UTF-16 exports: read as UTF-8
         parsed = _parse_text(text_path, display, fmt, opts)
     if decoded:
