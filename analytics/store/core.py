@@ -210,24 +210,34 @@ _OBJECTS = """
     ORDER BY 2"""
 
 
+#: How many of :data:`MARKER_TABLES` the database holds in ``main``.
+_MARKERS = """
+    SELECT count(*) FROM duckdb_tables()
+     WHERE NOT internal AND database_name = current_database() AND schema_name = 'main'
+       AND list_contains(?, table_name)"""
+
+
 def identify(con) -> tuple[str, object]:
     """What the database on ``con`` is: ``("headroom", schema version)``, ``("empty", 0)``
     (no object at all: a new store may be made in it), or ``("foreign", [object names])`` (a
     table, view, sequence, macro, type or schema of another program, in any schema)."""
     with con.cursor() as cur:
+        # headroom's own marker tables first (~1 ms); the full object list (~20 ms: DuckDB
+        # enumerates every built-in function to find the macros) only for any other file
+        markers = _run(cur, _MARKERS, [list(MARKER_TABLES)]).fetchone()[0]
+        if markers == len(MARKER_TABLES):
+            try:
+                marked = _run(cur, "SELECT count(*) FROM meta WHERE key = 'data_version'"
+                              ).fetchone()[0]
+                version = _run(cur, "SELECT max(version) FROM schema_version").fetchone()[0]
+            except StoreError:
+                marked = 0
+            if marked:
+                return "headroom", int(version or 0)
         objects = _run(cur, _OBJECTS).fetchall()
         if not objects:
             return "empty", 0
-        tables = {name for kind, name in objects if kind == "table"}
-        names = [name.removeprefix("main.") for _, name in objects]
-        if not all(f"main.{t}" in tables for t in MARKER_TABLES):
-            return "foreign", names
-        try:
-            marked = _run(cur, "SELECT count(*) FROM meta WHERE key = 'data_version'").fetchone()[0]
-            version = _run(cur, "SELECT max(version) FROM schema_version").fetchone()[0]
-        except StoreError:
-            return "foreign", names
-        return ("headroom", int(version or 0)) if marked else ("foreign", names)
+        return "foreign", [name.removeprefix("main.") for _, name in objects]
 
 
 def _refuse_unless_ours(con, path: Path, may_migrate: bool) -> int:
