@@ -1,5 +1,5 @@
 """``python -m analytics.cli``: the same as the ``headroom`` console script."""
 
-from analytics.cli import main
+from analytics.cli import entry
 
-raise SystemExit(main())
+entry()

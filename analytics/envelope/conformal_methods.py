@@ -13,11 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-from lightgbm import LGBMRegressor
-from mapie.regression import ConformalizedQuantileRegressor, SplitConformalRegressor
-from sklearn.base import BaseEstimator, RegressorMixin
-
 from analytics.envelope.intervals import IntervalData, IntervalMethod, Intervals
 
 
@@ -33,19 +28,25 @@ def split_conformal(model, X_cal, y_cal, X_test, alpha: float):
 
     Returns (lo, hi), each of shape (n_test,), in the target's unit.
     """
+    from mapie.regression import SplitConformalRegressor
+
     scr = SplitConformalRegressor(model, confidence_level=1 - alpha, prefit=True)
     scr.conformalize(X_cal, y_cal)
     _, pis = scr.predict_interval(X_test)
     return pis[:, 0, 0], pis[:, 1, 0]
 
 
-def _quantile_lgbm(seed: int) -> LGBMRegressor:
+def _quantile_lgbm(seed: int):
+    """An unfitted LightGBM quantile model (``lightgbm.LGBMRegressor``; imported here, where it
+    is fitted)."""
+    from lightgbm import LGBMRegressor
+
     return LGBMRegressor(objective="quantile", alpha=0.5, n_estimators=300, learning_rate=0.05,
                          num_leaves=31, n_jobs=1, random_state=seed, verbose=-1)
 
 
 def quantile_model(X_fit, y_fit, level: float, seed: int = 0, fitted: dict | None = None
-                   ) -> LGBMRegressor:
+                   ):
     """The LightGBM quantile model at ``level`` fitted on ``(X_fit, y_fit)``, fitted once per
     ``fitted`` memo (the run's :attr:`IntervalData.fitted`): direct quantile and CQR read the
     same two models instead of fitting four.
@@ -65,33 +66,6 @@ def quantile_model(X_fit, y_fit, level: float, seed: int = 0, fitted: dict | Non
     return model
 
 
-class _Midpoint(RegressorMixin, BaseEstimator):
-    """Stand-in for the median model of MAPIE's prefit CQR: ``(lower(X) + upper(X)) / 2``.
-
-    MAPIE's split CQR takes three prefit models [alpha/2, 1 - alpha/2, 0.5]; its bounds are
-    ``lower(X) - q_lo`` and ``upper(X) + q_hi`` with ``q`` from the conformity scores of the
-    first two (mapie.regression.quantile_regression, ``_MapieQuantileRegressor.predict``), and
-    the third model gives only the point prediction, which the envelope does not use. A
-    midpoint saves a third 300-tree fit without changing any bound.
-    """
-
-    def __init__(self, lower=None, upper=None):
-        self.lower = lower
-        self.upper = upper
-        self.fitted_ = True  # built from fitted models (MAPIE's fitted check reads it)
-
-    def fit(self, X, y):
-        """Nothing to fit (the two quantile models are already fitted)."""
-        return self
-
-    def __sklearn_is_fitted__(self) -> bool:
-        return True
-
-    def predict(self, X) -> np.ndarray:
-        """``(lower(X) + upper(X)) / 2``, shape (n,)."""
-        return (self.lower.predict(X) + self.upper.predict(X)) / 2
-
-
 def cqr(X_fit, y_fit, X_cal, y_cal, X_test, alpha: float, seed: int = 0,
         fitted: dict | None = None):
     """MAPIE conformalized quantile regression with LightGBM (Romano, Patterson & Candes 2019).
@@ -104,7 +78,11 @@ def cqr(X_fit, y_fit, X_cal, y_cal, X_test, alpha: float, seed: int = 0,
     """
     lo_m = quantile_model(X_fit, y_fit, alpha / 2, seed, fitted)
     hi_m = quantile_model(X_fit, y_fit, 1 - alpha / 2, seed, fitted)
-    reg = ConformalizedQuantileRegressor([lo_m, hi_m, _Midpoint(lo_m, hi_m)],
+    from mapie.regression import ConformalizedQuantileRegressor
+
+    from analytics.envelope.estimators import Midpoint
+
+    reg = ConformalizedQuantileRegressor([lo_m, hi_m, Midpoint(lo_m, hi_m)],
                                          confidence_level=1 - alpha, prefit=True)
     reg.conformalize(X_cal, y_cal)
     _, pis = reg.predict_interval(X_test)

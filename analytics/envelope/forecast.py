@@ -29,12 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import polars as pl
-from lightgbm import LGBMRegressor
-from sklearn.ensemble import ExtraTreesRegressor, HistGradientBoostingRegressor
-from sklearn.linear_model import Ridge
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 POINT_MODELS = ("persistence", "seasonal_daily", "seasonal_weekly", "ridge", "hgb",
@@ -90,6 +84,8 @@ def make_features(y: np.ndarray, ts: pd.Series | np.ndarray, bin_s: int, horizon
     per_day = max(1, int(round(86400 / bin_s)))
     per_hour = max(1, int(round(3600 / bin_s)))
     room = max_history_bins if max_history_bins is not None else n
+    import polars as pl  # here, not at import: a cached envelope's reader never makes features
+
     frame = pl.DataFrame({"y": np.asarray(y, dtype=float)})
     known = pl.col("y").shift(horizon)  # y[t - h]
     exprs = [pl.col("y").shift(k).alias(f"lag_{k}") for k in range(horizon, horizon + 6)]
@@ -129,13 +125,23 @@ def make_model(name: str, seed: int):
     scikit-learn's histogram gradient boosting (which has no ``n_jobs``) to one thread too.
     """
     if name == "ridge":
+        from sklearn.linear_model import Ridge
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
         return make_pipeline(StandardScaler(), Ridge(alpha=1.0))
     if name == "hgb":
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
         return HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=seed)
     if name == "extra_trees":
+        from sklearn.ensemble import ExtraTreesRegressor
+
         return ExtraTreesRegressor(n_estimators=200, min_samples_leaf=2, n_jobs=1,
                                    random_state=seed)
     if name == "lightgbm":
+        from lightgbm import LGBMRegressor
+
         return LGBMRegressor(n_estimators=300, learning_rate=0.05, num_leaves=31, n_jobs=1,
                              random_state=seed, verbose=-1)
     raise ValueError(f"unknown model {name!r}; learned models are {LEARNED}")
@@ -143,8 +149,21 @@ def make_model(name: str, seed: int):
 
 def single_threaded():
     """Context manager: OpenMP and BLAS pools held to one thread (threadpoolctl) while the
-    envelope fits and predicts. Process-wide while it is held."""
+    envelope fits and predicts. Process-wide while it is held.
+
+    Loads the fitting libraries first (:func:`load_fitters`): threadpoolctl limits only the
+    pools of libraries already loaded, and this package imports them where it fits."""
+    load_fitters()
     return threadpool_limits(limits=1)
+
+
+def load_fitters() -> None:
+    """Import LightGBM, scikit-learn's ensembles and MAPIE (the envelope's fitting libraries,
+    with their OpenMP runtimes). Not at module import: a command that reads a cached envelope
+    never needs them (about 1.5 s of CPU, issue 35)."""
+    import lightgbm  # noqa: F401
+    import mapie.regression  # noqa: F401
+    import sklearn.ensemble  # noqa: F401
 
 
 def one_thread(fn):

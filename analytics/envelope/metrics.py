@@ -11,8 +11,6 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from mapie.exchangeability_testing import OnlineMartingaleTest
-from mapie.regression import SplitConformalRegressor
 
 
 def coverage(y, lo, hi) -> float:
@@ -101,6 +99,9 @@ def shift_alarm(model, X: np.ndarray, y: np.ndarray, test_level: float = 0.05,
 
     Returns ``{"martingale": ndarray (n,), "threshold": float, "first_alarm": int | None}``.
     """
+    from mapie.exchangeability_testing import OnlineMartingaleTest
+    from mapie.regression import SplitConformalRegressor
+
     # only the conformity scores feed the martingale; the level just has to be valid for few bins
     scr = SplitConformalRegressor(model, confidence_level=0.5, prefit=True)
     omt = OnlineMartingaleTest(scr, task="regression", test_level=test_level, warn=False,

@@ -292,6 +292,8 @@ def split_preview(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams | None 
 
 def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> EnvelopeResult:
     """:func:`run_envelope` under the caller's thread limits."""
+    from analytics.envelope.estimators import NonNegative  # scikit-learn: only where it fits
+
     y = grid["target"].to_numpy(dtype=float)
     ts = pd.to_datetime(grid["ts"]).reset_index(drop=True)
     n = len(y)
@@ -308,7 +310,7 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
     test = stream.loc[stream["part"] == "test", "row"].to_numpy()
     point_metrics, gain = _point_metrics(y, preds, test, params)
 
-    X, base = feats.X, repair.NonNegative(fitted[params.base_model])
+    X, base = feats.X, NonNegative(fitted[params.base_model])
     yhat = preds[params.base_model]
     data = IntervalData(params.alpha, params.seed, base, X[rows.fit], y[rows.fit], X[cal],
                         y[cal], yhat[cal], ts[cal], X[test], y[test], yhat[test], ts[test])

@@ -1,10 +1,10 @@
 """Demand is never negative: the repairs that make every forecast row satisfy
 ``0 <= lower <= point <= upper``, and the counts of each repair.
 
-Owns :class:`NonNegative` (a fitted point model whose forecasts are clipped at 0),
-:func:`clip_points` (the point-model columns of a run), :func:`repair_band` (one interval
+Owns :func:`clip_points` (the point-model columns of a run), :func:`repair_band` (one interval
 method's band) and :data:`REPAIR_COLUMNS` (the diagnostic that
-:attr:`analytics.envelope.pipeline.EnvelopeResult.repairs` carries).
+:attr:`analytics.envelope.pipeline.EnvelopeResult.repairs` carries); the fitted point model
+whose forecasts are clipped at 0 is :class:`analytics.envelope.estimators.NonNegative`.
 
 The repairs, in order, and why each is honest:
 
@@ -37,36 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, RegressorMixin
 
 #: columns of the repair diagnostic, one row per point model and per interval method
 REPAIR_COLUMNS = ("kind", "method", "bins", "repaired_negative_point", "repaired_negative_lower",
                   "repaired_negative_upper", "repaired_crossing", "point_outside_band")
-
-
-class NonNegative(RegressorMixin, BaseEstimator):
-    """A fitted point model whose forecasts are clipped at 0 (scikit-learn prefit API).
-
-    Parameters
-    ----------
-    model : fitted regressor with ``predict(X) -> ndarray (n,)``
-    """
-
-    def __init__(self, model=None):
-        self.model = model
-        self.fitted_ = True  # wraps an already fitted model (MAPIE's fitted check reads it)
-
-    def fit(self, X, y):
-        """Fit the wrapped model (used only when a caller refits)."""
-        self.model.fit(X, y)
-        return self
-
-    def __sklearn_is_fitted__(self) -> bool:
-        return True
-
-    def predict(self, X) -> np.ndarray:
-        """``max(model.predict(X), 0)``, shape (n,), in the target's unit."""
-        return np.maximum(np.asarray(self.model.predict(X), float), 0.0)
 
 
 def clip_points(preds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[dict]]:
