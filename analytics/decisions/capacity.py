@@ -281,7 +281,10 @@ def plan(result, bin_s: int, kinds: list[GPUKind], demand_target: str = "weighte
 
     excluded = {}
     if demand_target == "gpu_seconds":
-        usable = [GPUKind("trace GPUs", 0, 0, None, None, None, ())]
+        # the trace's own GPUs: a GPU-second of demand is a GPU-second of capacity (no
+        # datasheet value applies, so none is given)
+        usable = [GPUKind(key="trace GPUs", vendor="", memory_gb=None, mem_bw_gbs=None,
+                          bf16_tflops=None, fp8_tflops=None, tdp_w=None, sources=())]
         per_gpu = np.array([float(bin_s)])
     else:
         usable = [k for k in kinds if k.ref_tok_s]

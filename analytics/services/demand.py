@@ -60,7 +60,8 @@ def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None
     con : store connection
     name : dataset name (``requests`` or ``demand_series`` kind)
     bin : bin width, ``"5min"``, ``"1h"``, ``300`` (seconds)
-    weights : target weights; ignored for pre-binned series, which have no prompt/completion split
+    weights : target weights; pre-binned series have no prompt/completion split (the weights
+        do not apply) and no GPU-seconds (that target is refused)
 
     Returns
     -------
@@ -72,7 +73,9 @@ def demand_grid(con, name: str, bin: str | int = "5min", weights: Weights | None
     ------
     GridError
         The dataset holds no demand, ``bin`` is finer than (or not a multiple of) the data's
-        own bin, or the grid would exceed ``config.MAX_GRID_BINS`` bins.
+        own bin, the grid would exceed ``config.MAX_GRID_BINS`` bins, or the target is one the
+        dataset does not carry (GPU-seconds of a token trace or series, tokens of a
+        GPU-seconds-only trace).
     store.UnknownDataset
         No dataset of that name.
     """
@@ -109,6 +112,9 @@ def _demand_grid(con, info: dict, bin: str | int, weights: Weights,
             raise grids.GridError(
                 f"{name}: bin {bin_s} s is not a multiple of the data's {int(resolution)} s bins"
             )
+        if weights.target == "gpu_seconds":  # the grid would be tokens under a GPU-seconds label
+            raise grids.GridError(f"{name} is a pre-binned token series: it has no GPU-seconds; "
+                                  "use the token target")
         return store.series_grid(con, int(info["dataset_id"]), bin_s)
     raise grids.GridError(f"{name} holds {info['kind']} rows, not LLM demand")
 
