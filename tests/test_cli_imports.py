@@ -65,3 +65,15 @@ def test_lazy_choices_still_refuse_and_list_values(capsys):
     except SystemExit as exc:
         assert exc.code == 2
     assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_the_apps_services_and_decisions_import_no_fitting_library():
+    """Issue 35: the app's page layer (``analytics.ui.cache``: every service, the capacity,
+    dispatch and mix decisions, the envelope pipeline) imports scikit-learn, SciPy, MAPIE and
+    LightGBM only where it fits or solves (1.9 s of CPU a served app and a CLI process paid at
+    import: the capacity decision's MAPIE p-value, the dispatch LP, the GPU-mix MILP)."""
+    got = _imported("import analytics.ui.cache, analytics.ui.widgets\n"
+                    "import analytics.decisions.capacity, analytics.decisions.dispatch\n"
+                    "import analytics.envelope.pipeline, analytics.services.envelope_cache")
+    assert not {"mapie", "sklearn", "lightgbm", "scipy"} & set(got), sorted(
+        {"mapie", "sklearn", "lightgbm", "scipy"} & set(got))

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
 
 from analytics.config import GPUKind
 from analytics.decisions.mix import hourly_mix
@@ -95,6 +94,8 @@ def ltt_bound(risk: np.ndarray, n: int, delta: float) -> np.ndarray:
     bound is at most that target.
 
     Returns ndarray of the shape of ``risk`` (a rate)."""
+    from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value  # on use: sklearn
+
     targets = np.round(np.arange(0.001, 1.0, 0.001), 3)
     p = compute_hoeffding_bentkus_p_value(np.asarray(risk, float), n, targets, binary=True)
     ok = p <= delta
@@ -125,6 +126,8 @@ def choose_factor(y_cal: np.ndarray, u_cal: np.ndarray, violation_target: float 
     y_cal, u_cal = np.asarray(y_cal, float), np.asarray(u_cal, float)
     grid = np.sort(np.asarray(grid, float))[::-1]
     risk = np.array([violation_rate(y_cal, f * u_cal) for f in grid])
+    from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value  # on use: sklearn
+
     p = compute_hoeffding_bentkus_p_value(risk, len(y_cal), violation_target,
                                           binary=True)[:, 0]
     certified = np.zeros(len(grid), dtype=bool)
