@@ -13,9 +13,9 @@ reference CDF (AcmeTrace). Then
   lora_request_trace --target gpu_seconds`` ended in one: ``GpuSpec.__init__() missing
   'sources'``);
 * the commands that take no dataset run on that store;
-* every page opens in AppTest with each demand dataset in the sidebar (the Power, Serving and
-  Placement pages, which pick their own inputs from the store, once): no exception, no error
-  id.
+* every page opens in AppTest with each demand dataset in the sidebar (the pages that pick
+  their own inputs from the store once; Coverage on the LoRA trace and on the week is opened by
+  ``tests/ui/test_pages.py``): no exception, no error id.
 
 The store is seeded once per module (the envelope cache beside it is shared by the commands
 and the pages, so each demand dataset is fitted once per target).
@@ -160,7 +160,10 @@ def matrix_app(matrix, app_env):
 def test_every_page_opens_on_each_demand_kind(matrix_app, kind):
     at = new_app().run()
     at.sidebar.selectbox(key="dataset").set_value(matrix_app["names"][kind]).run()
-    for page in DATASET_PAGES + (OWN_INPUT_PAGES if kind == "requests" else ()):
+    pages = DATASET_PAGES + (OWN_INPUT_PAGES if kind == "requests" else ())
+    if kind != "requests":  # Coverage on the LoRA trace and on the week: tests/ui/test_pages.py
+        pages = tuple(p for p in pages if p != "coverage")  # (its cold start: ~4 s each here)
+    for page in pages:
         at.switch_page(f"pages/{page}.py").run(timeout=120)
         assert not at.exception, (page, [e.value for e in at.exception])
         assert not [e for e in at.error if "error id" in e.value.lower()], page

@@ -184,7 +184,7 @@ def test_every_store_read_carries_its_sql(con):
     assert "reference_cdf" in exc.value.sql and "failing SQL" in str(exc.value)
     with pytest.raises(store.StoreError) as exc:
         store.table_counts(con)
-    assert exc.value.sql == "SELECT count(*) FROM reference_cdf"
+    assert "count(*) FROM reference_cdf" in exc.value.sql and "reference_cdf" in str(exc.value)
 
 
 def test_transaction_rolls_back_on_error(con):
