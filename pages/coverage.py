@@ -163,13 +163,20 @@ else:
     source = st.selectbox("fit the model on", others, key="cold_source",
                           index=max(range(len(others)), key=spans.__getitem__),
                           help="defaults to the longest other demand trace")
-    try:
-        with st.spinner("Fitting on the source trace ..."):
-            cold = cache.cold_start(source, name, BIN_CHOICES_S[bin_label], (6, 12, 24, 48),
-                                    params.alpha)
-    except ValueError as exc:
-        st.info(f"No cold-start run: {widgets.plain(exc)}")
+    cold = None
+    if not st.toggle("Run the cold-start experiment", key="cold_on",
+                     help="Fits the point model on the source trace, then calibrates on the "
+                          "first 6, 12, 24 and 48 hours of this one."):
+        st.caption("Off: it fits a model on the source trace (seconds to minutes on a busy "
+                   "host), so it runs when asked.")
     else:
+        try:
+            with st.spinner("Fitting on the source trace ..."):
+                cold = cache.cold_start(source, name, BIN_CHOICES_S[bin_label],
+                                        (6, 12, 24, 48), params.alpha)
+        except ValueError as exc:
+            st.info(f"No cold-start run: {widgets.plain(exc)}")
+    if cold is not None:
         src_synth = bool((cache.dataset_info(source) or {}).get("synthetic"))
         out.datasets.append(source)
         out.param(cold_start_source=source)

@@ -178,6 +178,9 @@ def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
     assert not at.exception
     # issue 19 item 15: the cold-start source defaults to the longest other trace, not the first
     assert at.selectbox(key="cold_source").value == "burstgpt1_week1_per_minute_tps"
+    assert not [d for d in at.dataframe if "source_calibrated" in set(d.value.get("method", []))]
+    at.toggle(key="cold_on").set_value(True).run()  # slow work runs when asked (issue 31)
+    assert not at.exception
     cold = at.dataframe[-1].value
     assert set(cold["method"]) == {"source_calibrated", "split", "aci"}
     aci = cold[cold["method"] == "aci"]["coverage"]
