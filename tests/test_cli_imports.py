@@ -77,3 +77,23 @@ def test_the_apps_services_and_decisions_import_no_fitting_library():
                     "import analytics.envelope.pipeline, analytics.services.envelope_cache")
     assert not {"mapie", "sklearn", "lightgbm", "scipy"} & set(got), sorted(
         {"mapie", "sklearn", "lightgbm", "scipy"} & set(got))
+
+
+def test_the_one_thread_limit_reaches_the_fitters_imported_on_use():
+    """The envelope imports LightGBM and scikit-learn where it fits (issue 35), and threadpoolctl
+    limits only libraries already loaded: ``forecast.single_threaded`` must load them first, or
+    the one-thread rule of issue 15 (a second OpenMP thread mostly spin-waits on these small
+    fits) is silently lost. In a fresh interpreter: every OpenMP and BLAS pool, LightGBM's and
+    scikit-learn's among them, at one thread inside it."""
+    probe = ("import json, sys\nfrom threadpoolctl import threadpool_info\n"
+             "from analytics.envelope import forecast\n"
+             "assert 'lightgbm' not in sys.modules\n"
+             "with forecast.single_threaded():\n"
+             "    print(json.dumps([(i['user_api'], i['num_threads'], i['filepath']) "
+             "for i in threadpool_info()]))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    pools = json.loads(out.splitlines()[-1])
+    assert {api for api, _, _ in pools} >= {"openmp", "blas"}
+    assert any(api == "openmp" and "scikit_learn" in path for api, _, path in pools)
+    assert all(threads == 1 for _, threads, _ in pools), pools
