@@ -92,7 +92,7 @@ def entry() -> None:
 def main(argv: list[str] | None = None) -> int:
     """The ``headroom`` command on ``argv`` (default ``sys.argv[1:]``); prints its JSON
     document and returns the exit code (tests call it in process)."""
-    logging.getLogger().setLevel(logging.WARNING)  # MAPIE logs INFO on the root logger
+    _quiet_root_logger()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser(_command_of(argv)).parse_args(argv)
     if not hasattr(args, "run"):  # the command was not the one guessed: build everything
@@ -115,6 +115,20 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(code, exc.args[0] if plain_key else str(exc))
     print(output.dumps(result))
     return 0
+
+
+def _quiet_root_logger() -> None:
+    """Warnings and errors to stderr as plain lines (what Python prints with no handler), and
+    nothing below WARNING: MAPIE's ``utils`` calls ``logging.basicConfig(level=INFO)`` before
+    it logs "The predictions are ill-sorted.", which on a root logger without a handler set
+    the level to INFO and printed the line on every cold envelope (a handler makes that call a
+    no-op)."""
+    root = logging.getLogger()
+    root.setLevel(logging.WARNING)
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
 
 
 def _loaded(module: str, name: str) -> type:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Iterable
 from decimal import Decimal
@@ -257,10 +258,20 @@ def export(con, name: str, fmt: str) -> bytes:
 
 def export_file(con, name: str, path: Path, fmt: str = "csv") -> dict:
     """Every row of a dataset written to ``path`` (streamed by DuckDB, any size):
-    ``{"dataset", "file", "format", "rows", "bytes"}``. Raises UnknownDataset, ValueError."""
+    ``{"dataset", "file", "format", "rows", "bytes"}``.
+
+    Raises UnknownDataset; ValueError for a path that is not a file, or whose folder is
+    missing or not writable (named before DuckDB is asked: its own error carried the SQL)."""
     path = Path(path)
     if path.exists() and not path.is_file():
         raise ValueError(f"{path}: {not_a_file(path)}")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {path}: the folder {folder} does not exist; create it "
+                         "or choose another --out")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"cannot write {path}: this user may not write there; choose another "
+                         "--out")
     rows = store.copy_dataset(con, name, path, fmt)
     return {"dataset": name, "file": str(path), "format": fmt, "rows": rows,
             "bytes": path.stat().st_size}

@@ -256,6 +256,10 @@ def test_a_large_dataset_is_exported_to_a_file_not_built_in_memory(tmp_path, cli
     out = tmp_path / "conv.parquet"
     code, doc = cli(db, "export", "AzureLLMInferenceTrace_conv", "--out", str(out))
     assert code == 0 and (doc["rows"], doc["format"]) == (19366, "parquet")
+    # a folder that does not exist: exit 2 naming it (was exit 1 with DuckDB's COPY statement)
+    code, doc = cli(db, "export", "AzureLLMInferenceTrace_conv", "--out",
+                    str(tmp_path / "missing" / "x.csv"))
+    assert code == 2 and "does not exist" in doc["error"] and "COPY" not in doc["error"]
     written = pl.read_parquet(out)
     con = store.connect(db, read_only=True)
     assert written.height == 19366
