@@ -23,6 +23,7 @@ and the pages, so each demand dataset is fitted once per target).
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import pytest
@@ -122,9 +123,10 @@ def _commands(kind: str, name: str, names: dict, sites: str, out) -> dict[tuple,
 @pytest.mark.parametrize("kind", [*STAGED, *CASES])
 def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
     name = matrix["names"][kind]
-    code = {label: _run(capsys, matrix["db"], *args)[0]
-            for label, args in _commands(kind, name, matrix["names"], matrix["sites"],
-                                         matrix["folder"]).items()}
+    ran = {label: _run(capsys, matrix["db"], *args)
+           for label, args in _commands(kind, name, matrix["names"], matrix["sites"],
+                                        matrix["folder"]).items()}
+    code = {label: got[0] for label, got in ran.items()}
     assert code["summary", None] == code["export", None] == 0  # every dataset has both
     demand = kind in ("requests", "gpu_seconds", "series")
     # a demand dataset has a grid; only the LoRA trace has GPU-seconds; only DCGM is telemetry
@@ -137,6 +139,10 @@ def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
     if kind in ("requests", "series"):
         for command in ("grid", "envelope", "capacity", "dispatch"):
             assert code[command, "weighted_tokens"] == 0, command
+        # the site the LP leaves empty shows 0, not HiGHS's -0.0 (a fresh-user check)
+        shares = [v for site in ran["dispatch", "weighted_tokens"][1]["sites"].values()
+                  for k, v in site.items() if k.endswith("_share")]
+        assert all(math.copysign(1.0, v) == 1.0 for v in shares), shares
 
 
 def test_the_commands_without_a_dataset_answer_on_the_matrix_store(matrix, capsys):

@@ -108,7 +108,9 @@ def dispatch(hours: pd.DatetimeIndex, demand: np.ndarray, sites: list[Site],
                   bounds=list(zip(np.zeros(n_h * n_s), ub.ravel(), strict=True)), method="highs")
     if res.status != 0:
         raise ValueError(f"dispatch LP failed: {res.message}")
-    aware = res.x.reshape(n_h, n_s)
+    # HiGHS returns bound-level values within its tolerance (-1e-17, -0.0): clipped to the
+    # bound, so no site shows a negative share
+    aware = np.maximum(res.x.reshape(n_h, n_s), 0.0)
     home_i = [s.name for s in sites].index(home) if home else 0
     at_home = np.zeros((n_h, n_s))
     at_home[:, home_i] = demand
