@@ -233,7 +233,13 @@ EXPORT_MAX_CELLS = 20_000_000
 def export_refusal(con, name: str) -> str | None:
     """Why dataset ``name`` is too large to download from the browser, or None (see
     :data:`EXPORT_MAX_CELLS`)."""
-    info = store.dataset(con, name)
+    return export_refusal_of(store.dataset(con, name))
+
+
+def export_refusal_of(info: dict) -> str | None:
+    """:func:`export_refusal` from a dataset's ledger row (``name``, ``kind``, ``rows``): no
+    store read, so a page can ask it of its cached ledger on every rerun."""
+    name = info["name"]
     cells = int(info["rows"]) * len(COLUMNS[info["kind"]])
     if cells <= EXPORT_MAX_CELLS:
         return None

@@ -169,9 +169,10 @@ def dataset_info(name: str) -> dict | None:
 
 def export_refusal(name: str) -> str | None:
     """Why a dataset is too large to download here, or None
-    (:func:`analytics.services.data.export_refusal`)."""
-    with connection() as con:
-        return data.export_refusal(con, name)
+    (:func:`analytics.services.data.export_refusal_of` on the cached ledger row: no store
+    read on a page rerun)."""
+    info = dataset_info(name)
+    return None if info is None else data.export_refusal_of(info)
 
 
 def export_table(name: str, fmt: str) -> bytes:
