@@ -23,6 +23,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: *relative*, only hour-of-day and the order of days are real.
 DEFAULT_T0 = datetime(2023, 1, 2, tzinfo=UTC)
 
+#: A step between two telemetry samples of one GPU longer than this many median sampling
+#: steps is a logging gap: power there was not measured (issue 27: a stopped logger, a DST jump
+#: read without --tz). The ingest names such gaps; energy from power counts measured spans only.
+GAP_STEPS = 5.0
+
+#: A serving-benchmark run whose failed requests exceed this share of those sent is flagged
+#: (``bench_runs.failed``: left out of the launch advisor's fit); below it the run stays usable,
+#: its throughput and latency counting the successes only (issue 27, vLLM PR #26478).
+HEAVY_FAILURE_SHARE = 0.05
+
 #: Upload cap in megabytes (mirrors ``server.maxUploadSize`` in ``.streamlit/config.toml``); a full
 #: BurstGPT release file is 52-220 MB.
 MAX_UPLOAD_MB = 400
@@ -118,6 +128,11 @@ class ParseOptions:
         Tensor-parallel degree of those runs (None: the file's value, else 1 with a note).
     precision : str or None
         Weight precision of those runs (``bf16``, ``fp8`` ...; None: the file's, else bf16).
+    scrape_interval_s : float or None
+        Seconds between the scrapes of a DCGM exporter file that appends several scrapes
+        without timestamps (``curl .../metrics >> file`` every N s): scrape k is placed at
+        ``t0 + k * scrape_interval_s`` (an assumption the report states). None: such a file is
+        refused at its second scrape.
 
     Raises
     ------
@@ -135,10 +150,14 @@ class ParseOptions:
     hardware: str | None = None
     tp: int | None = None
     precision: str | None = None
+    scrape_interval_s: float | None = None
 
     def __post_init__(self):
         if self.tz is not None:
             check_zone(self.tz)
+        if self.scrape_interval_s is not None and not 0 < self.scrape_interval_s <= 86400:
+            raise ValueError(f"scrape interval {self.scrape_interval_s!r} s: give seconds in "
+                             "(0, 86400]")
 
 
 def check_zone(name: str) -> str:

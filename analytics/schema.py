@@ -71,6 +71,10 @@ COLUMNS: dict[str, dict[str, str]] = {
         # unbounded. ``concurrency_measured``: ``concurrency`` was not configured but measured
         # (Little's law, throughput x mean latency); empty/False = the configured value
         "request_rate": "DOUBLE", "concurrency_measured": "BOOLEAN",
+        # requests of the run that failed (``vllm bench serve`` ``failed``, vLLM PR #26478) and
+        # their share of all sent; ``failed`` (the run) is true only above
+        # :data:`analytics.config.HEAVY_FAILURE_SHARE`. Figures count the successes only.
+        "failed_requests": "INTEGER", "failed_share": "DOUBLE",
     },
     "reference_cdf": {
         "source": "VARCHAR", "cluster": "VARCHAR", "metric": "VARCHAR",
@@ -145,7 +149,8 @@ RULES: dict[str, dict[str, Rule]] = {
     "bench_runs": {c: _NONNEG for c in (
         "gpu_mem_gb", "params_b", "active_params_b", "in_len", "out_len", "concurrency",
         "throughput_tok_s", "ttft_ms", "itl_ms", "latency_s", "power_w", "energy_per_token_j",
-        "request_rate")} | {"n_gpus": _COUNT, "tp": _COUNT, "pp": _COUNT},
+        "request_rate")} | {"n_gpus": _COUNT, "tp": _COUNT, "pp": _COUNT,
+                            "failed_requests": _COUNT, "failed_share": Rule(low=0, high=1)},
     "reference_cdf": {"cdf_percent": Rule(low=0, high=100)},
 }
 
@@ -257,6 +262,14 @@ class Parsed:
         ``rows``, ``ts_min``, ``ts_max`` and sets ``refused`` (a :class:`StreamRefused`) when a
         batch needs the checked reader; where ``stream.direct_sql(cur)`` gives a query, the
         store inserts from it instead and ``stream.direct_check`` judges the stored rows
+    sources : canonical field -> the column (or field, metric, key) of the file it was read
+        from, as the file names it (``{"power_w": "power.draw.average [W]"}``); a field the
+        reader filled without a column (a constant, a default) is absent. Kept per file in the
+        ledger (``dataset_files.sources``) and shown by the ingest report, ``summary`` and the
+        Data page (issue 27).
+    assumptions : what the reader had to assume because the file does not say it, one plain
+        sentence each: a start time (``t0``), an interval, a time zone, a basis, a hardware.
+        Kept per file with ``sources``.
     """
 
     table: str
@@ -267,6 +280,8 @@ class Parsed:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     source_tz: str | None = None
     stream: Any = None
+    sources: dict = field(default_factory=dict)
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
 
 
 class StreamRefused(Exception):

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
+from analytics.config import GAP_STEPS
+
 METRICS = ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c", "sm_clock_mhz",
            "mem_clock_mhz")
 
@@ -260,8 +262,13 @@ def energy_by_gpu(frame: pd.DataFrame, start=None, end=None) -> pd.DataFrame:
 
     Returns one row per GPU: host, gpu_id, gpu_uuid, gpu (label), samples, mean_power_w,
     max_power_w, energy_counter_j (sum of :func:`counter_deltas` of ``energy_j``; None without
-    two counter readings), counter_resets, first_reset_ts (ISO text or None), energy_power_j
-    (trapezoid of ``power_w`` over time, J; None without two power readings).
+    two counter readings; the counter runs on through a logging gap, so it covers gaps),
+    counter_resets, first_reset_ts (ISO text or None), energy_power_j (trapezoid of
+    ``power_w`` over the *measured* spans only, J; None without two power readings),
+    measured_s (seconds those spans cover), gaps / gap_s (logging gaps: a step between two
+    power samples longer than :data:`analytics.config.GAP_STEPS` times the GPU's median
+    sampling step; the energy there is unknown and not in ``energy_power_j``) and first_gap_start /
+    first_gap_end (ISO text or None).
     """
     if start is not None or end is not None:
         ts = pd.to_datetime(frame["ts"])
@@ -279,14 +286,17 @@ def energy_by_gpu(frame: pd.DataFrame, start=None, end=None) -> pd.DataFrame:
                "samples": int(len(g)), **_energy_of(g)}
         rows.append(row)
     cols = ["host", "gpu_id", "gpu_uuid", "gpu", "samples", "mean_power_w", "max_power_w",
-            "energy_counter_j", "counter_resets", "first_reset_ts", "energy_power_j"]
+            "energy_counter_j", "counter_resets", "first_reset_ts", "energy_power_j",
+            "measured_s", "gaps", "gap_s", "first_gap_start", "first_gap_end"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def _energy_of(g: pd.DataFrame) -> dict:
     """Power statistics and the two energy estimates of one GPU's rows (time order)."""
     out = {"mean_power_w": None, "max_power_w": None, "energy_counter_j": None,
-           "counter_resets": 0, "first_reset_ts": None, "energy_power_j": None}
+           "counter_resets": 0, "first_reset_ts": None, "energy_power_j": None,
+           "measured_s": None, "gaps": 0, "gap_s": 0.0, "first_gap_start": None,
+           "first_gap_end": None}
     if "power_w" in g:
         p = g[["ts", "power_w"]].dropna()
         out["mean_power_w"] = _num(p["power_w"].mean())
@@ -295,7 +305,15 @@ def _energy_of(g: pd.DataFrame) -> dict:
             ts = pd.to_datetime(p["ts"])
             t = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
             w = p["power_w"].to_numpy(float)
-            out["energy_power_j"] = float(np.sum((w[1:] + w[:-1]) / 2 * np.diff(t)))
+            dt = np.diff(t)
+            gap = logging_gaps(dt)
+            out["energy_power_j"] = float(np.sum(((w[1:] + w[:-1]) / 2 * dt)[~gap]))
+            out["measured_s"] = float(dt[~gap].sum())
+            out["gaps"], out["gap_s"] = int(gap.sum()), float(dt[gap].sum())
+            if gap.any():
+                i = int(gap.argmax())
+                out["first_gap_start"] = ts.iloc[i].isoformat()
+                out["first_gap_end"] = ts.iloc[i + 1].isoformat()
     if "energy_j" in g:
         e = g[["ts", "energy_j"]].dropna()
         if len(e) > 1:
@@ -306,6 +324,16 @@ def _energy_of(g: pd.DataFrame) -> dict:
                 out["first_reset_ts"] = pd.Timestamp(e["ts"].iloc[int(resets.argmax())]
                                                      ).isoformat()
     return out
+
+
+def logging_gaps(dt: np.ndarray) -> np.ndarray:
+    """Which steps ``dt`` (s, between consecutive samples of one GPU, time order) are logging
+    gaps: longer than :data:`analytics.config.GAP_STEPS` times the median positive step (bool
+    array, same shape). Two samples (one step) never make a gap: there is no sampling step to judge by."""
+    pos = dt[dt > 0]
+    if len(dt) < 2 or not len(pos):
+        return np.zeros(len(dt), dtype=bool)
+    return dt > GAP_STEPS * float(np.median(pos))
 
 
 def summarize(frame: pd.DataFrame) -> list[dict]:

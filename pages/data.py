@@ -59,7 +59,8 @@ uploads = st.file_uploader(
     "Traces, carbon, weather, prices or GPU telemetry (.csv, .csv.gz, .jsonl(.gz), .json.gz, "
     ".epw(.gz), .parquet, DCGM .prom/.txt)",
     accept_multiple_files=True, max_upload_size=plain_mb,
-    type=["csv", "gz", "jsonl", "json", "epw", "parquet", "prom", "txt"],
+    # spreadsheets too, so that the refusal is headroom's and says what to do ("save as CSV")
+    type=["csv", "gz", "jsonl", "json", "epw", "parquet", "prom", "txt", "xlsx", "xls", "ods"],
     key="uploads" if not st.session_state.get("upload_round") else
         f"uploads_{st.session_state['upload_round']}",  # a new key after each ingest: cleared
 )
@@ -96,6 +97,11 @@ with st.expander("Parse options"):
     bench_tp = b1.number_input("Tensor parallel (tp) of those runs", 1, 64, 1, key="bench_tp")
     bench_prec = b2.selectbox("Precision of those runs", ["bf16", "fp16", "fp8", "int8", "int4"],
                               key="bench_precision")
+    scrape_s = st.number_input(
+        "Seconds between appended DCGM scrapes without timestamps (0: refuse such a file)",
+        0.0, 86400.0, 0.0, key="scrape_interval_s",
+        help="A file made by `curl .../metrics >> file` every N s holds several scrapes and no "
+             "times: scrape k is placed at the start date + k x N s, stated in the report.")
 
 
 def parse_options() -> ParseOptions:
@@ -104,7 +110,8 @@ def parse_options() -> ParseOptions:
                         fields=field_list(smi_fields), carbon_basis=carbon_basis,
                         tz=None if zone == no_zone else zone, hardware=bench_hw,
                         tp=int(bench_tp) if bench_hw else None,
-                        precision=bench_prec if bench_hw else None)
+                        precision=bench_prec if bench_hw else None,
+                        scrape_interval_s=float(scrape_s) or None)
 
 
 def show_results(results: list[dict]) -> None:
@@ -156,8 +163,11 @@ if not ledger.empty:
         target = st.selectbox("Dataset", ledger["name"].tolist(), key="manage_dataset")
         summary = cache.dataset_summary(target)
         st.dataframe([{"what": k.replace("_", " "), "value": str(v)} for k, v in summary.items()
-                      if k not in ("dataset", "kind") and v is not None],
+                      if k not in ("dataset", "kind", "sources", "assumptions")
+                      and v is not None],
                      hide_index=True, width="stretch", key="dataset_summary")
+        widgets.provenance(summary.get("sources") or {}, summary.get("assumptions") or [],
+                           key="dataset_sources")
         fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt")
         if (too_large := cache.export_refusal(target)) is not None:
             st.caption(widgets.plain(too_large))

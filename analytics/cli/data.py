@@ -76,6 +76,10 @@ def add_parsers(sub) -> None:
                    help="tensor-parallel degree of those runs (default: the file's, else 1)")
     p.add_argument("--precision", default=None,
                    help="weight precision of those runs: bf16, fp16, fp8 ... (default bf16)")
+    p.add_argument("--scrape-interval-s", type=scrape_seconds, default=None, metavar="S",
+                   help="seconds between the scrapes of a DCGM exporter file that appends "
+                        "several scrapes without timestamps (curl .../metrics >> file every S "
+                        "s): scrape k is placed at t0 + k*S (default: such a file is refused)")
     p.set_defaults(run=ingest)
 
     sub.add_parser("datasets", help=COMMANDS["datasets"]).set_defaults(run=datasets)
@@ -111,6 +115,17 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=sweeps)
 
 
+def scrape_seconds(text: str) -> float:
+    """``--scrape-interval-s``: seconds in (0, 86400]."""
+    try:
+        v = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from exc
+    if not 0 < v <= 86400:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds in (0, 86400]")
+    return v
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (argparse type)."""
     try:
@@ -143,7 +158,8 @@ def ingest(args, settings) -> list[dict]:
             raise BadInput(f"{path}: {why}")
     opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields,
                         carbon_basis=args.carbon_basis, tz=args.tz, hardware=args.hardware,
-                        tp=args.tp, precision=args.precision)
+                        tp=args.tp, precision=args.precision,
+                        scrape_interval_s=args.scrape_interval_s)
     log(f"parsing {len(args.paths)} file(s)")
     # the store is opened (for writing) only once every file parsed: a long parse locks nothing
     # (a large BurstGPT / Azure trace is read in batches as it is written: analytics.ingest.fastcsv)

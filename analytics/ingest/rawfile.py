@@ -116,6 +116,27 @@ def is_parquet(source: Source) -> bool:
         return fh.read(4) == b"PAR1"
 
 
+#: what a spreadsheet or archive is, and what to do with it (issue 27: an .xlsx is a ZIP, not
+#: "binary data"); matched on the first bytes and, for a ZIP, the member names in its head
+_SHEET = "save the sheet as CSV UTF-8 (File > Save As > CSV UTF-8) and give that file"
+
+
+def container_kind(head: bytes) -> str | None:
+    """The refusal for a file that is a spreadsheet workbook or an archive, by its first bytes
+    (``head``: the file's first bytes, decompressed): an Excel ``.xlsx`` (a ZIP holding
+    ``xl/``), an OpenDocument ``.ods``, another ZIP, or a legacy Excel ``.xls`` (OLE2
+    compound file); None for anything else."""
+    if head.startswith(b"PK\x03\x04"):
+        if b"xl/" in head:
+            return f"Excel workbook (.xlsx), not CSV text: {_SHEET}"
+        if b"opendocument.spreadsheet" in head:
+            return f"OpenDocument spreadsheet (.ods), not CSV text: {_SHEET}"
+        return "ZIP archive, not a trace: unzip it and give the file inside"
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return f"Excel 97-2003 workbook (.xls, a compound file), not CSV text: {_SHEET}"
+    return None
+
+
 def read_head(path: Source, display: str, nbytes: int = 65536) -> str:
     """First ``nbytes`` of the (decompressed) file as text.
 
@@ -125,7 +146,8 @@ def read_head(path: Source, display: str, nbytes: int = 65536) -> str:
     Raises
     ------
     FormatError
-        Empty file, unreadable gzip, UTF-16 without a byte-order mark ("UTF-16 text: re-save
+        Empty file, unreadable gzip, a spreadsheet workbook or ZIP archive named as such
+        (:func:`container_kind`), UTF-16 without a byte-order mark ("UTF-16 text: re-save
         as CSV UTF-8"), or bytes that are not UTF-8 text (binary garbage).
         Parquet files return ``"PAR1"``.
     """
@@ -141,6 +163,8 @@ def read_head(path: Source, display: str, nbytes: int = 65536) -> str:
         raise FormatError(display, 1, 1, f"gzip stream is unreadable: {exc}") from exc
     if not raw.strip():
         raise FormatError(display, 1, 1, "empty file (no data after decompression)")
+    if (what := container_kind(raw)) is not None:
+        raise FormatError(display, 1, 1, what)
     codec = utf16_codec(raw)
     if codec is not None:
         return decode_head(raw, codec)

@@ -14,6 +14,7 @@ keyed on it (grids, envelopes) sees the new rows.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from analytics.schema import COLUMNS, Parsed, conform, note_dict, stored_table
@@ -121,13 +122,16 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
                   WHERE dataset_id = ?""",
          [added, lo, lo, hi, hi, f"appended {p.source}: {added:,} rows", dataset_id])
     _run(cur, "INSERT INTO dataset_files (dataset_id, sha256, file, format, rows, dropped, "
-              "ts_min, ts_max, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-         [dataset_id, sha256, p.source, p.format, added, dropped, lo, hi, _now()])
+              "ts_min, ts_max, added_at, sources, assumptions) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         [dataset_id, sha256, p.source, p.format, added, dropped, lo, hi, _now(),
+          *provenance_json(p)])
     _run(cur, "DROP TABLE __incoming")
     _run(cur, "DROP TABLE __keep")
     return {"file": p.source, "dataset": name, "format": p.format, "rows": added,
             "dropped": dropped, "status": "appended", "table": kind,
             "source_tz": p.source_tz,
+            "sources": dict(p.sources), "assumptions": list(p.assumptions),
             "ts_min": lo.isoformat() if lo is not None else None,
             "ts_max": hi.isoformat() if hi is not None else None,
             "warnings": [note_dict(w) for w in warnings]}
@@ -181,3 +185,8 @@ def _refuse_conflicts(cur, file: str, name: str, kind: str, dataset_id: int) -> 
                               "two values for one key. Remove the overlap from the file, or "
                               "delete the dataset and ingest the files again",
                         row=int(hit[0]), column=key[-1])
+
+
+def provenance_json(p: Parsed) -> tuple[str, str]:
+    """``(sources, assumptions)`` of a parsed file as the JSON text ``dataset_files`` keeps."""
+    return json.dumps(dict(p.sources)), json.dumps(list(p.assumptions))

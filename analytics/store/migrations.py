@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from analytics.schema import COLUMNS
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
                 ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
-                ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid")}  # added later
+                ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid"),
+                ("bench_runs", "failed_requests"), ("bench_runs", "failed_share")}  # added later
 
 
 
@@ -159,4 +160,12 @@ MIGRATIONS: dict[int, list[str]] = {
                                       ts_max, added_at)
           SELECT dataset_id, sha256, source, format, rows, 0, ts_min, ts_max, ingested_at
             FROM datasets"""],
+    # where each stored field came from and what the reader assumed (issue 27): per file, the
+    # file's column of each canonical field (JSON object) and the assumptions (a start time,
+    # an interval, a zone, a basis; JSON list); files stored before this version have neither
+    # and a benchmark run's failed requests as a count and share, not a yes/no (issue 27)
+    15: ["ALTER TABLE dataset_files ADD COLUMN IF NOT EXISTS sources VARCHAR",
+         "ALTER TABLE dataset_files ADD COLUMN IF NOT EXISTS assumptions VARCHAR",
+         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS failed_requests INTEGER",
+         "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS failed_share DOUBLE"],
 }

@@ -19,6 +19,7 @@ from analytics.schema import (
     stored_tables,
 )
 from analytics.store import appends
+from analytics.store.appends import provenance_json
 from analytics.store.core import (
     NameTaken,
     StoreError,
@@ -247,13 +248,17 @@ def _insert(cur, item: IngestItem) -> dict:
          p.source_tz],
     )
     _run(cur, "INSERT INTO dataset_files (dataset_id, sha256, file, format, rows, dropped, "
-              "ts_min, ts_max, added_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
-         [dataset_id, item.sha256, p.source, p.format, rows, ts_min, ts_max, _now()])
+              "ts_min, ts_max, added_at, sources, assumptions) "
+              "VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
+         [dataset_id, item.sha256, p.source, p.format, rows, ts_min, ts_max, _now(),
+          *provenance_json(p)])
     return {"file": p.source, "dataset": item.name, "format": p.format, "rows": rows,
             "status": "ingested", "table": p.table, "source_tz": p.source_tz,
             "ts_min": ts_min.isoformat() if ts_min is not None else None,
             "ts_max": ts_max.isoformat() if ts_max is not None else None,
+            "sources": dict(p.sources), "assumptions": list(p.assumptions),
             "warnings": [note_dict(w) for w in p.warnings]}
+
 
 
 def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:

@@ -194,11 +194,26 @@ def ingest_report(report: list[dict]) -> None:
                        f"({r['format']}, {r['rows']:,} rows, table {r.get('table')})")
             if r.get("ts_min"):
                 st.caption(f"time span {r['ts_min']} to {r['ts_max']} (UTC)")
+        if r["status"] in ("ingested", "appended"):
+            provenance(r.get("sources") or {}, r.get("assumptions") or [],
+                       key=f"ingest_sources_{report.index(r)}")
     if rows:  # a first run's dozens of notes stay folded; a few are shown
         with st.expander(f"{len(rows)} warning(s), with line and column",
                          expanded=len(rows) <= 10):
             st.dataframe(rows, hide_index=True, width="stretch", key="ingest_warnings",
                          column_config={"rows": st.column_config.NumberColumn(format="%d")})
+
+
+def provenance(sources: dict[str, str], assumptions: list[str], key: str) -> None:
+    """What a reader assumed (each sentence shown, plain text) and, folded, the file column
+    each stored field came from (issue 27: the ingest report and the Data page's summary)."""
+    for sentence in assumptions:
+        st.caption(f"Assumed: {plain(sentence)}")
+    if sources:
+        with st.expander(f"Where the {len(sources)} stored fields came from"):
+            st.dataframe([{"field": f, "from (the file's column)": c}
+                          for f, c in sources.items()],
+                         hide_index=True, width="stretch", key=key)
 
 
 def most_useful_demand(results: list[dict]) -> str | None:

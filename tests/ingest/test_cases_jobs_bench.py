@@ -65,14 +65,20 @@ def test_sacct_reqtres_only_typed_entries_sum_to_the_total(tmp_path):
     assert f["elapsed_s"].null_count() == 3  # no Elapsed column: not made up
 
 
-def test_sacct_alloc_empty_falls_back_to_reqtres_and_bad_count_names_column(tmp_path):
+def test_sacct_empty_allocation_is_zero_gpus_with_the_request_named(tmp_path):
+    """A pending job's AllocTRES is empty: it holds no GPUs (as AllocGRES of case 33), and the
+    request it was not granted is named in a note, never counted (issue 27 item 1)."""
     text = ("JobID|Submit|State|Elapsed|AllocTRES|ReqTRES\n"
             "6001|2024-06-01T10:00:00|PENDING|00:00:00||gres/gpu:h100=4,gres/gpu=4\n"
             "6002|2024-06-01T10:00:00|RUNNING|1-02:03:04|gres/gpu=x|\n")
     path = tmp_path / "fallback.txt"
     path.write_text(text.replace("gres/gpu=x", "gres/gpu:h100=8,gres/gpu=8"))
-    f = parse_file(path).frame
-    assert f["n_gpus"].to_list() == [4, 8]
+    p = parse_file(path)
+    f = p.frame
+    assert f["n_gpus"].to_list() == [0, 8]
+    note = next(w for w in p.warnings if getattr(w, "column", None) == "AllocTRES")
+    assert list(note.lines) == [2] and "ReqTRES not counted" in note.message
+    assert p.sources["n_gpus"] == "AllocTRES"
     assert f["elapsed_s"].to_list() == [0.0, 93784.0]
     bad = tmp_path / "bad.txt"
     bad.write_text(text)

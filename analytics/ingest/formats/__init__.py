@@ -258,7 +258,24 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
                                          f"{type(exc).__name__}: {exc}") from exc
     if parsed.frame.height == 0:
         raise FormatError(display, 2, 1, "no data rows (header only)")
-    return _with_zone(parsed, plugin, opts.tz)
+    return _with_zone(with_sources(parsed, plugin), plugin, opts.tz)
+
+
+def with_sources(parsed: Parsed, plugin: type[Format], header: list[str] | None = None) -> Parsed:
+    """``parsed`` with :attr:`Parsed.sources` filled from the format's ``SOURCE_COLUMNS``
+    (canonical field -> the column as the file names it) when the reader did not set them for
+    this file: a field is listed when the stored frame has a value in it, or (a streamed file,
+    whose rows are read later) when its column is in ``header``."""
+    if parsed.sources:
+        return parsed
+    static = getattr(plugin, "SOURCE_COLUMNS", None) or {}
+    if header is not None:
+        got = {f: c for f, c in static.items() if c.split(" [")[0] in header}
+    else:
+        frame = parsed.frame
+        got = {f: c for f, c in static.items()
+               if f in frame.columns and frame[f].null_count() < frame.height}
+    return dataclasses.replace(parsed, sources=got)
 
 
 def _check_times(frame, display: str, time_column: str | None,

@@ -40,7 +40,8 @@ from analytics.schema import Note, Parsed  # re-exported: formats and the CLI im
 __all__ = [
     "ROW", "Format", "FormatError", "Parsed", "SkippedByDesign", "check_allowed",
     "check_gzip_stream", "check_header_unique", "check_monotone", "check_nonnegative",
-    "check_range", "check_rules", "check_unique", "file_stem",
+    "check_range", "check_rules", "check_unique", "file_stem", "t0_assumption",
+    "zone_assumption",
     "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "NoteTally",
     "note_rows",
     "open_text",
@@ -69,6 +70,21 @@ class Format(Protocol):
     def parse(path: Path, display: str, opts) -> Parsed:
         """Parse the file at ``path`` (messages name it ``display``) with ``ParseOptions``
         ``opts``. Raises FormatError(file, line, column, reason) for invalid input."""
+
+
+def t0_assumption(opts, what: str = "the file's times count from the trace start") -> str:
+    """The stated assumption of a format whose times are relative: where they were placed."""
+    stamp = opts.t0.isoformat().replace("+00:00", "Z")
+    return f"start time assumed: {what}, placed at t0 = {stamp} (give --t0 to set it)"
+
+
+def zone_assumption(tz: str | None, who: str) -> str:
+    """The stated assumption about times written without an offset (``LOCAL_TIMES`` formats):
+    read in ``tz`` and converted, or read as UTC. ``who`` writes them (``sacct``)."""
+    if tz:
+        return f"time zone: {who} times have no offset; read as local time in {tz}, converted to UTC"
+    return (f"time zone assumed: {who} times have no offset and were read as UTC "
+            "(give --tz with the zone they were written in)")
 
 
 def file_stem(display: str) -> str:

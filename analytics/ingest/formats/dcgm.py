@@ -7,8 +7,13 @@ Lines ``NAME{labels} value [timestamp_ms]``, ``#`` comments. Fields: ``DCGM_FI_D
 the driver loaded, stored as J); other metrics are skipped. A GPU is (host, ``gpu`` label,
 ``UUID`` label): host = the ``Hostname`` label, else ``--site``, else the file stem, so scrapes
 of several nodes in one file (same ``gpu`` indices) stay apart; ``UUID`` (else ``pci_bus_id``)
-goes to ``gpu_uuid``. Timestamps are epoch milliseconds (UTC; ``--tz`` does not apply);
-samples without a timestamp take ``--t0`` (one scrape).
+goes to ``gpu_uuid``. Timestamps are epoch milliseconds (UTC; ``--tz`` does not apply), or
+epoch seconds with a fraction in OpenMetrics text (``promtool tsdb dump-openmetrics``,
+``# EOF``; a value below 1e11 is seconds);
+samples without a timestamp take ``--t0`` (an assumption the report states). A file of several
+scrapes appended without timestamps (``curl .../metrics >> file``; a series seen again starts
+the next scrape, at the ``# HELP`` lines before it) is refused at the second scrape unless
+``--scrape-interval-s`` gives their spacing: scrape k is then at ``t0 + k * interval``.
 
 Rules (issue 14): ``NaN`` / ``±Inf`` values (what the exporter writes for a blank field) are
 NULL with a warning naming line and metric, never 0; an energy counter below the GPU's previous
@@ -18,15 +23,28 @@ metric given twice for one (time, host, GPU) keeps the later value, with a warni
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
 import polars as pl
 
-from analytics.ingest.formats._common import FormatError, Note, Parsed, file_stem, open_text
+from analytics.ingest.formats._common import (
+    FormatError,
+    Note,
+    Parsed,
+    file_stem,
+    open_text,
+    t0_assumption,
+)
 from analytics.ingest.formats.telemetry import sample_notes
 
-_PROM = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
+_PROM = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{(.*)\})?\s+(\S+)"
+                   r"(?:\s+(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?))?\s*$")
+#: a sample timestamp below this is epoch *seconds* (OpenMetrics, ``promtool tsdb
+#: dump-openmetrics``: seconds with a fraction), at or above it epoch milliseconds (Prometheus
+#: text format 0.0.4); 1e11 ms is 1973-03-03, 1e11 s is beyond year 5000
+_SECONDS_BELOW = 1e11
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _DCGM = {
     "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0), "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 1.0),
@@ -55,13 +73,23 @@ class Dcgm:
         samples: dict[tuple, dict] = {}
         blanks: dict[str, list[int]] = {}
         twice: list[int] = []
-        n, stamped = 0, None
+        n, stamped, labels_seen, units = 0, None, set(), set()
+        scrape, in_scrape, comment_from, scrape_lines = 0, set(), None, [1]
         with open_text(path) as fh:
             for lineno, line in enumerate(fh, start=1):
-                got = _sample(lineno, line.strip(), display)
-                if got is None:
+                text = line.strip()
+                if text.startswith("#"):
+                    comment_from = comment_from or lineno
                     continue
-                name, lab, val, ts = got
+                got = _sample(lineno, text, display)
+                if got is None:
+                    if text:
+                        comment_from = None
+                    continue
+                name, lab, val, stamp = got
+                ts = None if stamp is None else stamp[1]
+                if stamp is not None:
+                    units.add(stamp[0])
                 if stamped is None:
                     stamped = ts is not None
                 elif stamped != (ts is not None):  # e.g. 'NAME{..}  1715...': value missing
@@ -70,9 +98,24 @@ class Dcgm:
                         "value?)" if stamped else
                         "sample has a timestamp while the first sample has none"))
                 host = lab.get("Hostname") or default_host
+                labels_seen.update(k for k in ("Hostname", "UUID", "pci_bus_id") if k in lab)
                 ident = lab.get("UUID") or (f"pci:{lab['pci_bus_id']}"
                                             if lab.get("pci_bus_id") else None)
-                key = (ts if ts is not None else t0_ms, host, int(lab["gpu"]), ident)
+                series = (name, host, int(lab["gpu"]), ident)
+                if not stamped and series in in_scrape:  # appended scrapes: a new one starts
+                    start = comment_from or lineno
+                    if opts.scrape_interval_s is None:
+                        raise FormatError(display, start, 1, (
+                            "a second scrape starts here (the file appends scrapes without "
+                            "timestamps: each repeats # HELP / # TYPE), so its time is unknown: "
+                            "give the seconds between the scrapes (CLI --scrape-interval-s; "
+                            "Data page: Parse options), or scrape with timestamps"))
+                    scrape, in_scrape = scrape + 1, set()
+                    scrape_lines.append(start)
+                in_scrape.add(series)
+                comment_from = None
+                step_ms = round(scrape * (opts.scrape_interval_s or 0) * 1000)
+                key = (ts if ts is not None else t0_ms + step_ms, host, int(lab["gpu"]), ident)
                 col, factor = _DCGM[name]
                 row = samples.setdefault(key, {"__line": lineno})
                 if col in row:
@@ -87,7 +130,30 @@ class Dcgm:
                     row["__line"] = lineno  # a counter reset is reported on the counter's line
         if not n:
             raise FormatError(display, 1, 1, "no DCGM_FI_* samples")
-        return _parsed(samples, blanks, twice, n, display)
+        parsed = _parsed(samples, blanks, twice, n, display)
+        sources = {col: metric for col, metric in _METRIC_OF.items()
+                   if col in parsed.frame.columns}
+        sources["gpu_id"] = "gpu label"
+        if "UUID" in labels_seen or "pci_bus_id" in labels_seen:
+            sources["gpu_uuid"] = "UUID label" if "UUID" in labels_seen else "pci_bus_id label"
+        assumed = []
+        if "Hostname" in labels_seen:
+            sources["host"] = "Hostname label"
+        elif not opts.site:
+            assumed.append(f"host assumed: no Hostname label; the GPUs are on host "
+                           f"{default_host!r} (the file name; give --site to name it)")
+        if stamped:
+            sources["ts"] = " and ".join(
+                {"ms": "sample timestamp (epoch ms)",
+                 "s": "sample timestamp (epoch s, OpenMetrics)"}[u] for u in sorted(units))
+        else:
+            assumed.append(t0_assumption(opts, "no sample has a timestamp; the first scrape"))
+            if scrape:
+                assumed.append(
+                    f"interval assumed: {scrape + 1} appended scrapes (starting at lines "
+                    f"{', '.join(map(str, scrape_lines))}) placed {opts.scrape_interval_s:g} s "
+                    "apart, in file order (--scrape-interval-s)")
+        return dataclasses.replace(parsed, sources=sources, assumptions=tuple(assumed))
 
 
 def _sample(lineno: int, text: str, display: str):
@@ -115,7 +181,12 @@ def _sample(lineno: int, text: str, display: str):
     except ValueError as exc:
         raise FormatError(display, lineno, "gpu", f"gpu label {lab['gpu']!r} is "
                           "not an integer") from exc
-    return name, lab, val, int(ts) if ts else None
+    if not ts:
+        return name, lab, val, None
+    stamp = float(ts)
+    if "." in ts or "e" in ts.lower() or abs(stamp) < _SECONDS_BELOW:
+        return name, lab, val, ("s", round(stamp * 1000))
+    return name, lab, val, ("ms", int(ts))
 
 
 def _parsed(samples: dict, blanks: dict, twice: list[int], n: int, display: str) -> Parsed:

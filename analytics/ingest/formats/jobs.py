@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
 from analytics.ingest.formats._common import (
     ROW,
     FormatError,
+    Note,
     Parsed,
     check_header_unique,
     header_fields,
     note_rows,
     open_text,
     read_csv_checked,
+    zone_assumption,
 )
 from analytics.ingest.localtime import localize_rows
 
@@ -151,16 +153,20 @@ class Sacct:
     """Slurm ``sacct --parsable2`` output -> ``jobs``.
 
     Run e.g. ``sacct -a -X --parsable2 --format=JobID,User,Submit,Start,End,State,ExitCode,
-    AllocTRES,ReqTRES,Elapsed -S 2024-01-01``; ``Submit`` may be left out when ``Elapsed`` is
-    given (``elapsed_s``; times then empty). ``|``-separated with a header; job steps (``123.batch``)
-    are skipped; ``Unknown`` / ``None`` times are empty. Times are the cluster's local wall clock
-    without an offset (sacct man page, "TIME FORMAT"): with ``--tz`` (``ParseOptions.tz``) they
-    are converted to UTC, the repeated / skipped DST hour resolved as :func:`sacct_times` says;
-    without it they are read as UTC and rows that end before they start are named.
-    GPUs come from ``gres/gpu[:kind]=n`` in ``AllocTRES`` (else ``ReqTRES``): the untyped
-    ``gres/gpu=n`` total when listed, else the sum of the typed entries, never both
-    (:func:`count_gpus`); a MIG type (``gres/gpu:a100_3g.20gb``) is kept in ``gpu_kind`` and
-    sets ``mig_slice``; ``State``
+    AllocTRES,ReqTRES,Elapsed -S 2024-01-01``; ``Submit`` may be left out when ``Elapsed`` (or
+    ``ElapsedRaw``, whole seconds) is given (``elapsed_s``; times then empty). ``|``-separated
+    with a header; job steps (``123.batch``) are skipped; ``Unknown`` / ``None`` times are empty.
+    Times are the cluster's local wall clock without an offset (sacct man page, "TIME FORMAT"):
+    with ``--tz`` (``ParseOptions.tz``) they are converted to UTC, the repeated / skipped DST
+    hour resolved as :func:`sacct_times` says; without it they are read as UTC (an assumption
+    the report states) and rows that end before they start are named. Epoch-second times
+    (``SLURM_TIME_FORMAT=%s``) are UTC by definition (``--tz`` is then not applied).
+    GPUs are the *allocated* ones: ``gres/gpu[:kind]=n`` in ``AllocTRES`` or, in exports of
+    Slurm before 20.11, ``gpu[:kind]:n`` in ``AllocGRES``; a job with an empty allocation
+    (pending) has 0, its request named in a note; only a file without an allocation column is
+    read from ``ReqTRES`` / ``ReqGRES``. The untyped total counts when listed, else the sum of
+    the typed entries, never both (:func:`count_gpus`); a MIG type (``gres/gpu:a100_3g.20gb``)
+    is kept in ``gpu_kind`` and sets ``mig_slice``; ``State``
     keeps its first word (``CANCELLED by 123`` -> ``CANCELLED``); ``ExitCode`` ``2:0`` -> 2; the
     user name is stored only as a sha256 prefix (``user_hash``).
     """
@@ -168,26 +174,32 @@ class Sacct:
     NAME = "slurm_sacct"
     TABLE = "jobs"
     SOURCE_COLUMNS = {"n_gpus": "AllocTRES", "elapsed_s": "Elapsed", "submit_ts": "Submit",
-                      "start_ts": "Start", "end_ts": "End"}
+                      "start_ts": "Start", "end_ts": "End"}  # messages; parse sets the file's
     LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
         first = head.splitlines()[0] if head else ""
         cols = first.split("|")
-        return "JobID" in cols and "State" in cols and ("Submit" in cols or "Elapsed" in cols)
+        return "JobID" in cols and "State" in cols and bool(
+            {"Submit", "Elapsed", "ElapsedRaw"} & set(cols))
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        recs, n_mig = [], 0
+        recs, n_mig, epoch_line, clock_line = [], 0, None, None
         with open_text(path) as fh:
             header = fh.readline().rstrip("\r\n").split("|")
             check_header_unique(header, display)
             for need in ("JobID", "State"):
                 if need not in header:
                     raise FormatError(display, 1, need, f"missing column {need!r}")
-            if "Submit" not in header and "Elapsed" not in header:
-                raise FormatError(display, 1, "Submit", "missing column 'Submit' (or 'Elapsed')")
+            if not {"Submit", "Elapsed", "ElapsedRaw"} & set(header):
+                raise FormatError(display, 1, "Submit",
+                                  "missing column 'Submit' (or 'Elapsed' / 'ElapsedRaw')")
+            gpu_col, req_col = _gpu_columns(header)
+            elapsed_col = "Elapsed" if "Elapsed" in header else (
+                "ElapsedRaw" if "ElapsedRaw" in header else None)
+            unallocated: list[int] = []
             for lineno, line in enumerate(fh, start=2):
                 if not line.strip():
                     continue
@@ -204,14 +216,27 @@ class Sacct:
                     if raw in ("", "Unknown", "None"):
                         times[col] = None
                         continue
-                    try:
-                        times[col] = datetime.fromisoformat(raw)
-                    except ValueError as exc:
-                        raise FormatError(display, lineno, col,
-                                          f"{raw!r} is not YYYY-MM-DDTHH:MM:SS") from exc
+                    if _EPOCH_S.match(raw):  # SLURM_TIME_FORMAT=%s: epoch seconds, UTC
+                        epoch_line = epoch_line or lineno
+                        times[col] = datetime.fromtimestamp(int(raw), UTC).replace(tzinfo=None)
+                    else:
+                        clock_line = clock_line or lineno
+                        try:
+                            times[col] = datetime.fromisoformat(raw)
+                        except ValueError as exc:
+                            raise FormatError(display, lineno, col, f"{raw!r} is not "
+                                              "YYYY-MM-DDTHH:MM:SS or epoch seconds") from exc
+                    if epoch_line and clock_line:
+                        raise FormatError(display, lineno, col, (
+                            "the file mixes epoch-second times (line "
+                            f"{epoch_line}) and date-times (line {clock_line}); export with "
+                            "one SLURM_TIME_FORMAT"))
                 if times["Submit"] is None and "Submit" in header:
                     raise FormatError(display, lineno, "Submit", "empty submit time")
-                n, kind, mig = _sacct_gpus(row, display, lineno)
+                n, kind, mig = _sacct_gpus(row, gpu_col, display, lineno)
+                if gpu_col and gpu_col.startswith("Alloc") and not row.get(gpu_col) \
+                        and req_col and _sacct_gpus(row, req_col, display, lineno)[0]:
+                    unallocated.append(lineno)
                 n_mig += mig
                 code = row.get("ExitCode", "")
                 user = row.get("User", "")
@@ -219,7 +244,8 @@ class Sacct:
                     ROW: lineno - 2, "job_id": row["JobID"], "submit_ts": times["Submit"],
                     "start_ts": times["Start"], "end_ts": times["End"], "n_gpus": n,
                     "gpu_kind": kind, "mig_slice": mig,
-                    "elapsed_s": _elapsed_s(row.get("Elapsed", ""), display, lineno),
+                    "elapsed_s": _elapsed_s(row.get(elapsed_col, "") if elapsed_col else "",
+                                            display, lineno, elapsed_col),
                     "state": row["State"].split(" ")[0] or None,
                     "exit_code": int(code.split(":")[0]) if code.split(":")[0].isdigit()
                     else None,
@@ -228,18 +254,53 @@ class Sacct:
                 })
         if not recs:
             raise FormatError(display, 2, 1, "no jobs (only steps or no rows)")
-        frame, notes = sacct_times(pl.DataFrame(recs, infer_schema_length=None), opts.tz)
-        clock = (f"times are local in {opts.tz}, converted to UTC" if opts.tz else
-                 "times read as UTC (sacct prints the cluster's local time: give --tz)")
-        warns = [f"job steps skipped; user names stored as sha256 prefixes; {clock}",
-                 "GPUs per job: the untyped gres/gpu total when listed, else the sum of the typed "
-                 "gres/gpu:<type> entries (never both)"]
+        epoch = epoch_line is not None
+        frame, notes = sacct_times(pl.DataFrame(recs, infer_schema_length=None),
+                                   None if epoch else opts.tz)
+        warns = ["job steps skipped; user names stored as sha256 prefixes",
+                 _GPU_RULE.format(col=gpu_col) if gpu_col else
+                 "no AllocTRES / ReqTRES / AllocGRES / ReqGRES column: 0 GPUs on every job"]
+        if unallocated:
+            warns.append(Note(f"jobs with no allocation in {gpu_col} (pending, or cancelled "
+                              f"before they started): 0 GPUs allocated, the request in {req_col} "
+                              "not counted", column=gpu_col, lines=unallocated))
         if n_mig:
             warns.append(f"{n_mig} jobs ran on MIG slices (mig_slice; gpu_kind names the MIG "
                          "profile)")
         if "Submit" not in header:
-            warns.append("no Submit/Start/End columns: times empty, run time from Elapsed")
-        return Parsed("jobs", Sacct.NAME, frame, display, 1.0, (*warns, *notes))  # __row: lines
+            warns.append(f"no Submit/Start/End columns: times empty, run time from {elapsed_col}")
+        if epoch and opts.tz:
+            warns.append(f"time zone {opts.tz} not applied: the times are epoch seconds, UTC by "
+                         "definition")
+        sources = {f: c for f, c in (("submit_ts", "Submit"), ("start_ts", "Start"),
+                                     ("end_ts", "End")) if c in header}
+        if gpu_col:
+            sources.update(n_gpus=gpu_col, gpu_kind=gpu_col, mig_slice=gpu_col)
+        if elapsed_col:
+            sources["elapsed_s"] = elapsed_col
+        sources.update({f: c for f, c in (("state", "State"), ("exit_code", "ExitCode"),
+                                          ("user_hash", "User")) if c in header},
+                       job_id="JobID")
+        assumed = () if epoch or not sources.keys() & {"submit_ts", "start_ts", "end_ts"} \
+            else (zone_assumption(opts.tz, "sacct"),)
+        return Parsed("jobs", Sacct.NAME, frame, display, 1.0, (*warns, *notes),  # __row: lines
+                      sources=sources, assumptions=assumed)
+
+
+#: how ``sacct`` GPU counts are read, per column family (Slurm sacct man page: TRES since 20.11
+#: replaced the GRES fields; both list ``gpu[:type]`` with a count)
+_GPU_RULE = ("GPUs per job from {col}: the untyped GPU total when listed, else the sum of the "
+             "typed gpu:<type> entries (never both)")
+_EPOCH_S = re.compile(r"^\d{9,11}$")
+
+
+def _gpu_columns(header: list[str]) -> tuple[str | None, str | None]:
+    """``(column GPUs are read from, the request column)`` of a ``sacct`` header: the
+    allocation when the export has it (``AllocTRES``, else the pre-20.11 ``AllocGRES``), else
+    the request (``ReqTRES`` / ``ReqGRES``); None when no GPU column is present."""
+    alloc = next((c for c in ("AllocTRES", "AllocGRES") if c in header), None)
+    req = next((c for c in ("ReqTRES", "ReqGRES") if c in header), None)
+    return alloc or req, req if alloc else None
 
 
 _SACCT_TIMES = {"submit_ts": "Submit", "start_ts": "Start", "end_ts": "End"}
@@ -281,12 +342,17 @@ def sacct_times(frame: pl.DataFrame, tz: str | None) -> tuple[pl.DataFrame, list
 _ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 
 
-def _elapsed_s(raw: str, display: str, lineno: int) -> float | None:
-    """Slurm ``Elapsed`` (``[D-][HH:]MM:SS``, sacct man page "Elapsed") in seconds; empty ->
-    None. Raises FormatError (line, column) for any other text."""
+def _elapsed_s(raw: str, display: str, lineno: int, col: str | None = "Elapsed") -> float | None:
+    """Slurm ``Elapsed`` (``[D-][HH:]MM:SS``) or ``ElapsedRaw`` (whole seconds; sacct man page
+    "Elapsed", "ElapsedRaw") in seconds; empty -> None. Raises FormatError (line, column) for
+    any other text."""
     raw = raw.strip()
     if not raw:
         return None
+    if col == "ElapsedRaw":
+        if not raw.isdigit():
+            raise FormatError(display, lineno, col, f"{raw!r} is not whole seconds")
+        return float(raw)
     m = _ELAPSED.match(raw)
     if not m:
         raise FormatError(display, lineno, "Elapsed", f"{raw!r} is not [D-][HH:]MM:SS")
@@ -296,15 +362,22 @@ def _elapsed_s(raw: str, display: str, lineno: int) -> float | None:
 
 
 _GRES_GPU = re.compile(r"gres/gpu(?::([\w.-]+))?=(-?[\w.]+)")  # "1.5" whole, to refuse it
+#: pre-20.11 ``AllocGRES`` / ``ReqGRES``: ``gpu:2``, ``gpu:tesla:4``, ``gpu:tesla:4(IDX:0-3)``
+_OLD_GRES_GPU = re.compile(r"(?:^|,)gpu(?::([A-Za-z][\w.-]*))?:(-?[\w.]+?)(?=\(|,|$)")
 
 
-def _sacct_gpus(row: dict[str, str], display: str, lineno: int) -> tuple[int, str | None, bool]:
-    """GPUs of one ``sacct`` row from ``AllocTRES`` (else ``ReqTRES``) via :func:`count_gpus`:
-    ``gres/gpu:a100_3g.20gb=1,gres/gpu=1`` -> ``(1, "a100_3g.20gb", True)``. Raises FormatError
-    (line, column) for a count that is not an integer."""
-    col = "AllocTRES" if row.get("AllocTRES") else "ReqTRES"
+def _sacct_gpus(row: dict[str, str], col: str | None, display: str,
+                lineno: int) -> tuple[int, str | None, bool]:
+    """GPUs of one ``sacct`` row from the column ``col`` (:func:`_gpu_columns`) via
+    :func:`count_gpus`: TRES ``gres/gpu:a100_3g.20gb=1,gres/gpu=1`` -> ``(1, "a100_3g.20gb",
+    True)``; GRES ``gpu:tesla:4(IDX:0-3)`` -> ``(4, "tesla", False)``. With ``AllocTRES`` an
+    empty cell falls back to ``ReqTRES`` only when the header has no allocation column. Raises
+    FormatError (line, column) for a count that is not an integer or is negative."""
+    if col is None:
+        return 0, None, False
+    pattern = _OLD_GRES_GPU if col.endswith("GRES") else _GRES_GPU
     entries = []
-    for m in _GRES_GPU.finditer(row.get(col) or ""):
+    for m in pattern.finditer(row.get(col) or ""):
         try:
             entries.append((m.group(1), int(m.group(2))))
         except ValueError as exc:

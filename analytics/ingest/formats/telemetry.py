@@ -35,6 +35,7 @@ from datetime import datetime
 
 import polars as pl
 
+from analytics.config import GAP_STEPS
 from analytics.ingest.formats._common import (
     ROW,
     FormatError,
@@ -44,11 +45,14 @@ from analytics.ingest.formats._common import (
     header_fields,
     open_text,
     read_csv_checked,
+    zone_assumption,
 )
 from analytics.ingest.localtime import localize_sequence, note_clock_steps
 
 _SMI_FIELDS = {
-    "power.draw": "power_w", "power.draw.instant": "power_w", "power.draw.average": "power_w",
+    # power: ``power.draw`` (older drivers; on driver >= 535 it is the 1-s average), else
+    # ``power.draw.average``, else ``power.draw.instant`` (nvidia-smi --help-query-gpu)
+    "power.draw": "power_w", "power.draw.average": "power_w", "power.draw.instant": "power_w",
     "utilization.gpu": "gpu_util_pct", "memory.used": "mem_used_mib",
     "temperature.gpu": "temp_c", "clocks.sm": "sm_clock_mhz", "clocks.current.sm": "sm_clock_mhz",
     "clocks.mem": "mem_clock_mhz", "clocks.current.memory": "mem_clock_mhz",
@@ -104,8 +108,9 @@ class NvidiaSmi:
     def parse(path, display, opts) -> Parsed:
         header, units, first_line, remarks = _smi_layout(path, display, opts)
         sentinels: dict[tuple[str, str], list[int]] = {}
+        errors: list[tuple[int, str]] = []
         recs = [_smi_record(line, cells, units, display, sentinels)
-                for line, cells in _smi_rows(path, display, header, first_line)]
+                for line, cells in _smi_rows(path, display, header, first_line, errors)]
         if not recs:
             raise FormatError(display, first_line, 1, "no samples in the log")
         host = opts.site or file_stem(display)
@@ -117,13 +122,34 @@ class NvidiaSmi:
             host = ", ".join(sorted(frame["host"].unique().to_list()))
         frame = frame.with_columns((pl.col("__line") - 2).alias(ROW))  # header_line=1 lines
         frame, clock_notes = _smi_clock(frame, opts.tz)
-        clock = (f"local times in {opts.tz} converted to UTC" if opts.tz else
-                 "timestamps read as UTC (nvidia-smi prints the host's local time: give --tz)")
-        field_of = {col: f for f, col in _SMI_FIELDS.items() if f in header}
-        notes = [*sentinel_notes(sentinels), *clock_notes,
+        field_of: dict[str, str] = {}
+        for f, col in _SMI_FIELDS.items():
+            if f in header:
+                field_of.setdefault(col, f)
+        unused = [f for f, col in _SMI_FIELDS.items() if f in header and field_of[col] != f]
+        if unused:
+            remarks.append("; ".join(f"{_SMI_FIELDS[f]} from {field_of[_SMI_FIELDS[f]]}, not "
+                                     f"{f} (also in the log)" for f in unused))
+        notes = [*sentinel_notes(sentinels), *clock_notes, *_error_note(errors),
                  *sample_notes(frame, lambda col: field_of.get(col, col))]
+        sources = {"ts": "timestamp", "gpu_id": "index",
+                   **{col: f + (f" [{units[f]}]" if f in units else "")
+                      for col, f in field_of.items()}}
+        for f in ("uuid", "pci.bus_id"):
+            if f in header:
+                sources["gpu_uuid"] = f
+                break
+        host_col = next((f for f in _HOST_FIELDS if f in header), None)
+        assumed = [zone_assumption(opts.tz, "nvidia-smi")]
+        if host_col:
+            sources["host"] = host_col
+        elif not opts.site:
+            assumed.append(f"host assumed: the log names no host; its GPUs are on host {host!r} "
+                           "(the file name; give --site to name it)")
         return Parsed("telemetry", NvidiaSmi.NAME, frame.drop(ROW), display, 1e-3,
-                      (f"host {host!r}; nvidia-smi {clock}", *remarks, *notes))
+                      (*([f"hosts {host}"] if host_col else []), *remarks, *notes),
+                      sources=sources,
+                      assumptions=tuple(assumed))
 
     LOCAL_TIMES = True  # nvidia-smi prints the host's local clock without an offset
     TIME_COLUMN = "timestamp"  # the field a time-range refusal names
@@ -174,14 +200,27 @@ def _smi_layout(path, display, opts) -> tuple[list[str], dict[str, str], int, li
     return header, units, start, remarks
 
 
-def _smi_rows(path, display: str, header: list[str], first_line: int):
-    """(line number, {field: cell}) of each non-blank nvidia-smi data row."""
+#: what nvidia-smi prints in place of a GPU's row when it cannot read that GPU (one line, no
+#: field separators): "Unable to determine the device handle for GPU0000:3B:00.0: Unknown
+#: Error", "GPU is lost", "Failed to initialize NVML", "No devices were found"
+_SMI_ERROR = re.compile(r"^(Unable to determine|Unable to|Failed to|No devices|GPU is lost|"
+                        r"Unknown Error|NVIDIA-SMI has failed)", re.IGNORECASE)
+
+
+def _smi_rows(path, display: str, header: list[str], first_line: int,
+              errors: list | None = None):
+    """(line number, {field: cell}) of each non-blank nvidia-smi data row. An nvidia-smi
+    error message on its own line (:data:`_SMI_ERROR`: the one GPU it could not read) is
+    skipped and added to ``errors`` as ``(line, text)``."""
     with open_text(path) as fh:
         for lineno, line in enumerate(fh, start=1):
             if lineno < first_line or not line.strip():
                 continue
             if not _is_data_row(line) and _split_header(line)[0] == header:
                 continue  # the header again: logs of several hosts joined with `cat`
+            if errors is not None and "," not in line and _SMI_ERROR.match(line.strip()):
+                errors.append((lineno, line.strip()[:200]))
+                continue
             cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
             if len(cells) != len(header):
                 raise FormatError(display, lineno, min(len(cells), len(header)) + 1,
@@ -189,6 +228,15 @@ def _smi_rows(path, display: str, header: list[str], first_line: int):
                                   f"{'header' if first_line == 2 else 'field list'} has "
                                   f"{len(header)} ({', '.join(header)})")
             yield lineno, dict(zip(header, cells, strict=True))
+
+
+def _error_note(errors: list[tuple[int, str]]) -> list[Note]:
+    """The note naming nvidia-smi error lines skipped in a log (the other GPUs' rows kept)."""
+    if not errors:
+        return []
+    return [Note(f"nvidia-smi error message instead of a sample, skipped (that GPU has no row "
+                 f"there; the other rows are kept): {errors[0][1]!r}",
+                 lines=[line for line, _ in errors])]
 
 
 def _smi_time(line: int, raw: str, display: str) -> datetime:
@@ -269,6 +317,19 @@ def sample_notes(frame: pl.DataFrame, column_of=lambda col: col) -> list[Note]:
                 "sample: driver reload, restart or wrap); energy after it counts from the new "
                 "value (reset-aware deltas), never negative",
                 column=column_of(col), lines=lines))
+    step = frame.with_columns(
+        (pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6).alias("__dt"))
+    median = step.filter(pl.col("__dt") > 0).group_by(keys).agg(
+        pl.col("__dt").median().alias("__med"), pl.len().alias("__n"))
+    gaps = step.join(median, on=keys, how="inner", nulls_equal=True).filter(
+        (pl.col("__n") >= 2) & (pl.col("__dt") > GAP_STEPS * pl.col("__med")))
+    if gaps.height:
+        longest = float(gaps["__dt"].max())
+        notes.append(Note(
+            f"logging gap: no sample for more than {GAP_STEPS:g} sampling steps before these "
+            f"lines (longest {longest:,.0f} s); energy from power counts measured spans only, "
+            "the gaps' energy is unknown", column="timestamp",
+            lines=sorted(gaps["__line"].to_list())))
     dup = frame.filter(pl.struct([*keys, "ts"]).is_duplicated())
     if dup.height:
         lines = sorted(dup["__line"].to_list())

@@ -5,7 +5,10 @@ precision=bf16``) or given at ingest (``ParseOptions.hardware``, ``tp``, ``preci
 file's own values win); throughput is ``output_throughput``, TTFT/ITL the medians, ``request_rate``
 the offered rate (req/s, ``inf`` -> empty), ``concurrency`` is ``max_concurrency`` when set, else
 measured by Little's law (request throughput x mean e2e latency) with ``concurrency_measured``
-true; lengths are ``total_*_tokens / completed``.
+true; lengths are ``total_*_tokens / completed``. ``failed`` requests (vLLM PR #26478) are
+kept as ``failed_requests`` and ``failed_share`` (of completed + failed); the figures count the
+successes only; a run above :data:`analytics.config.HEAVY_FAILURE_SHARE` is flagged
+(``failed``), one below stays usable, and each gets a warning naming its line.
 
 Columns mean what :mod:`analytics.ingest.formats.bench` says.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analytics.config import HEAVY_FAILURE_SHARE
 from analytics.hardware import catalog as hardware
 from analytics.ingest.formats._common import FormatError, Note, Parsed
 from analytics.ingest.formats.bench import (
@@ -22,12 +26,21 @@ from analytics.ingest.formats.bench import (
     finish_frame,
     json_records,
     params_from_name,
+    whole,
 )
 
 
 class VllmBench:
     NAME = "vllm_bench"
     TABLE = TABLE
+    SOURCE_COLUMNS = {
+        "model": "model_id", "hardware": "hardware (metadata)", "tp": "tp (metadata)",
+        "precision": "precision (metadata)", "in_len": "total_input_tokens / completed",
+        "out_len": "total_output_tokens / completed", "request_rate": "request_rate",
+        "concurrency": "max_concurrency", "throughput_tok_s": "output_throughput",
+        "ttft_ms": "median_ttft_ms", "itl_ms": "median_itl_ms", "latency_s": "median_e2el_ms",
+        "power_w": "power_w (metadata)", "failed_requests": "failed",
+        "failed_share": "failed / (completed + failed)"}
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -42,6 +55,8 @@ class VllmBench:
         for line, doc in records:
             rec, conc_note = _vllm_record(doc, line, display, opts)
             recs.append(rec)
+            if rec["failed_requests"]:
+                notes.append(failure_note(rec, line))
             if conc_note:
                 notes.append(Note(conc_note[0], column="max_concurrency", lines=[line], count=1)
                              if len(records) > 1 else conc_note[0])
@@ -51,8 +66,37 @@ class VllmBench:
         if given:
             notes.append(Note(f"no hardware in the result: {opts.hardware} as given at ingest",
                               column="hardware", lines=given[:20], count=len(given)))
-        return Parsed(TABLE, VllmBench.NAME, finish_frame(recs, display), display, 0.0,
-                      (f"{head}; power_w only if given in metadata", *notes))
+        frame = finish_frame(recs, display)
+        assumed = []
+        if given:
+            assumed.append(f"hardware assumed: {opts.hardware} (given at ingest) for "
+                           f"{len(given)} run(s) whose result names no GPU")
+        no_tp = [line for line, doc in records
+                 if "tp" not in {**doc, **(doc.get("metadata") or {})}
+                 and "tensor_parallel_size" not in doc]
+        if no_tp:
+            assumed.append(f"tensor parallel assumed: tp = {opts.tp or 1} for {len(no_tp)} "
+                           "run(s) that do not give it" + ("" if opts.tp else " (give --tp)"))
+        if frame["concurrency_measured"].any():
+            assumed.append("concurrency measured, not configured, where max_concurrency is "
+                           "absent: Little's law (request throughput x mean e2e latency)")
+        return Parsed(TABLE, VllmBench.NAME, frame, display, 0.0,
+                      (f"{head}; power_w only if given in metadata", *notes),
+                      assumptions=tuple(assumed))
+
+
+def failure_note(rec: dict, line: int) -> Note:
+    """The warning on a run with failed requests (``rec`` a bench record with
+    ``failed_requests`` / ``failed_share`` / ``failed``), naming its line: kept usable below
+    :data:`~analytics.config.HEAVY_FAILURE_SHARE`, flagged above it."""
+    n, share = rec["failed_requests"], rec["failed_share"]
+    sent = round(n / share)
+    verdict = (f"flagged (failed = true; above {HEAVY_FAILURE_SHARE:.0%}): left out of the "
+               "launch advisor's fit" if rec["failed"] else
+               f"kept usable (at most {HEAVY_FAILURE_SHARE:.0%} failed)")
+    return Note(f"{n} of {sent} requests failed ({share:.1%}); its throughput and latency "
+                f"count the {sent - n} successes only; {verdict}", column="failed", lines=[line],
+                count=1)
 
 
 def _file_hardware(doc: dict) -> str | None:
@@ -84,7 +128,8 @@ def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[
                        positive=True)
     power = cell_number(look.get("power_w"), display, line, "power_w", required=False)
     hw = hardware.normalise(str(hw_raw))
-    failed = cell_number(doc.get("failed"), display, line, "failed", required=False) or 0
+    failed = whole(cell_number(doc.get("failed"), display, line, "failed", required=False) or 0,
+                   display, line, "failed")
     rec = {
         "source": "vllm bench serve", "task": "vllm-serve", "hardware": hw,
         "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n_gpus, "tp": tp,
@@ -109,7 +154,8 @@ def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[
         "latency_s": None if doc.get("median_e2el_ms") is None else
         cell_number(doc["median_e2el_ms"], display, line, "median_e2el_ms") / 1000.0,
         "power_w": power, "energy_per_token_j": power / tput if power else None,
-        "failed": bool(failed),
+        "failed_requests": failed, "failed_share": failed / (completed + failed),
+        "failed": failed / (completed + failed) > HEAVY_FAILURE_SHARE,
     }
     if rec["active_params_b"] is None:
         rec["active_params_b"] = rec["params_b"]
