@@ -270,6 +270,10 @@ class Parsed:
     assumptions : what the reader had to assume because the file does not say it, one plain
         sentence each: a start time (``t0``), an interval, a time zone, a basis, a hardware.
         Kept per file with ``sources``.
+    lines : the physical line of the file each row of ``frame`` came from (a polars Series in
+        ``frame``'s order, which a format may have sorted), or None when unknown (a streamed
+        file, a JSON document): a refusal after parsing (an appended row that conflicts)
+        names the line in the file as given, not the row's place after sorting.
     """
 
     table: str
@@ -282,6 +286,7 @@ class Parsed:
     stream: Any = None
     sources: dict = field(default_factory=dict)
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    lines: Any = None
 
 
 class StreamRefused(Exception):

@@ -98,6 +98,45 @@ def absent_hours_notes(frame: pl.DataFrame, column: str | None, keys: tuple[str,
     return out
 
 
+#: what a row spacing is called, longest first (a yearly or monthly export has the hourly
+#: file's columns: Electricity Maps publishes all three)
+_SPACINGS = ((timedelta(days=365), "yearly"), (timedelta(days=28), "monthly"),
+             (timedelta(days=7), "weekly"), (timedelta(days=1), "daily"))
+
+
+def check_hourly_spacing(frame: pl.DataFrame, column: str, display: str,
+                         keys: tuple[str, ...] = (), *, ts: str = "ts",
+                         header_line: int = 1) -> None:
+    """Refuse a site series whose rows are not an hour apart: an Electricity Maps *yearly*,
+    *monthly* or *daily* export (the hourly file's columns, one row per period) or a
+    sub-hourly one. The spacing judged is the median step between a series' rows (``keys``
+    name a series), so absent hours in an hourly file do not count against it.
+
+    Raises FormatError at the series' second row (line ``__row + header_line + 1``), column
+    ``column``, saying what the spacing is and that hourly data is needed."""
+    from analytics.ingest.csvcheck import FormatError
+
+    groups = frame.partition_by(list(keys), as_dict=True, maintain_order=True) if keys \
+        else {(): frame}
+    for part in groups.values():
+        part = part.filter(pl.col(ts).is_not_null()).sort(ts)
+        if part.height < 2:
+            continue
+        steps = part[ts].diff().drop_nulls()
+        step = steps.filter(steps > timedelta(0)).median()
+        if step is None or step == _HOUR:
+            continue
+        name = next((n for limit, n in _SPACINGS if step >= limit), None)
+        what = (f"a {name} series (rows {step.days:,} days apart)" if name else
+                f"rows {step.total_seconds() / 3600:g} h apart" if step > _HOUR else
+                f"a sub-hourly series (rows {step.total_seconds() / 60:g} min apart)")
+        line = int(part[ROW][1]) + header_line + 1 if ROW in part.columns else 1
+        raise FormatError(display, line, column, (
+            f"{what}, not hourly: headroom needs one row per hour (for Electricity Maps, "
+            "download the hourly export)" + (
+                "; aggregate to hourly means first" if step < _HOUR else "")))
+
+
 def blank_note(frame: pl.DataFrame, value: str, column: str, what: str,
                header_line: int = 1) -> Note | None:
     """A note naming the rows whose ``value`` is empty (kept empty, not filled), with the first

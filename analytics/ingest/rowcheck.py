@@ -34,9 +34,10 @@ def parse_timestamps(
     ``fmt`` is the strftime format the source writes (one with ``%z`` converts the offset to
     UTC; ``None`` lets polars infer ISO 8601). It is tried first on every row (fast, vectorised);
     only the rows it misses are tried as ISO 8601 with or without an offset: ``T`` or space
-    between date and time, 0-9 fraction digits, ``Z`` / ``+hh:mm`` / ``+hhmm``
+    between date and time, 0-9 fraction digits, ``Z`` / ``+hh:mm`` / ``+hhmm`` / ``+hh``
     (``2024-05-10 00:00:00.123456+00:00``, ``2024-05-10T02:00:01Z``,
-    ``2023-11-16 18:17:03.9799600``). A value with an offset is converted to UTC with it.
+    ``2023-11-16 18:17:03.9799600``, PostgreSQL ``COPY``'s ``2024-03-10 12:00:00.5-05``).
+    A value with an offset is converted to UTC with it.
 
     Values without an offset are UTC, or local times in the IANA zone ``tz`` when given, then
     converted with the repeated / skipped DST hour handled as
@@ -55,7 +56,8 @@ def parse_timestamps(
         series = series.cast(pl.String)
     first = series.drop_nulls().head(1).str.strip_chars()
     if fmt and "%z" not in fmt and first.len() and first.str.contains(_ISO_OFFSET)[0]:
-        fmt += "%z"  # the source writes offsets (Azure 2024 '+00:00'): read them on the fast path
+        fmt += "%#z"  # the source writes offsets (Azure 2024 '+00:00'): read them on the fast
+        # path; %#z also takes an hour-only offset (PostgreSQL COPY: '-05')
     parsed = series.str.strptime(pl.Datetime("us"), fmt, strict=False)
     aware = parsed.dtype.time_zone is not None  # type: ignore[union-attr]
     if aware:
@@ -90,7 +92,10 @@ def parse_timestamps(
 
 
 _ISO_DATE_T = r"^(\d{4}-\d{2}-\d{2})[Tt ]"
-_ISO_OFFSET = r"[+-]\d{2}:?\d{2}$"
+#: an offset after a time: ``+hh:mm``, ``+hhmm`` or the hour-only ``+hh`` that PostgreSQL
+#: ``COPY ... CSV`` writes for ``timestamptz`` (ISO 8601 allows it); a time before it, so that a
+#: date alone (``2024-05-10``) never reads as an offset
+_ISO_OFFSET = r":\d{2}(?:\.\d*)?[+-]\d{2}(?::?\d{2})?$"
 
 
 def _iso_fallback(series: pl.Series, parsed: pl.Series, naive: pl.Series,
@@ -108,7 +113,7 @@ def _iso_fallback(series: pl.Series, parsed: pl.Series, naive: pl.Series,
                if g.dtype.time_zone is not None else g for g in got]  # type: ignore[union-attr]
         return pl.select(pl.coalesce(got)).to_series()
 
-    with_offset = read(("%Y-%m-%d %H:%M:%S%.f%z", "%Y-%m-%d %H:%M%z"))
+    with_offset = read(("%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%d %H:%M%#z"))
     without = read(("%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"))
     value = pl.select(pl.when(has_offset).then(with_offset).otherwise(without)).to_series()
     return (parsed.scatter(idx, value),

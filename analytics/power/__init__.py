@@ -73,10 +73,12 @@ from analytics.power.inference import (
     synthetic_demand,
 )
 from analytics.power.inputs import (
+    LEFT_OUT_LISTED,
     NO_JOBS_HINT,
     SPARSE_EMPTY_SHARE,
     PowerInputs,
     candidate_datasets,
+    capped_jobs,
     clock_offset_for,
     demand_density,
     describe_inputs,
@@ -109,12 +111,14 @@ from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS, SCHEDULER
 
 __all__ = [
     "ACME_KALOS_POWER_W", "ACME_PCT", "BACKFILL_POLICIES", "DEFAULT_SHARES",
-    "DEFAULT_UTILIZATIONS", "GROUP_NAMES", "HW_FACTOR_A100_TO_H100", "NO_JOBS_HINT",
+    "DEFAULT_UTILIZATIONS", "GROUP_NAMES", "HW_FACTOR_A100_TO_H100", "LEFT_OUT_LISTED",
+    "NO_JOBS_HINT",
     "QUEUE_ORDERS", "RAMP_HORIZONS_MIN", "SCHEDULERS", "SPARSE_EMPTY_SHARE", "SPEEDS",
     "TEMPLATES", "TEMPLATE_MODELS",
     "ArrivalModel", "GroupModel", "InferenceLoad", "JobArrays", "LLMTemplate", "PowerInputs",
     "PowerPoolEngine", "RequestGroup", "RequestModel", "Scenario", "ScenarioResult", "SimParams",
-    "SimResult", "acme_power_quantiles", "alr_inverse", "candidate_datasets", "clock_offset_for",
+    "SimResult", "acme_power_quantiles", "alr_inverse", "candidate_datasets", "capped_jobs",
+    "clock_offset_for",
     "daily_profile", "demand_density", "demand_shape", "describe_inputs", "fit_arrival_model",
     "fit_request_model",
     "generate_jobs", "generate_requests", "revealed_capacity", "inference_load", "left_out_jobs",

@@ -50,6 +50,9 @@ class PowerInputs:
         set, scenarios draw inference from it instead of replaying ``demand_tokens_per_min``
     density : :func:`demand_density` of the inference demand shape (its warning says when the
         trace is too sparse to represent serving load)
+    largest_jobs : the trace's largest GPU jobs as ``(job_id, gpu_milli)``, largest first (at
+        most :data:`LEFT_OUT_LISTED`): those larger than a scenario's pool are named in its
+        result (:func:`capped_jobs`), as their simulated copies run on the whole pool
     """
 
     arrivals: ArrivalModel
@@ -67,10 +70,25 @@ class PowerInputs:
     left_out_total: int = 0
     request_model: RequestModel | None = None
     density: dict = field(default_factory=dict)
+    largest_jobs: tuple[tuple[str, int], ...] = field(default_factory=tuple)
 
 
 #: Most left-out jobs a result lists one by one (the total is always given).
 LEFT_OUT_LISTED = 100
+
+
+def capped_jobs(inputs: PowerInputs, n_gpus: int) -> tuple[list[dict], int]:
+    """The trace's GPU jobs that ask for more GPUs than a pool of ``n_gpus``: their copies in
+    the simulation are shrunk to the pool (:func:`~analytics.power.jobs.generate_jobs`, a job
+    larger than the pool could never start). Returns ``(jobs, total)``: each listed job
+    ``{"job_id", "gpus" (asked), "capped_to_gpus"}``, largest first (at most
+    :data:`LEFT_OUT_LISTED`), and how many of the fitted jobs are larger than the pool (from
+    the arrival model's groups, so the total counts every one)."""
+    limit = n_gpus * 1000
+    total = int(sum(int((g.gpu_milli > limit).sum()) for g in inputs.arrivals.groups))
+    listed = [{"job_id": str(j), "gpus": m / 1000.0, "capped_to_gpus": n_gpus}
+              for j, m in inputs.largest_jobs if m > limit]
+    return listed, total
 
 
 def left_out_jobs(frame: pd.DataFrame, source_tz: str | None) -> tuple[tuple[dict, ...], str | None]:
@@ -242,7 +260,8 @@ def describe_inputs(inputs: PowerInputs, scenario) -> dict:
     (:meth:`ArrivalModel.summary`), ``fit_window``, ``clock_offset_h`` (h), ``templates`` (ML.ENERGY
     v3 rows), ``templates_source``, ``batch_power``, ``hw_factor`` and its source, ``notes``,
     ``jobs_used`` (GPU jobs the arrival model was fitted on), ``left_out_jobs`` (each GPU job not
-    used and why; at most :data:`LEFT_OUT_LISTED`), ``left_out_jobs_total``,
+    used and why; at most :data:`LEFT_OUT_LISTED`), ``left_out_jobs_total``, ``capped_jobs`` /
+    ``capped_jobs_total`` (jobs asking for more GPUs than the pool: :func:`capped_jobs`),
     ``demand_density`` (:func:`demand_density`: empty-minute share and the sparsity warning),
     ``inference_model`` (``"replay"`` or ``"groups"``) and, for ``"groups"``,
     ``request_model``: ``{"groups": RequestModel.summary(), "validation":
@@ -270,12 +289,18 @@ def describe_inputs(inputs: PowerInputs, scenario) -> dict:
         "jobs_used": inputs.arrivals.jobs,
         "left_out_jobs": [dict(j) for j in inputs.left_out],
         "left_out_jobs_total": inputs.left_out_total,
+        **_capped(inputs, scenario.n_gpus),
         "inference_model": "replay" if rm is None else "groups",
         **({} if rm is None else {"request_model": {"groups": rm.summary(),
                                                     "validation": dict(rm.validation),
                                                     "notes": list(rm.notes)}}),
         "demand_density": dict(inputs.density),
     }
+
+
+def _capped(inputs: PowerInputs, n_gpus: int) -> dict:
+    listed, total = capped_jobs(inputs, n_gpus)
+    return {"capped_jobs": listed, "capped_jobs_total": total}
 
 
 NO_JOBS_HINT = ("no job trace in the store: add one on the Data page or with `headroom ingest "

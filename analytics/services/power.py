@@ -156,8 +156,11 @@ def load_inputs(con, jobs_name: str | None, inference_name: str | None, seed: in
     inputs = power.prepare_inputs(jobs, grid, np.random.default_rng(seed), jobs_name,
                                   inference_name, clock_offset_h, store.reference_cdfs(con))
     notes = tuple(n for n in (left_note, clock_note) if n)
+    largest = jobs.nlargest(power.LEFT_OUT_LISTED, "gpu_milli", keep="first")
     inputs = dataclasses.replace(inputs, notes=(*inputs.notes, *notes), left_out=left_out,
-                                 left_out_total=len(dropped))
+                                 left_out_total=len(dropped), largest_jobs=tuple(
+                                     zip(largest["job_id"].astype(str),
+                                         largest["gpu_milli"].astype(int), strict=True)))
     if model is None:
         return inputs
     label = ("request groups (negative-binomial minute counts) fitted on "
@@ -173,14 +176,23 @@ def run(inputs, scenario, seed: int = 0) -> dict:
     res = power.run_scenario(inputs, scenario, np.random.default_rng(seed))
     return {"frame": res.frame, "metrics": res.metrics, "daily": power.daily_profile(res.frame),
             "inputs": power.describe_inputs(inputs, scenario), "synthetic": inputs.synthetic,
-            "warnings": warnings(inputs)}
+            "warnings": warnings(inputs, scenario.n_gpus)}
 
 
-def warnings(inputs) -> list[str]:
+def warnings(inputs, n_gpus: int | None = None) -> list[str]:
     """What a result must say before its numbers: the inference trace is too sparse to
-    represent serving load (:func:`analytics.power.demand_density`)."""
-    warning = inputs.density.get("warning")
-    return [warning] if warning else []
+    represent serving load (:func:`analytics.power.demand_density`), and, for a pool of
+    ``n_gpus``, the trace's jobs that ask for more GPUs than the pool and are simulated on the
+    whole pool (:func:`analytics.power.capped_jobs`, named in ``inputs.capped_jobs``)."""
+    out = [w] if (w := inputs.density.get("warning")) else []
+    if n_gpus is not None:
+        listed, total = power.capped_jobs(inputs, n_gpus)
+        if total:
+            names = ", ".join(f"{j['job_id']} ({j['gpus']:g} GPUs)" for j in listed[:5])
+            out.append(f"{total} job(s) of the trace ask for more GPUs than the {n_gpus}-GPU "
+                       f"pool (largest: {names}); their simulated copies are capped at "
+                       f"{n_gpus} GPUs (inputs.capped_jobs)")
+    return out
 
 
 def sweep_key_inputs(con, inputs, fit_seed: int = 0, clock_offset_h: float | None = None
@@ -257,5 +269,5 @@ def document(inputs, scenario, seed: int = 0, sweep_utilizations: tuple[float, .
         out["sweep_run"] = run
     out["inputs"] = power.describe_inputs(inputs, scenario)
     out["synthetic"] = inputs.synthetic
-    out["warnings"] = warnings(inputs)
+    out["warnings"] = warnings(inputs, scenario.n_gpus)
     return out

@@ -103,7 +103,7 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
     added = int(_run(cur, "SELECT count(*) FROM __keep").fetchone()[0])
     dropped = incoming - added
     if kind in KEYS:
-        _refuse_conflicts(cur, p.source, name, kind, dataset_id)
+        _refuse_conflicts(cur, p.source, name, kind, dataset_id, p.lines)
     if "site" in cols:
         warnings.extend(_new_sites(cur, kind, name, dataset_id))
     _run(cur, f"INSERT INTO {stored_table(kind)} (dataset_id, {listed}) "
@@ -169,9 +169,12 @@ def _new_sites(cur, kind: str, name: str, dataset_id: int) -> list[str]:
             "the site, --site or the Site option, if it is the same one)"]
 
 
-def _refuse_conflicts(cur, file: str, name: str, kind: str, dataset_id: int) -> None:
+def _refuse_conflicts(cur, file: str, name: str, kind: str, dataset_id: int,
+                      lines=None) -> None:
     """Raise :class:`AppendRefused` at the first kept row whose key is stored with other
-    values (the exact duplicates are already gone)."""
+    values (the exact duplicates are already gone), naming its line in the file as given
+    (``lines``: :attr:`Parsed.lines`, the physical line of each incoming row) or, when the
+    lines are unknown, its data row."""
     key = KEYS[kind]
     hit = _run(cur, f"""SELECT k.__n, {', '.join(f'k.{c}' for c in key)}
                           FROM __keep k JOIN {kind} s ON s.dataset_id = ?
@@ -180,7 +183,9 @@ def _refuse_conflicts(cur, file: str, name: str, kind: str, dataset_id: int) -> 
     if hit is None:
         return
     where = ", ".join(f"{c} {v}" for c, v in zip(key, hit[1:], strict=True) if v is not None)
-    raise AppendRefused(file, f"data row {int(hit[0]):,} ({where}) is already stored in "
+    at = (f"line {int(lines[int(hit[0]) - 1]):,}" if lines is not None
+          and len(lines) >= int(hit[0]) else f"data row {int(hit[0]):,}")
+    raise AppendRefused(file, f"{at} ({where}) is already stored in "
                               f"dataset {name!r} with other values: appending it would keep "
                               "two values for one key. Remove the overlap from the file, or "
                               "delete the dataset and ingest the files again",

@@ -264,3 +264,118 @@ def test_other_containers_are_named(tmp_path):
     gz.write_bytes(gzip.compress(case_file("44-excel-xlsx-azure-trace.xlsx").read_bytes()))
     with pytest.raises(FormatError, match=r"Excel workbook \(\.xlsx\)"):
         parse_file(gz)
+
+
+# ------------------------------------------------------------------ the same kinds, other formats
+def test_postgresql_copy_hour_only_offsets(tmp_path):
+    """PostgreSQL ``COPY ... CSV`` writes timestamptz as ``2024-03-10 12:00:00.5-05``: an
+    hour-only offset and 0-2 fraction digits, valid ISO 8601 (issue 27 kind 2)."""
+    path = tmp_path / "pg.csv"
+    path.write_text("ts,prompt_tokens,completion_tokens\n"
+                    "2024-03-10 12:00:00-05,10,20\n2024-03-10 12:00:01.5-05,10,20\n"
+                    "2024-03-10 19:00:02.25+02,1,2\n")
+    p = parse_file(path)
+    assert [str(t) for t in p.frame["ts"]] == ["2024-03-10 17:00:00", "2024-03-10 17:00:01.500000",
+                                               "2024-03-10 17:00:02.250000"]
+    assert p.assumptions == ()  # the offsets say the zone: nothing assumed
+    azure = tmp_path / "az.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:15:46.1-05,418,10\n2023-11-16 18:15:47-05,511,20\n")
+    assert [str(t) for t in parse_file(azure).frame["ts"]] == ["2023-11-16 23:15:46.100000",
+                                                               "2023-11-16 23:15:47"]
+    naive = tmp_path / "naive.csv"
+    naive.write_text("ts,prompt_tokens,completion_tokens\n2024-03-10 12:00:00,1,2\n")
+    assert "read as UTC" in parse_file(naive).assumptions[0]
+
+
+def _epw(tmp_path, hour: int = 1, per_hour: int = 1):
+    header = ["LOCATION,San Jose,CA,USA,TMY3,724945,37.37,-121.93,-8.0,15.0",
+              "DESIGN CONDITIONS,0", "TYPICAL/EXTREME PERIODS,0", "GROUND TEMPERATURES,0",
+              "HOLIDAYS/DAYLIGHT SAVINGS,No,0,0,0", "COMMENTS 1,x", "COMMENTS 2,x",
+              f"DATA PERIODS,1,{per_hour},Data,Sunday, 1/ 1,12/31"]
+    rec = ["1999", "1", "1", "1", "0", "?9?9?9?9E0?9?9?9?9*9?9?9?9?9?9?9?9?9?9*_*9*9*9?9?9",
+           "10.0", "5.0", "70", *(["0"] * 26)]
+    rows = []
+    for h in (1, 2, hour):
+        r = list(rec)
+        r[3] = str(h)
+        rows.append(",".join(r))
+    path = tmp_path / "site.epw"
+    path.write_text("\n".join(header + rows) + "\n")
+    return path
+
+
+def test_epw_hour_outside_1_24_and_sub_hourly_are_named(tmp_path):
+    p = parse_file(_epw(tmp_path, hour=3))
+    assert p.frame.height == 3 and any("year assumed" in a for a in p.assumptions)
+    with pytest.raises(FormatError) as exc:
+        parse_file(_epw(tmp_path, hour=99))
+    assert (exc.value.line, exc.value.column) == (11, "field 4 hour")
+    assert "99 is outside 1-24" in exc.value.reason
+    with pytest.raises(FormatError) as exc:
+        parse_file(_epw(tmp_path, per_hour=4))
+    assert (exc.value.line, exc.value.column) == (8, 3)
+    assert "sub-hourly EPW (4 records per hour, every 15 min" in exc.value.reason
+
+
+CARBON_HEADER = ("Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO\u2082eq/kWh "
+                 "(direct),Carbon Intensity gCO\u2082eq/kWh (LCA)\n")
+
+
+def test_electricity_maps_yearly_and_monthly_exports_are_named(tmp_path):
+    path = tmp_path / "KR_yearly.csv"
+    path.write_text(CARBON_HEADER + "".join(f"{y}-01-01 00:00:00,South Korea,South Korea,KR,"
+                                            f"{400 + y - 2021},{460 + y - 2021}\n"
+                                            for y in (2021, 2022, 2023)))
+    with pytest.raises(FormatError) as exc:
+        parse_file(path)
+    assert exc.value.line == 3 and exc.value.reason.startswith("a yearly series")
+    path.write_text(CARBON_HEADER + "".join(f"2023-{m:02d}-01 00:00:00,South Korea,South Korea,"
+                                            f"KR,400,460\n" for m in (1, 2, 3)))
+    with pytest.raises(FormatError, match="a monthly series"):
+        parse_file(path)
+    prices = tmp_path / "X_electricity_prices.csv"
+    prices.write_text("Datetime (UTC),Price (USD/MWh)\n2023-01-01 00:00:00+00:00,50\n"
+                      "2023-01-01 00:15:00+00:00,51\n2023-01-01 00:30:00+00:00,52\n")
+    with pytest.raises(FormatError, match="sub-hourly series .rows 15 min apart"):
+        parse_file(prices)
+
+
+def test_two_carbon_bases_are_never_averaged_together(tmp_path, capsys):
+    path = tmp_path / "KR_2023_hourly.csv"
+    path.write_text(CARBON_HEADER + "2023-01-01 00:00:00,South Korea,South Korea,KR,400,460\n"
+                    "2023-01-01 01:00:00,South Korea,South Korea,KR,405.4,461.47\n"
+                    "2023-01-01 02:00:00,South Korea,South Korea,KR,410.8,462.94\n")
+    db = tmp_path / "s.duckdb"
+    rep = ingest(capsys, db, path)
+    rc, summary = run_cli(capsys, "--db", db, "summary", rep["dataset"])
+    assert (summary["hours"], summary["bases"], summary["series"]) == (3, 2, 2)
+    assert summary["mean_gco2_per_kwh"] is None and summary["mean_gco2_per_kwh_null_reason"]
+    by = summary["mean_gco2_per_kwh_by_basis"]
+    assert by["LCA"] == pytest.approx(461.47) and by["direct"] == pytest.approx(405.4)
+    assert "basis LCA" in summary["sources"]["gco2_per_kwh"]
+
+
+def test_append_conflict_names_the_line_in_the_file_as_given(tmp_path, capsys):
+    """A DCGM file is sorted by time when read: the refusal names the physical line."""
+    db = tmp_path / "s.duckdb"
+    base = tmp_path / "node.prom"
+    base.write_text('DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n"} 200 1715342400000\n'
+                    'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n"} 201 1715342401000\n')
+    ingest(capsys, db, base)
+    more = tmp_path / "more.prom"
+    more.write_text('DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n"} 300 1715342403000\n'
+                    'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n"} 301 1715342402000\n'
+                    'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n"} 999 1715342401000\n')
+    rc, doc = run_cli(capsys, "--db", db, "ingest", "--append", "node", more)
+    assert rc == 2 and "more.prom: line 3 (" in doc["error"]
+
+
+def test_streamed_file_names_its_sources_and_start_time():
+    from harness import shared
+
+    p = parse_file(shared("burstgpt/BurstGPT_3_slice400.csv"), stream=True)
+    assert p.stream is not None
+    assert p.sources["latency_s"] == "Elapsed time" and p.sources["ts"] == "Timestamp"
+    assert p.assumptions[0].startswith("start time assumed")
+    assert parse_file(shared("burstgpt/BurstGPT_3_slice400.csv")).sources == p.sources

@@ -47,6 +47,17 @@ def test_cli_powersim_sweep_json(tmp_path, capsys):
                       "--utilization", "0.7", "--days", "2", "--warmup-days", "1", "--gpus",
                       "128")
     assert rc2 == 0 and again["cv"] == doc["cv"] and again["sweep"] == []
+    assert again["inputs"]["capped_jobs_total"] == 0  # no job asks for more than 128 GPUs
+    # a pool smaller than the trace's largest jobs: they are named, never shrunk silently
+    # (issue 27 item 1): the trace has 20 jobs of 16 GPUs (summary: gpus_per_job)
+    rc3, small = _cli(capsys, "--db", str(db), "powersim", "--inference-share", "0.3",
+                      "--utilization", "0.7", "--days", "1", "--warmup-days", "0.5", "--gpus",
+                      "8")
+    assert rc3 == 0 and small["inputs"]["capped_jobs_total"] == 20
+    assert {j["gpus"] for j in small["inputs"]["capped_jobs"]} == {16.0}
+    assert all(j["capped_to_gpus"] == 8 for j in small["inputs"]["capped_jobs"])
+    assert any("20 job(s) of the trace ask for more GPUs than the 8-GPU pool" in w
+               for w in small["warnings"])
 
 
 def test_cli_powersim_without_jobs_says_how_to_add_them(tmp_path, capsys):

@@ -100,3 +100,22 @@ def test_alpha_one_percent_runs_and_a_too_small_alpha_says_why(app_env):
     (error,) = at.error
     assert "alpha = 0.001 needs at least 2000" in error.value
     assert "the smallest alpha it supports is" in error.value
+
+
+def test_case_33_and_37_data_page_shows_sources_and_assumptions(app_env):
+    """Issue 27: the Data page's dataset summary shows the column each stored field came from
+    and every assumption the reader made (AllocGRES, power.draw.average, times read as UTC)."""
+    seed(app_env["db"], _case("33-sacct-allocgres-legacy.txt"),
+         _case("37-nvidia-smi-power-average-instant.csv"))
+    at = new_app().run()
+    assert not at.exception
+    shown = table_with(at, "what").set_index("what")["value"]
+    assert shown["gpu hours"] == "6.0" and shown["gpus per job"] == "{0: 2, 2: 1, 4: 1}"
+    sources = table_with(at, "field").set_index("field")["from (the file's column)"]
+    assert sources["n_gpus"] == "AllocGRES"
+    assumed = [c.value for c in at.caption if c.value.startswith("Assumed:")]
+    assert any("sacct times have no offset and were read as UTC" in a for a in assumed)
+    at.selectbox(key="manage_dataset").set_value("37-nvidia-smi-power-average-instant").run()
+    sources = table_with(at, "field").set_index("field")["from (the file's column)"]
+    assert sources["power_w"] == "power.draw.average [W]"
+    assert any("host assumed" in c.value for c in at.caption)

@@ -74,7 +74,15 @@ from analytics.ingest.formats import (
     vllm,
     weather,
 )
-from analytics.ingest.formats._common import Format, FormatError, Parsed, SkippedByDesign, read_head
+from analytics.ingest.formats._common import (
+    Format,
+    FormatError,
+    Parsed,
+    SkippedByDesign,
+    header_fields,
+    read_head,
+    t0_assumption,
+)
 from analytics.ingest.leading_index import is_index_column, without_index_column
 from analytics.ingest.rawfile import (
     JSON_WEIGHT,
@@ -223,9 +231,10 @@ def _streamed(path: Path, display: str, fmt: str | None, opts: ParseOptions,
     except FormatError:
         return None
     zone = _zone_note(plugin, opts.tz)
-    return fastcsv.streamed_parsed(plugin, path, display, head, opts,
-                                   lambda: parse_file(path, display, fmt, opts, stream=False),
-                                   expanded, tail=(zone,) if zone else ())
+    got = fastcsv.streamed_parsed(plugin, path, display, head, opts,
+                                  lambda: parse_file(path, display, fmt, opts, stream=False),
+                                  expanded, tail=(zone,) if zone else ())
+    return None if got is None else with_sources(got, plugin, header_fields(head), opts)
 
 
 def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:
@@ -244,7 +253,9 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
                      getattr(plugin, "SOURCE_COLUMNS", None) or {})
         frame, notes = check_rules(parsed.frame, parsed.table, display,
                                    getattr(plugin, "SOURCE_COLUMNS", None))
-        parsed = dataclasses.replace(parsed, frame=frame, warnings=(*parsed.warnings, *notes))
+        parsed = dataclasses.replace(parsed, frame=frame, warnings=(*parsed.warnings, *notes),
+                                     lines=row_lines(frame) if parsed.lines is None
+                                     else parsed.lines)
         parsed = dataclasses.replace(parsed, frame=conform(parsed.frame, parsed.table))
     except SkippedByDesign as exc:
         exc.format = exc.format or plugin.NAME
@@ -258,19 +269,26 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
                                          f"{type(exc).__name__}: {exc}") from exc
     if parsed.frame.height == 0:
         raise FormatError(display, 2, 1, "no data rows (header only)")
-    return _with_zone(with_sources(parsed, plugin), plugin, opts.tz)
+    return _with_zone(with_sources(parsed, plugin, opts=opts), plugin, opts.tz)
 
 
-def with_sources(parsed: Parsed, plugin: type[Format], header: list[str] | None = None) -> Parsed:
+def with_sources(parsed: Parsed, plugin: type[Format], header: list[str] | None = None,
+                 opts: ParseOptions | None = None) -> Parsed:
     """``parsed`` with :attr:`Parsed.sources` filled from the format's ``SOURCE_COLUMNS``
     (canonical field -> the column as the file names it) when the reader did not set them for
     this file: a field is listed when the stored frame has a value in it, or (a streamed file,
-    whose rows are read later) when its column is in ``header``."""
+    whose rows are read later) when its column is in ``header``. A format whose times count
+    from the trace start (``ASSUMES_T0``: what counts) gets the start time it was placed at
+    as an assumption (:func:`~analytics.ingest.formats._common.t0_assumption`)."""
+    if (what := getattr(plugin, "ASSUMES_T0", None)) and opts is not None:
+        parsed = dataclasses.replace(parsed, assumptions=(t0_assumption(opts, what),
+                                                          *parsed.assumptions))
     if parsed.sources:
         return parsed
     static = getattr(plugin, "SOURCE_COLUMNS", None) or {}
     if header is not None:
-        got = {f: c for f, c in static.items() if c.split(" [")[0] in header}
+        got = {f: c for f, c in static.items()
+               if c.split(" [")[0].split(" (")[0] in header}
     else:
         frame = parsed.frame
         got = {f: c for f, c in static.items()

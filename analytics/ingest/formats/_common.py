@@ -40,7 +40,8 @@ from analytics.schema import Note, Parsed  # re-exported: formats and the CLI im
 __all__ = [
     "ROW", "Format", "FormatError", "Parsed", "SkippedByDesign", "check_allowed",
     "check_gzip_stream", "check_header_unique", "check_monotone", "check_nonnegative",
-    "check_range", "check_rules", "check_unique", "file_stem", "t0_assumption",
+    "check_range", "check_rules", "check_unique", "file_stem", "site_assumption",
+    "t0_assumption",
     "zone_assumption",
     "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "NoteTally",
     "note_rows",
@@ -85,6 +86,14 @@ def zone_assumption(tz: str | None, who: str) -> str:
         return f"time zone: {who} times have no offset; read as local time in {tz}, converted to UTC"
     return (f"time zone assumed: {who} times have no offset and were read as UTC "
             "(give --tz with the zone they were written in)")
+
+
+def site_assumption(opts, site: str, where: str) -> tuple[str, ...]:
+    """The stated assumption of a site series that does not name its site (none when
+    ``--site`` named it): ``where`` the name was taken from."""
+    if opts.site:
+        return ()
+    return (f"site assumed: {site!r}, from {where} (give --site to name it)",)
 
 
 def file_stem(display: str) -> str:

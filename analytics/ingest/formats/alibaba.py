@@ -26,6 +26,7 @@ from analytics.ingest.formats._common import (
     header_fields,
     parse_timestamps,
     read_csv_checked,
+    zone_assumption,
 )
 
 
@@ -33,6 +34,8 @@ class AlibabaLoRA:
     """Alibaba GenAI LoRA request trace -> ``requests`` (GPU-seconds, no tokens)."""
 
     NAME = "alibaba_lora"
+    SOURCE_COLUMNS = {"ts": "gmt_create", "model": "checkpoint_model_version_id",
+                      "failed": "predict_status (not SUCCEED)", "gpu_s": "exec_time_seconds"}
     TABLE = "requests"
     LOCAL_TIMES = True  # gmt_create has no offset; --tz reads it as local time
 
@@ -68,10 +71,10 @@ class AlibabaLoRA:
         warnings = [
             "no token counts in this trace: the demand target is GPU-seconds (exec_time_seconds)",
             f"{int(out['failed'].sum())} requests not SUCCEED (FAILED / PENDING / PROCESSING) "
-            "flagged failed; gmt_create read as "
-            + (f"local time in {opts.tz}, converted to UTC" if opts.tz else "UTC"),
+            "flagged failed",
             *notes,
         ]
         if back:
             warnings.append(f"{back} rows step back in time within the tolerance")
-        return Parsed("requests", AlibabaLoRA.NAME, out, display, 1.0, tuple(warnings))
+        return Parsed("requests", AlibabaLoRA.NAME, out, display, 1.0, tuple(warnings),
+                      assumptions=(zone_assumption(opts.tz, "gmt_create"),))

@@ -37,6 +37,8 @@ class AzureLLM:
     """Azure LLM inference trace 2023 / 2024 -> ``requests``."""
 
     NAME = "azure_llm"
+    SOURCE_COLUMNS = {"ts": "TIMESTAMP", "prompt_tokens": "ContextTokens",
+                      "completion_tokens": "GeneratedTokens"}
     TABLE = "requests"
 
     @staticmethod
@@ -114,7 +116,9 @@ class AzureLLM:
 
 _COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _EMPTY = "empty GeneratedTokens: completion tokens left empty (NULL, not 0)"
-_ISO_OFFSET = r"[+-]\d{2}:?\d{2}$"  # as analytics.ingest.rowcheck reads an offset
+# the offsets DuckDB's strptime %z reads on the streamed path (+hh:mm, +hhmm); an hour-only
+# one (PostgreSQL's -05) leaves the file to the checked reader (analytics.ingest.rowcheck)
+_ISO_OFFSET = r"[+-]\d{2}:?\d{2}$"
 
 
 def _rows(frame: pl.DataFrame) -> pl.DataFrame:

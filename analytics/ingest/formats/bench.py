@@ -52,9 +52,11 @@ from pathlib import Path
 
 import polars as pl
 
+from analytics.config import HEAVY_FAILURE_SHARE
 from analytics.hardware import catalog as hardware
 from analytics.ingest.formats._common import (
     FormatError,
+    Note,
     Parsed,
     check_header_unique,
     header_fields,
@@ -71,6 +73,39 @@ def finish_frame(recs: list[dict], display: str) -> pl.DataFrame:
     if not recs:
         raise FormatError(display, 2, 1, "no benchmark rows")
     return conform(pl.DataFrame(recs, infer_schema_length=None), TABLE)
+
+
+def failure_fields(doc: dict, completed: float, display: str, line: int) -> dict:
+    """``failed_requests``, ``failed_share`` and ``failed`` of one serving-benchmark result:
+    its ``failed`` count (``vllm bench serve``, vLLM PR #26478), else ``num_prompts`` minus
+    ``completed`` when the result gives both; the share is of completed + failed, and the run
+    is flagged (``failed``) above :data:`analytics.config.HEAVY_FAILURE_SHARE`. Raises
+    FormatError naming a count that is not whole or is negative."""
+    raw = doc.get("failed")
+    if raw is None and doc.get("num_prompts") not in (None, ""):
+        sent = whole(cell_number(doc["num_prompts"], display, line, "num_prompts"), display, line,
+                     "num_prompts")
+        raw = max(sent - int(completed), 0)
+    n = whole(cell_number(raw, display, line, "failed", required=False) or 0, display, line,
+              "failed")
+    if n < 0:
+        raise FormatError(display, line, "failed", f"{n} failed requests (negative)")
+    share = n / (completed + n)
+    return {"failed_requests": n, "failed_share": share, "failed": share > HEAVY_FAILURE_SHARE}
+
+
+def failure_note(rec: dict, line: int) -> Note:
+    """The warning on a run with failed requests (``rec`` a bench record with
+    ``failed_requests`` / ``failed_share`` / ``failed``), naming its line: kept usable below
+    :data:`~analytics.config.HEAVY_FAILURE_SHARE`, flagged above it."""
+    n, share = rec["failed_requests"], rec["failed_share"]
+    sent = round(n / share)
+    verdict = (f"flagged (failed = true; above {HEAVY_FAILURE_SHARE:.0%}): left out of the "
+               "launch advisor's fit" if rec["failed"] else
+               f"kept usable (at most {HEAVY_FAILURE_SHARE:.0%} failed)")
+    return Note(f"{n} of {sent} requests failed ({share:.1%}); its throughput and latency "
+                f"count the {sent - n} successes only; {verdict}", column="failed", lines=[line],
+                count=1)
 
 
 def whole(value: float, display: str, line: int, col: str) -> int:
@@ -166,6 +201,12 @@ def csv_rows(path: Path, display: str):
 # --------------------------------------------------------------------------- ML.ENERGY v2
 class MLEnergyV2:
     NAME = "mlenergy_v2"
+    SOURCE_COLUMNS = {"hardware": "GPU", "model": "Model", "tp": "TP", "pp": "PP",
+                      "task": "task", "out_len": "Avg Output Tokens",
+                      "concurrency": "Max BS (reqs)", "throughput_tok_s": "Token tput (tok/s)",
+                      "itl_ms": "Avg TPOT (s)", "params_b": "the models' JSON (else the name)",
+                      "energy_per_token_j": "Energy/req (J) / Avg Output Tokens",
+                      "power_w": "Energy/req (J) / Avg Output Tokens x Token tput (tok/s)"}
     TABLE = TABLE
     _COLS = ("Model", "GPU", "TP", "PP", "Energy/req (J)", "Avg TPOT (s)", "Token tput (tok/s)",
              "Avg Output Tokens", "Max BS (reqs)")
@@ -238,6 +279,10 @@ _ARGONNE_BASE = ("Hardware", "Num of Hardware", "Framework", "Model", "Batch Siz
 
 class Argonne:
     NAME = "argonne_bench"
+    SOURCE_COLUMNS = {"hardware": "Hardware", "model": "Model", "framework": "Framework",
+                      "params_b": "Model (the name)", "power_w": "avg_power",
+                      "latency_s": "end_latency (else the latency column)",
+                      "precision": "kv_cache_dtype (weight=...)"}
     TABLE = TABLE
 
     @staticmethod

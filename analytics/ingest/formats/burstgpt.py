@@ -58,6 +58,11 @@ _TEN_YEARS = "is beyond ten years from the trace start"
 class Requests:
     NAME = "burstgpt"
     TABLE = "requests"
+    SOURCE_COLUMNS = {"ts": "Timestamp", "model": "Model", "prompt_tokens": "Request tokens",
+                      "completion_tokens": "Response tokens",
+                      "failed": "Response tokens (0 = failed)", "session_id": "Session ID",
+                      "latency_s": "Elapsed time"}
+    ASSUMES_T0 = "BurstGPT's Timestamp counts seconds from the trace start (no dates)"
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -187,10 +192,8 @@ def _warnings(back: int, n_failed: int, fields: set[str], notes: list, opts) -> 
     warnings = []
     if back:
         warnings.append(f"{back} rows step back in time within the tolerance")
-    warnings.append(
-        f"{n_failed} failed requests (Response tokens = 0) flagged; "
-        f"timestamps are relative to t0 = {opts.t0.isoformat()}: weekdays are relative"
-    )
+    warnings.append(f"{n_failed} failed requests (Response tokens = 0) flagged; weekdays are "
+                    "relative to t0 (the start time assumed)")
     if "Elapsed time" not in fields:
         warnings.append("BurstGPT v1 has no latency or session columns (v3 has them)")
     return tuple([*warnings, *(n for n in notes if n is not None)])
@@ -199,6 +202,8 @@ def _warnings(back: int, n_failed: int, fields: set[str], notes: list, opts) -> 
 class Minute:
     NAME = "burstgpt_minute"
     TABLE = "demand_series"
+    SOURCE_COLUMNS = {"ts": "t", "tokens": "tps (x 60)"}
+    ASSUMES_T0 = "the minute index t counts from the trace start (no dates)"
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -224,7 +229,6 @@ class Minute:
         warnings = (
             "per-minute aggregate: tokens = tps x 60 (tps rounded to 0.1 at source); "
             "no request counts in this file; absent minutes had no requests",
-            f"minute 0 = t0 = {opts.t0.isoformat()}: weekdays are relative",
         )
         return Parsed("demand_series", Minute.NAME, out, display, 60.0, warnings)
 
@@ -232,6 +236,8 @@ class Minute:
 class Daily:
     NAME = "burstgpt_daily"
     TABLE = "demand_series"
+    SOURCE_COLUMNS = {"ts": "d", "tokens": "tok", "requests": "req"}
+    ASSUMES_T0 = "the day index d counts from the trace start (no dates)"
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -255,10 +261,8 @@ class Daily:
             pl.col("tok").alias("tokens"),
             pl.col("req").alias("requests"),
         )
-        return Parsed(
-            "demand_series", Daily.NAME, out, display, 86400.0,
-            (f"day 0 = t0 = {opts.t0.isoformat()}: weekdays are relative",),
-        )
+        return Parsed("demand_series", Daily.NAME, out, display, 86400.0,
+                      ("weekdays are relative to t0 (the start time assumed)",))
 
 
 def _refuse_repeated(frame: pl.DataFrame, col: str, unit: str, display: str) -> None:

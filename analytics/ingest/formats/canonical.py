@@ -46,6 +46,7 @@ from analytics.ingest.formats._common import (
     parse_timestamps,
     read_csv_checked,
     read_head,
+    zone_assumption,
 )
 from analytics.ingest.hourly import absent_hours_notes, blank_note
 from analytics.ingest.localtime import localize_sequence, note_clock_steps
@@ -67,6 +68,15 @@ def _table_for(fields: list[str]) -> str | None:
 _SEQUENCES = {"requests": ([], False), "demand_series": ([], True),
               "carbon_intensity": (["site", "basis"], True), "weather": (["site"], True),
               "prices": (["site"], True)}
+
+
+def _naive_times(col: pl.Series) -> bool:
+    """Whether a ``ts`` column holds times without an offset (text without ``Z`` / ``+hh:mm``
+    on its first value, or a Parquet timestamp without a zone): their zone is then assumed."""
+    if col.dtype == pl.String:
+        first = col.drop_nulls().head(1).str.strip_chars()
+        return bool(first.len()) and not first.str.contains(r"([Zz]|[+-]\d{2}(:?\d{2})?)$")[0]
+    return isinstance(col.dtype, pl.Datetime) and col.dtype.time_zone is None
 
 
 def _ts_text(frame: pl.DataFrame, display: str, table: str, tz: str | None, notes: list,
@@ -156,6 +166,7 @@ class Canonical:
             if nulls.any():
                 raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
                                   c, "empty value")
+        naive = _naive_times(frame["ts"])
         frame = _ts_text(frame, display, table, opts.tz, notes, header_line)
         numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
                                "gco2_per_kwh", "latency_s") if c in frame.columns]
@@ -181,4 +192,7 @@ class Canonical:
         if table in SITE_VALUE:
             warnings.extend(_site_notes(frame, table, header_line))
         return Parsed(table, Canonical.NAME, out, display, resolution,
-                      tuple(w for w in [*warnings, *notes] if w is not None))
+                      tuple(w for w in [*warnings, *notes] if w is not None),
+                      sources={c: c for c in out.columns if c in frame.columns},
+                      assumptions=(zone_assumption(opts.tz, "the file's ts"),) if naive else (),
+                      lines=frame["__line"])

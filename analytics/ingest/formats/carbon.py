@@ -42,8 +42,9 @@ from analytics.ingest.formats._common import (
     parse_timestamps,
     read_csv_checked,
     read_head,
+    site_assumption,
 )
-from analytics.ingest.hourly import absent_hours_notes, blank_note
+from analytics.ingest.hourly import absent_hours_notes, blank_note, check_hourly_spacing
 
 _TIME = ("Datetime (UTC)",)
 _ZONE = ("Zone id", "Zone Id")
@@ -95,6 +96,7 @@ class SustainDC:
         frame = parse_timestamps(frame, "timestamp", display, "%Y-%m-%d %H:%M:%S%z")
         check_monotone(frame, display, 0.0, "timestamp")
         check_unique(frame, ["ts"], display, "timestamp")
+        check_hourly_spacing(frame, "timestamp", display)
         m = re.match(r"([A-Za-z0-9-]+?)_NG_", file_stem(display))
         site = opts.site or (m.group(1) if m else file_stem(display))
         out = frame.select(
@@ -103,12 +105,15 @@ class SustainDC:
             pl.col("avg_CI").alias("gco2_per_kwh"),
             pl.lit("avg").alias("basis"),
         )
-        warnings = [f"site {site!r}; basis avg (generation-weighted, EIA EBA 2022)"]
+        warnings = ["basis avg (generation-weighted, EIA EBA 2022)"]
         blank = blank_note(frame, "avg_CI", "avg_CI",
                            "avg_CI (EIA reported no generation mix for the hour)")
         warnings += [blank] if blank else []
         warnings += absent_hours_notes(frame, "timestamp")
-        return Parsed("carbon_intensity", SustainDC.NAME, out, display, 3600.0, tuple(warnings))
+        return Parsed("carbon_intensity", SustainDC.NAME, out, display, 3600.0, tuple(warnings),
+                      sources={"ts": "timestamp", "gco2_per_kwh": "avg_CI"},
+                      assumptions=site_assumption(opts, site, "the balancing authority in the "
+                                                  "file name" if m else "the file name"))
 
 
 class GreenDCC:
@@ -143,6 +148,7 @@ class GreenDCC:
         check_monotone(frame, display, 0.0, time_col)
         zone = zone_col if zone_col else None
         check_unique(frame, [zone, "ts"] if zone else ["ts"], display, time_col)
+        check_hourly_spacing(frame, time_col, display, (zone,) if zone else ())
         default_site = file_stem(display).split("_")[0]
         site = pl.lit(opts.site) if opts.site else (
             pl.col(zone).fill_null(default_site) if zone else pl.lit(default_site))
@@ -162,8 +168,13 @@ class GreenDCC:
                          f"the file; only basis {', '.join(use)} stored")
         with_site = frame.with_columns(site.alias("site"))
         notes += absent_hours_notes(with_site, time_col, ("site",))
+        sources = {"ts": time_col, "gco2_per_kwh": " and ".join(
+            f"{found[b]} (basis {b})" for b in use), "basis": "the intensity column's name"}
+        if zone and not opts.site:
+            sources["site"] = zone
+        assumed = () if zone else site_assumption(opts, default_site, "the file name's zone")
         return Parsed("carbon_intensity", GreenDCC.NAME, pl.concat(parts), display, 3600.0,
-                      tuple(notes))
+                      tuple(notes), sources=sources, assumptions=assumed)
 
 
 def _chosen_bases(found: dict[str, str | None], wanted: str, header: list[str],

@@ -95,6 +95,10 @@ class MITSupercloud:
 
     NAME = "mit_supercloud_slurm"
     TABLE = "jobs"
+    SOURCE_COLUMNS = {"job_id": "id_job", "submit_ts": "time_submit", "start_ts": "time_start",
+                      "end_ts": "time_end", "n_gpus": "tres_req (1001, 1002)",
+                      "gpu_kind": "tres_req (1001 tesla, 1002 volta)", "state": "state",
+                      "exit_code": "exit_code", "user_hash": "id_user"}
 
     @staticmethod
     def detect(name: str, head: str) -> bool:

@@ -147,6 +147,14 @@ def _v3_csv_records(path: Path, display: str) -> tuple[list[dict], int]:
 
 class MLEnergyV3:
     NAME = "mlenergy_v3"
+    SOURCE_COLUMNS = {"hardware": "gpu_model", "model": "model_id", "task": "task",
+                      "n_gpus": "num_gpus", "tp": "tensor_parallel",
+                      "precision": "weight_precision", "params_b": "total_params_billions",
+                      "active_params_b": "activated_params_billions",
+                      "out_len": "avg_output_len", "concurrency": "max_num_seqs",
+                      "throughput_tok_s": "output_throughput_tokens_per_sec",
+                      "itl_ms": "median_itl_ms", "power_w": "avg_power_watts",
+                      "energy_per_token_j": "energy_per_token_joules"}
     TABLE = TABLE
 
     @staticmethod

@@ -41,6 +41,9 @@ class Mooncake:
     """Mooncake JSON Lines request trace -> ``requests``."""
 
     NAME = "mooncake"
+    SOURCE_COLUMNS = {"ts": "timestamp", "prompt_tokens": "input_length",
+                      "completion_tokens": "output_length"}
+    ASSUMES_T0 = "Mooncake timestamps are ms from the trace start (no dates)"
     TABLE = "requests"
 
     @staticmethod
@@ -79,7 +82,6 @@ class Mooncake:
             pl.lit(None, pl.Float64).alias("latency_s"),
         )
         warnings = (
-            f"timestamps are ms from the trace start, placed at t0 = {opts.t0.isoformat()}",
             "hash_ids (KV-cache block hashes) are not stored",
             *_notes(frame),
         )

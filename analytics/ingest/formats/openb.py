@@ -47,6 +47,11 @@ class OpenB:
     """Alibaba openb pod list -> ``jobs`` (GPU-sharing pods, ``gpu_milli``)."""
 
     NAME = "alibaba_openb"
+    SOURCE_COLUMNS = {"job_id": "name", "submit_ts": "creation_time",
+                      "start_ts": "scheduled_time", "end_ts": "deletion_time",
+                      "n_gpus": "num_gpu", "gpu_kind": "gpu_spec", "state": "pod_phase",
+                      "gpu_milli": "num_gpu x gpu_milli"}
+    ASSUMES_T0 = "openb pod times are seconds from the trace start (no dates)"
     TABLE = "jobs"
 
     @staticmethod
@@ -110,5 +115,4 @@ class OpenB:
             f"{pending} pods were never scheduled (no start or end)",
             f"{censored} pods were still running at the trace cut (deletion_time = {cut:.0f} s): "
             "their runtimes are censored",
-            f"times are seconds from the trace start, anchored at t0 = {opts.t0.isoformat()}",
         ))

@@ -23,8 +23,9 @@ from analytics.ingest.formats._common import (
     header_fields,
     parse_timestamps,
     read_csv_checked,
+    site_assumption,
 )
-from analytics.ingest.hourly import absent_hours_notes, blank_note
+from analytics.ingest.hourly import absent_hours_notes, blank_note, check_hourly_spacing
 
 
 class GreenDCCPrices:
@@ -47,15 +48,18 @@ class GreenDCCPrices:
         frame = parse_timestamps(frame, "Datetime (UTC)", display, "%Y-%m-%d %H:%M:%S%z")
         check_monotone(frame, display, 0.0, "Datetime (UTC)")
         check_unique(frame, ["ts"], display, "Datetime (UTC)")
+        check_hourly_spacing(frame, "Datetime (UTC)", display)
         site = opts.site or file_stem(display).split("_electricity_prices")[0]
         out = frame.select(
             pl.lit(site).alias("site"), "ts", pl.col("Price (USD/MWh)").alias("usd_per_mwh")
         )
         n_neg = int((out["usd_per_mwh"] < 0).sum())
-        warnings = [f"site {site!r}"]
+        warnings = []
         if n_neg:
             warnings.append(f"{n_neg} hours have negative prices (kept)")
         blank = blank_note(frame, "Price (USD/MWh)", "Price (USD/MWh)", "price")
         warnings += [blank] if blank else []
         warnings += absent_hours_notes(frame, "Datetime (UTC)")
-        return Parsed("prices", GreenDCCPrices.NAME, out, display, 3600.0, tuple(warnings))
+        return Parsed("prices", GreenDCCPrices.NAME, out, display, 3600.0, tuple(warnings),
+                      sources={"ts": "Datetime (UTC)", "usd_per_mwh": "Price (USD/MWh)"},
+                      assumptions=site_assumption(opts, site, "the file name"))

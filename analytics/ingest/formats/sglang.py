@@ -29,6 +29,8 @@ from analytics.ingest.formats._common import FormatError, Note, Parsed
 from analytics.ingest.formats.bench import (
     TABLE,
     cell_number,
+    failure_fields,
+    failure_note,
     finish_frame,
     json_records,
     params_from_name,
@@ -45,6 +47,14 @@ class SGLangBench:
 
     NAME = "sglang_bench"
     TABLE = TABLE
+    SOURCE_COLUMNS = {
+        "model": "model_id", "in_len": "total_input_tokens / completed",
+        "out_len": "total_output_tokens / completed", "request_rate": "request_rate",
+        "concurrency": "max_concurrency (else concurrency, measured)",
+        "throughput_tok_s": "output_throughput", "ttft_ms": "median_ttft_ms",
+        "itl_ms": "median_itl_ms", "latency_s": "median_e2e_latency_ms",
+        "failed_requests": "failed (else num_prompts - completed)",
+        "failed_share": "failed / (completed + failed)"}
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -59,25 +69,31 @@ class SGLangBench:
                                         if d.get("hardware") or d.get("gpu")), None)
         if not hw_raw:
             raise FormatError(display, records[0][0], "hardware", NO_HARDWARE)
-        recs, measured_lines = [], []
+        recs, measured_lines, fail_notes = [], [], []
         for line, doc in records:
             rec = _record(doc, line, display, opts, str(doc.get("hardware") or hw_raw))
             recs.append(rec)
+            if rec["failed_requests"]:
+                fail_notes.append(failure_note(rec, line))
             if rec["concurrency_measured"]:
                 measured_lines.append(line)
         frame = finish_frame(recs, display)
-        notes: list[str] = [
-            f"{len(recs)} SGLang run(s), one per JSON line; hardware "
-            f"{frame['hardware'][0]}, tp {frame['tp'][0]}, precision {frame['precision'][0]} "
-            "as given at ingest (the file carries none); no power measured"]
-        if opts.tp is None:
-            notes.append("tensor parallelism not in the file and not given (--tp): 1 assumed")
+        notes: list = [f"{len(recs)} SGLang run(s), one per JSON line; no power measured",
+                       *fail_notes]
+        assumed = [f"hardware assumed: {frame['hardware'][0]} (given at ingest: the file "
+                   "carries none)" if not any(d.get("hardware") or d.get("gpu")
+                                              for _, d in records) else None,
+                   f"precision assumed: {frame['precision'][0]}"
+                   + ("" if opts.precision else " (the file gives none; --precision)")]
+        if opts.tp is None and not any("tp" in d for _, d in records):
+            assumed.append("tensor parallel assumed: tp = 1 (not in the file; give --tp)")
         if measured_lines:
             notes.append(Note(
                 "no max_concurrency: concurrency is SGLang's MEASURED mean number of requests "
                 "in flight (concurrency_measured = true); the request rate is kept as a rate",
                 column="concurrency", lines=measured_lines[:20], count=len(measured_lines)))
-        return Parsed(TABLE, SGLangBench.NAME, frame, display, 0.0, tuple(notes))
+        return Parsed(TABLE, SGLangBench.NAME, frame, display, 0.0, tuple(notes),
+                      assumptions=tuple(a for a in assumed if a))
 
 
 def _load(doc: dict, line: int, display: str
@@ -132,5 +148,6 @@ def _record(doc: dict, line: int, display: str, opts, hw_raw: str) -> dict:
         "itl_ms": cell_number(doc.get("median_itl_ms", doc.get("median_tpot_ms")), display, line,
                               "median_itl_ms", required=False),
         "latency_s": None if e2e is None else e2e / 1000.0,
-        "power_w": None, "energy_per_token_j": None, "failed": False,
+        "power_w": None, "energy_per_token_j": None,
+        **failure_fields(doc, completed, display, line),
     }

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.config import HEAVY_FAILURE_SHARE
 from analytics.hardware import catalog as hardware
 from analytics.ingest.formats._common import FormatError, Note, Parsed
 from analytics.ingest.formats.bench import (
     TABLE,
     cell_number,
+    failure_fields,
+    failure_note,
     finish_frame,
     json_records,
     params_from_name,
-    whole,
 )
 
 
@@ -85,20 +85,6 @@ class VllmBench:
                       assumptions=tuple(assumed))
 
 
-def failure_note(rec: dict, line: int) -> Note:
-    """The warning on a run with failed requests (``rec`` a bench record with
-    ``failed_requests`` / ``failed_share`` / ``failed``), naming its line: kept usable below
-    :data:`~analytics.config.HEAVY_FAILURE_SHARE`, flagged above it."""
-    n, share = rec["failed_requests"], rec["failed_share"]
-    sent = round(n / share)
-    verdict = (f"flagged (failed = true; above {HEAVY_FAILURE_SHARE:.0%}): left out of the "
-               "launch advisor's fit" if rec["failed"] else
-               f"kept usable (at most {HEAVY_FAILURE_SHARE:.0%} failed)")
-    return Note(f"{n} of {sent} requests failed ({share:.1%}); its throughput and latency "
-                f"count the {sent - n} successes only; {verdict}", column="failed", lines=[line],
-                count=1)
-
-
 def _file_hardware(doc: dict) -> str | None:
     """The GPU a result names (top level or ``--metadata``), or None."""
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
@@ -128,8 +114,7 @@ def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[
                        positive=True)
     power = cell_number(look.get("power_w"), display, line, "power_w", required=False)
     hw = hardware.normalise(str(hw_raw))
-    failed = whole(cell_number(doc.get("failed"), display, line, "failed", required=False) or 0,
-                   display, line, "failed")
+    failed = failure_fields(doc, completed, display, line)
     rec = {
         "source": "vllm bench serve", "task": "vllm-serve", "hardware": hw,
         "gpu_mem_gb": hardware.memory_gb(hw), "n_gpus": n_gpus, "tp": tp,
@@ -154,8 +139,7 @@ def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[
         "latency_s": None if doc.get("median_e2el_ms") is None else
         cell_number(doc["median_e2el_ms"], display, line, "median_e2el_ms") / 1000.0,
         "power_w": power, "energy_per_token_j": power / tput if power else None,
-        "failed_requests": failed, "failed_share": failed / (completed + failed),
-        "failed": failed / (completed + failed) > HEAVY_FAILURE_SHARE,
+        **failed,
     }
     if rec["active_params_b"] is None:
         rec["active_params_b"] = rec["params_b"]

@@ -34,6 +34,7 @@ from analytics.ingest.formats._common import (
     Parsed,
     file_stem,
     open_text,
+    site_assumption,
     wide_csv_fields,
 )
 from analytics.ingest.hourly import absent_hours_notes, blank_note
@@ -68,6 +69,8 @@ class EPW:
                             raise FormatError(display, 1, 9, "LOCATION line has no time zone") \
                                 from exc
                         continue
+                    if lineno == 8 and row and row[0].strip().upper() == "DATA PERIODS":
+                        _check_hourly_records(row, display)
                     if lineno <= 8 or not row:
                         continue
                     if any("\n" in cell or "\r" in cell for cell in row):  # EPW never quotes
@@ -81,6 +84,9 @@ class EPW:
                     except ValueError as exc:
                         raise FormatError(display, lineno, 2, "month/day/hour not integers") \
                             from exc
+                    if not 1 <= hour <= 24:  # EPW hours are 1-24 (hour 24 ends the day)
+                        raise FormatError(display, lineno, "field 4 hour",
+                                          f"hour {hour} is outside 1-24 (EPW hours run 1-24)")
                     try:
                         stamp = datetime(opts.year, month, day) + timedelta(hours=hour - 1 - tz_h)
                     except ValueError as exc:
@@ -113,11 +119,17 @@ class EPW:
                     "rh_pct": pl.Float64, ROW: pl.Int64},
         ).sort("ts")
         _refuse_repeated_hour(out, display)
-        notes = [f"site {site!r}; typical-year records stamped in {opts.year} (UTC offset "
-                 f"{tz_h} h)", *_gap_notes(out, (("temp_c", "field 7 dry bulb"),
-                                                 ("rh_pct", "field 9 relative humidity")),
-                                           "fields 2-4 month/day/hour")]
-        return Parsed("weather", EPW.NAME, out, display, 3600.0, tuple(notes))  # __row: lines
+        notes = _gap_notes(out, (("temp_c", "field 7 dry bulb"),
+                                 ("rh_pct", "field 9 relative humidity")),
+                           "fields 2-4 month/day/hour")
+        assumed = (f"year assumed: typical-year records stamped in {opts.year} (their own year "
+                   "field mixes years; give --year)",
+                   f"time zone: local standard time with the LOCATION line's fixed UTC offset "
+                   f"{tz_h:+g} h (EPW has no daylight saving)",
+                   *site_assumption(opts, site, "the file name"))
+        return Parsed("weather", EPW.NAME, out, display, 3600.0, tuple(notes),  # __row: lines
+                      sources={"ts": "fields 2-4 month/day/hour", **EPW.SOURCE_COLUMNS},
+                      assumptions=assumed)
 
 
 class OpenMeteo:
@@ -179,10 +191,29 @@ class OpenMeteo:
         zone = (f"local times moved to UTC with the file's fixed offset {offset_s / 3600:+.1f} h "
                 "(daylight saving not modelled)" if offset_s is not None else
                 "no utc_offset_seconds in the file: times read as UTC")
-        notes = [f"site {site!r}; {zone}",
-                 *_gap_notes(out, (("temp_c", "hourly.temperature_2m"),
-                                   ("rh_pct", "hourly.relative_humidity_2m")), "hourly.time")]
-        return Parsed("weather", OpenMeteo.NAME, out, display, 3600.0, tuple(notes))
+        notes = _gap_notes(out, (("temp_c", "hourly.temperature_2m"),
+                                 ("rh_pct", "hourly.relative_humidity_2m")), "hourly.time")
+        return Parsed("weather", OpenMeteo.NAME, out, display, 3600.0, tuple(notes),
+                      sources={"ts": "hourly.time", "temp_c": "hourly.temperature_2m",
+                               "rh_pct": "hourly.relative_humidity_2m"},
+                      assumptions=(f"time zone: {zone}",
+                                   *site_assumption(opts, site, "the file name")))
+
+
+def _check_hourly_records(row: list[str], display: str) -> None:
+    """Refuse a sub-hourly EPW (line 8, ``DATA PERIODS``: field 3 is the number of records per
+    hour; EnergyPlus Auxiliary Programs, "EnergyPlus Weather File (EPW) Data Dictionary"),
+    naming it: headroom's weather table holds one value per hour."""
+    try:
+        per_hour = int(row[2])
+    except (IndexError, ValueError) as exc:
+        raise FormatError(display, 8, 3, "DATA PERIODS line has no records-per-hour "
+                          "field") from exc
+    if per_hour != 1:
+        raise FormatError(display, 8, 3, (
+            f"a sub-hourly EPW ({per_hour} records per hour, every {60 // max(per_hour, 1)} "
+            "min; DATA PERIODS field 3): headroom reads hourly weather, one record per hour; "
+            "use the hourly EPW of the site, or average each hour's records first"))
 
 
 def _refuse_repeated_hour(frame: pl.DataFrame, display: str) -> None:
