@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pandas as pd
 import streamlit as st
+from analytics.config import GAP_STEPS
 from analytics.ui import cache, charts, scenario, widgets
 from analytics.ui.export import Export
 
@@ -120,14 +121,28 @@ out.table(energy, "energy_table", "Energy in the window, per GPU", hide_index=Tr
     "energy_counter_j": st.column_config.NumberColumn("energy, counter (J)", format="%.0f"),
     "counter_resets": st.column_config.NumberColumn("counter resets", format="%d"),
     "first_reset_ts": st.column_config.TextColumn("first reset (UTC)"),
-    "energy_power_j": st.column_config.NumberColumn("energy, power x time (J)", format="%.0f")})
+    "energy_power_j": st.column_config.NumberColumn("energy, power x time (J)", format="%.0f"),
+    "measured_s": st.column_config.NumberColumn("measured (s)", format="%.0f"),
+    "gaps": st.column_config.NumberColumn("logging gaps", format="%d"),
+    "gap_s": st.column_config.NumberColumn("gap time (s)", format="%.0f"),
+    "first_gap_start": st.column_config.TextColumn("first gap from (UTC)"),
+    "first_gap_end": st.column_config.TextColumn("first gap to (UTC)")})
 resets = int(energy["counter_resets"].sum()) if not energy.empty else 0
+gap_s = float(energy["gap_s"].sum()) if not energy.empty else 0.0
+if gap_s:
+    first = energy.loc[energy["gaps"] > 0].iloc[0]
+    st.warning(f"Logging gaps: {int(energy['gaps'].sum())} in this window, {gap_s:,.0f} s in all "
+               f"(first {first['first_gap_start']} to {first['first_gap_end']} UTC, "
+               f"{widgets.plain(first['gpu'])}). Power was not measured there: energy from power "
+               "x time counts the measured spans only, and the gaps' energy is unknown (the "
+               "counter, where the log has one, runs on through them).")
 st.caption("Energy from the cumulative counter is the sum of reset-aware deltas: where the "
            "counter drops (driver reload, restart, wrap) the delta is the new reading, counted "
            "from 0, never negative"
            + (f"; {resets} reset(s) in this window." if resets else ".")
-           + " Power x time integrates the power samples (trapezoid), both window ends "
-           "included.")
+           + " Power x time integrates the power samples (trapezoid) over the measured spans, "
+           "both window ends included; a step longer than "
+           f"{GAP_STEPS:g} sampling intervals is a logging gap, not integrated.")
 if "power_w" in metrics:
     out.chart(charts.power_cdf_chart(rows, refs), key="cdf_chart", title="Power CDF")
     if refs.empty:

@@ -57,6 +57,23 @@ def test_case_21_telemetry_page_reset_aware_energy(app_env):
     assert any("1 reset(s)" in c.value for c in at.caption)
 
 
+def test_case_42_telemetry_page_energy_from_measured_spans(app_env):
+    """Issue 27 kind 2: the 598 s logging gap is named on the page and not integrated: 720 J
+    over 14:00:00-14:10:02, never 108,360 J; the ingest report names the gap's line."""
+    at = upload(new_app().run(), "gap.csv", case_bytes("42-nvidia-smi-logging-gap.csv"))
+    warned = table_with(at, "warning")
+    gap = warned[warned["warning"].str.contains("logging gap")]
+    assert gap["lines"].tolist() == ["5"]
+    assert any(c.value.startswith("Assumed: time zone assumed") for c in at.caption)
+    at.switch_page("pages/telemetry.py").run()
+    at.slider(key="win").set_value((datetime(2024, 5, 10, 14, 0), datetime(2024, 5, 10, 14, 10, 2)))
+    at.run()
+    assert not at.exception
+    (row,) = table_with(at, "energy_power_j").to_dict("records")
+    assert row["energy_power_j"] == 720.0 and row["gaps"] == 1 and row["gap_s"] == 598.0
+    assert any("598 s in all" in w.value and "2024-05-10T14:00:02" in w.value for w in at.warning)
+
+
 NOHEADER = (b"2024/05/10 12:00:00.000, 0, 69.12, 0\n"
             b"2024/05/10 12:00:01.000, 0, [N/A], 97\n"
             b"2024/05/10 12:00:02.000, 0, 412.50, 97\n")
