@@ -86,3 +86,20 @@ def test_data_page_noheader_nvidia_smi_log_with_and_without_fields(app_env):
     assert len(at.success) == 1 and not at.error
     warnings = table_with(at, "column")
     assert "power.draw" in warnings["column"].tolist()
+
+
+def test_case_35_data_page_refuses_then_places_appended_scrapes(app_env):
+    """Issue 27 kind 2: appended scrapes without timestamps are refused at line 9 unless the
+    Parse options give the seconds between them; then all three are kept, the interval stated."""
+    at = upload(new_app().run(), "dcgm.prom",
+                case_bytes("35-dcgm-appended-scrapes-no-timestamps.prom"))
+    assert any("line 9" in e.value and "second scrape" in e.value for e in at.error)
+    at.number_input(key="scrape_interval_s").set_value(10.0).run()
+    at.file_uploader(key=uploader_key(at)).set_value(
+        [("dcgm.prom", case_bytes("35-dcgm-appended-scrapes-no-timestamps.prom"), "text/plain")])
+    at.run()
+    at.button(key="ingest").click().run()
+    assert not at.exception
+    assert any("6 rows" in s.value for s in at.success)
+    assumed = [c.value for c in at.caption if c.value.startswith("Assumed:")]
+    assert any("3 appended scrapes" in a and "10 s apart" in a for a in assumed)
