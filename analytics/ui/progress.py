@@ -21,14 +21,24 @@ class Progress:
     Args:
         what: what is running, e.g. ``"Sensitivity sweep"``.
         key: identifies the work (Cancel's session-state flag, the button's key).
+
+    The bar and the button live in one placeholder: :meth:`close` empties both, so no Cancel
+    is left beside a finished result (issue 31 item 1: a leftover button discarded it). The
+    estimate of the time left counts only the points computed since the first report: the
+    points a first report already counts came from the store (a cached sweep), and are shown
+    as such, not as work done at the measured speed (issue 31 item 4).
     """
 
     def __init__(self, what: str, key: str):
         self.what, self.key = what, key
         self.t0 = time.monotonic()
-        c1, c2 = st.columns([6, 1])
-        self.bar = c1.progress(0.0, text=f"{what}: starting ...")
-        self.button = c2.button("Cancel", key=f"{key}_cancel", on_click=self._cancel)
+        self.base: int | None = None  # points done at the first report (read, not computed)
+        self.t_base = self.t0
+        self.slot = st.empty()
+        with self.slot.container():
+            c1, c2 = st.columns([6, 1])
+            self.bar = c1.progress(0.0, text=f"{what}: starting ...")
+            self.button = c2.button("Cancel", key=f"{key}_cancel", on_click=self._cancel)
 
     def _cancel(self) -> None:
         st.session_state[f"{self.key}_cancelled"] = True
@@ -39,20 +49,25 @@ class Progress:
         return bool(st.session_state.pop(f"{key}_cancelled", False))
 
     def text(self, done: int, total: int, label: str = "") -> str:
-        """"<what>: n of N (<label>), <s> s elapsed, about <s> s left"."""
-        elapsed = time.monotonic() - self.t0
-        left = elapsed / done * (total - done) if done else None
+        """"<what>: n of N (<label>; k read from the store), <s> s elapsed, about <s> s left":
+        the time left from the rate of the points computed since the first report."""
+        now = time.monotonic()
+        if self.base is None:
+            self.base, self.t_base = done, now
+        computed = done - self.base
+        left = ((now - self.t_base) / computed * (total - done)) if computed > 0 else None
         eta = f", about {left:,.0f} s left" if left is not None else ""
-        return (f"{self.what}: {done} of {total}" + (f" ({label})" if label else "")
-                + f", {elapsed:,.0f} s elapsed{eta}")
+        notes = [n for n in (label, f"{self.base} read from the store" if self.base else "") if n]
+        return (f"{self.what}: {done} of {total}" + (f" ({'; '.join(notes)})" if notes else "")
+                + f", {now - self.t0:,.0f} s elapsed{eta}")
 
     def __call__(self, done: int, total: int, label: str = "") -> None:
         self.bar.progress(min(done / total, 1.0) if total else 1.0,
                           text=self.text(done, total, label))
 
     def close(self) -> None:
-        """Remove the bar and the button (the result is drawn in their place)."""
-        self.bar.empty()
+        """Remove the bar and its Cancel button (the result is drawn in their place)."""
+        self.slot.empty()
 
 
 class LazyProgress:

@@ -93,8 +93,9 @@ def test_sglang_without_hardware_refused_saying_so(tmp_path):
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)[0]
     assert (doc["format"], doc["rows"]) == ("sglang_bench", 3)
-    assert any("1 assumed" not in w["message"] and "A100-80GB" in w["message"]
-               for w in doc["warnings"])
+    # the hardware given at ingest is stated as an assumption; --tp given: no tp assumption
+    assert any("A100-80GB" in a and "given at ingest" in a for a in doc["assumptions"])
+    assert not any("tensor parallel assumed" in a for a in doc["assumptions"])
 
 
 def test_vllm_results_appended_into_one_jsonl(tmp_path, con):

@@ -4,6 +4,8 @@ moving the inference share changes the metrics."""
 
 from __future__ import annotations
 
+import pytest
+
 from harness import case_file, metrics, new_app, seed, table_with
 
 from analytics.sweep.stats import NOT_DISTINGUISHABLE, interior_below_ends
@@ -82,16 +84,23 @@ def _cancel_then_run_the_sweep_again(at):
     (cached) sweep back."""
     from analytics.ui.progress import Progress
 
-    assert at.button(key="power_sweep_cancel")
-    at.session_state["power_sweep_cancelled"] = True  # what the Cancel button's callback does
+    with pytest.raises(KeyError):  # issue 31 item 1: no Cancel is left beside a finished sweep
+        at.button(key="power_sweep_cancel")
+    at.session_state["power_sweep_cancelled"] = True  # what Cancel's callback does mid-sweep
     at.run()
     assert "Sweep cancelled." in [i.value for i in at.info]
     assert len(at.get("plotly_chart")) == 2  # jobs and the scenario; no sweep, no daily profile
     at.button(key="power_sweep_run").click().run()
     assert not at.exception and len(at.get("plotly_chart")) == 4
+    now = __import__("time").monotonic()
     bar = Progress.__new__(Progress)  # the bar's text, on a clock 30 s after 3 of 12 steps
-    bar.what, bar.t0 = "Sweep", __import__("time").monotonic() - 30
-    assert bar.text(3, 12, "U 0.5").startswith("Sweep: 3 of 12 (U 0.5), 30 s elapsed, about 9")
+    bar.what, bar.t0, bar.base, bar.t_base = "Sweep", now - 30, 0, now - 30
+    assert bar.text(3, 12, "U 0.5").startswith("Sweep: 3 of 12 (U 0.5), 30 s elapsed, about 90")
+    # issue 31 item 4: 75 of 99 points came from the store at the first report; 5 computed in
+    # the 10 s since then: 19 left at 2 s each, not 24 x 40 s / 80
+    bar.base, bar.t_base, bar.t0 = 75, now - 10, now - 10
+    assert bar.text(80, 99).startswith("Sweep: 80 of 99 (75 read from the store), 10 s elapsed, "
+                                       "about 38 s left")
 
 
 def test_power_page_request_groups_show_the_model_and_its_replay_validation(app_env):
