@@ -5,7 +5,6 @@ moving the inference share changes the metrics."""
 from __future__ import annotations
 
 import pytest
-
 from harness import case_file, metrics, new_app, seed, table_with
 
 from analytics.sweep.stats import NOT_DISTINGUISHABLE, interior_below_ends
