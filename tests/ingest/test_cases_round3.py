@@ -379,3 +379,20 @@ def test_streamed_file_names_its_sources_and_start_time():
     assert p.sources["latency_s"] == "Elapsed time" and p.sources["ts"] == "Timestamp"
     assert p.assumptions[0].startswith("start time assumed")
     assert parse_file(shared("burstgpt/BurstGPT_3_slice400.csv")).sources == p.sources
+
+
+def test_dst_jump_read_without_tz_is_a_named_gap_not_bridged(tmp_path, capsys):
+    """Clocks go forward (2024-03-31 02:00 -> 03:00 in Europe/Berlin): read without --tz the log
+    jumps an hour; that hour is named as a logging gap and not integrated."""
+    rows = ["2024/03/31 01:59:58.000", "2024/03/31 01:59:59.000", "2024/03/31 03:00:00.000",
+            "2024/03/31 03:00:01.000"]
+    path = tmp_path / "dst.csv"
+    path.write_text("timestamp, index, power.draw [W]\n"
+                    + "".join(f"{t}, 0, 100.00 W\n" for t in rows))
+    db = tmp_path / "s.duckdb"
+    rep = ingest(capsys, db, path)
+    assert [w["lines"] for w in rep["warnings"] if "logging gap" in w["message"]] == [[4]]
+    rc, doc = run_cli(capsys, "--db", db, "telemetry", "summary", rep["dataset"],
+                      "--start", "2024-03-31T01:59:58", "--end", "2024-03-31T03:00:01")
+    gpu = doc["gpus"][0]
+    assert gpu["energy_power_j"] == pytest.approx(200.0) and gpu["gap_s"] == 3601.0
