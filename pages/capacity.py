@@ -72,7 +72,7 @@ try:
                                    objective, available, utilisation, float(scale), gco2)
 except ValueError as exc:
     st.error(f"No capacity plan: {widgets.plain(exc)}")
-    st.stop()
+    widgets.stop()
 
 ob = plan.overbooking
 out = Export("Capacity", [name])

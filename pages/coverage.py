@@ -92,7 +92,7 @@ except ValueError as exc:
     atlas_out = Export("Coverage", [])
     atlas_section(atlas_out)
     atlas_out.render()
-    st.stop()
+    widgets.stop()
 
 out = Export("Coverage", [name])
 out.param(dataset=name, bin=bin_label, target=target, alpha=params.alpha,

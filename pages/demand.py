@@ -56,7 +56,7 @@ try:
     grid = cache.demand_grid(name, BIN_CHOICES_S[bin_label], w_p, w_c, with_failed, target)
 except ValueError as exc:
     st.error(str(exc))
-    st.stop()
+    widgets.stop()
 
 out = Export("Demand", [name])
 out.param(dataset=name, bin=bin_label, target=target, w_prompt=w_p, w_completion=w_c,
@@ -88,7 +88,7 @@ except ValueError as exc:
     st.error(f"No envelope for this grid: {widgets.plain(exc)}")
     out.note(f"No envelope for this grid: {exc}")
     out.render()
-    st.stop()
+    widgets.stop()
 out.param(alpha=params.alpha, horizon_bins=params.horizon, base_model=params.base_model,
           split=env.split.get("mode"))
 

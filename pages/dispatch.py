@@ -23,7 +23,7 @@ if not carbon_sites:
     st.info("No carbon-intensity data yet. Ingest SustainDC `<BA>_NG_&_avgCI.csv` or Green-DCC "
             "carbon files on the Data page (weather and price files sharpen PUE and cost), "
             "or pull e.g. `sustaindc_carbon_ciso`.")
-    st.stop()
+    widgets.stop()
 
 bin_label = widgets.intraday_bin(info, "dispatch_bin", "dispatch plans")
 params = widgets.envelope_controls("dispatch")
@@ -35,7 +35,7 @@ sites = st.multiselect("Sites (allowed region set)", carbon_sites,
                             "CA (one file published under both names).")
 if not sites:
     st.info("Choose at least one site.")
-    st.stop()
+    widgets.stop()
 c1, c2, c3, c4 = st.columns(4)
 home = c1.selectbox("home site (baseline)", sites, key="home")
 # default: 40 % per site, or the least share that lets the chosen sites carry all demand
@@ -71,7 +71,7 @@ except KeyError:
 if len(sites) * max_share < 1:
     st.error(f"{len(sites)} sites x max share {max_share:.0%} cannot carry the whole demand; "
              "allow a larger share or more sites.")
-    st.stop()
+    widgets.stop()
 try:
     with st.spinner("Fitting the envelope and solving the dispatch LP ..."):
         plan, notes = cache.dispatch_plan(name, BIN_CHOICES_S[bin_label], params, sites, kind,
@@ -83,7 +83,7 @@ except (ValueError, KeyError) as exc:
     if hasattr(exc, "gaps") and FILLS[fill_label] == "none":  # say where the choice is
         st.info("Pick **forward fill** or **interpolate** under *missing site hours* to fill "
                 "them, shift the alignment offset, or leave the site out.")
-    st.stop()
+    widgets.stop()
 site_sets = catalog[catalog["site"].isin(sites)]["dataset"].dropna().unique().tolist()
 out = Export("Dispatch", [name, *site_sets])
 out.param(dataset=name, bin=bin_label, alpha=params.alpha, base_model=params.base_model,

@@ -19,20 +19,20 @@ if catalog.empty:
     st.info("No benchmark data yet. Add ML.ENERGY leaderboard runs, Argonne LLM-Inference-Bench "
             "CSVs or your own `vllm bench serve --save-result` JSON on the Data page (or "
             "`headroom ingest FILE`); the advisor fits on them.")
-    st.stop()
+    widgets.stop()
 st.plotly_chart(charts.support_chart(whatifs.bench_support()), key="support_chart")
 if LazyProgress.cancelled("advisor_fit"):
     st.info("Cost-model fit cancelled. The fold fits that finished are kept in the store; "
             "resuming computes only the rest.")
     if not st.button("Resume the fit", key="advisor_fit_resume"):
-        st.stop()
+        widgets.stop()
 fit_bar = LazyProgress("Cost-model fold fits", "advisor_fit")
 try:
     with st.spinner("Fitting the cost model (once per data version) ..."):
         adv = whatifs.advisor_model(progress=fit_bar)
 except ValueError as exc:
     st.error(f"No advisor: {widgets.plain(exc)}")
-    st.stop()
+    widgets.stop()
 fit_bar.close()
 st.caption(whatifs.advisor_fit_note())
 

@@ -22,7 +22,7 @@ if not job_names:
             + whatifs.power_no_jobs_hint().replace("no job trace in the store: ", "To add one: ")
             + ". The staged MIT SuperCloud export has 2,368 GPU jobs; after ingesting it, "
               "come back here.")
-    st.stop()
+    widgets.stop()
 
 default_inf = whatifs.power_default_inference()
 inf_options = [*demand_names, "synthetic"]
@@ -88,7 +88,7 @@ try:
     run = whatifs.power_run(jobs_name, inference_name, scenario, int(seed), inference_model)
 except ValueError as exc:
     st.error(f"No simulation: {widgets.plain(exc)}")
-    st.stop()
+    widgets.stop()
 synthetic = run["synthetic"]
 out = Export("Power", [jobs_name, inference_name])
 out.param(jobs=jobs_name, inference=inference_name, inference_share=float(share),
@@ -169,7 +169,7 @@ if st.session_state.get("power_sweep_off"):
     st.info("Sweep cancelled.")
     if not st.button("Run the sweep", key="power_sweep_run"):
         out.render()
-        st.stop()
+        widgets.stop()
     st.session_state.pop("power_sweep_off")
 reps = int(st.session_state.get("power_reps", 3))
 bar = Progress(f"Sweeping 11 inference shares at U = {', '.join(f'{u:g}' for u in utils)} "
@@ -182,7 +182,7 @@ except ValueError as exc:  # e.g. the operator's Dask scheduler does not answer
     bar.close()
     st.error(f"No sweep: {widgets.plain(exc)}")
     out.render()
-    st.stop()
+    widgets.stop()
 bar.close()
 out.chart(cache.figure(charts.power_sweep_chart, table, float(share), float(utilization), synthetic),
           key="power_sweep")

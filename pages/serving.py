@@ -21,7 +21,7 @@ if not inputs["traces"]:
             " (Mooncake: `headroom pull mooncake_conversation`). The synthetic demo has token "
             "counts too, but this page also needs measured benchmark profiles, which are never "
             "synthesised.")
-    st.stop()
+    widgets.stop()
 if not inputs["gpus"]:
     st.info("No benchmark profiles for a GPU kind with a cited clock range. "
             + (inputs["why"] + " " if inputs["why"] else "")
@@ -31,7 +31,7 @@ if not inputs["gpus"]:
               "work too: `ml_energy/leaderboard_v3/all_task_configurations_flat.csv` (H100), "
               "`ml_energy/leaderboard_v2/llm_text_generation_runs.csv` (A100), "
               "`Fig_21__all_results_TTFT.csv`.")
-    st.stop()
+    widgets.stop()
 
 # the simulation reruns only on "Run the simulation": a slider moved by keyboard does not
 # start one run per step
@@ -116,14 +116,14 @@ except ValueError:
 if Progress.cancelled("serving_run"):
     st.info("Simulation cancelled; the policies finished before the cancel are kept in the "
             "store, and running it again computes only the rest.")
-    st.stop()
+    widgets.stop()
 bar = Progress("Simulating max-clock, static DVFS, Festina and the ablation", "serving_run")
 try:
     run = whatifs.serving_run(trace, params, measured, progress=bar)
 except ValueError as exc:
     bar.close()
     st.error(f"No simulation: {widgets.plain(exc)}")
-    st.stop()
+    widgets.stop()
 bar.close()
 pol_run = run["policies_run"]
 st.caption(f"{pol_run['tasks']} policy runs: {widgets.sweep_source(pol_run)}.")

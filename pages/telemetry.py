@@ -43,7 +43,7 @@ if not names:
     if not refs.empty:
         st.plotly_chart(charts.power_cdf_chart(pd.DataFrame({"power_w": []}), refs),
                         key="cdf_chart")
-    st.stop()
+    widgets.stop()
 
 name = st.selectbox("Telemetry dataset", names, key="telemetry_dataset")
 rows = cache.telemetry_rows(name)
@@ -96,7 +96,7 @@ try:
     table = cache.window_averages(name, pd.Timestamp(start), pd.Timestamp(end), fresh)
 except ValueError as exc:
     st.error(widgets.plain(exc))
-    st.stop()
+    widgets.stop()
 out = Export("Telemetry", [name])
 out.param(dataset=name, metric=metric, window_start_utc=start, window_end_utc=end,
           **{f"freshness_{m}_s": v for m, v in fresh.items()})

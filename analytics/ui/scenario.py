@@ -85,7 +85,7 @@ LINKED: dict[str, dict[str, Spec]] = {
                  "dispatch_scale": Spec(int, (1, 10, 100, 1000, 10000)),
                  "offset_days": Spec(int, lo=-180, hi=180),
                  "basis": Spec(str, ("auto", "avg", "LCA", "direct")),
-                 "dispatch_util": Spec(float, lo=0.1, hi=1.0),
+                 "dispatch_util": Spec(float, lo=0.1, hi=1.0), "home": Spec(str),
                  "fill_missing": Spec(str, ("refuse and name them", "forward fill",
                                             "interpolate"))},
     "power": {"power_jobs": Spec(str), "power_inference": Spec(str),
@@ -96,6 +96,22 @@ LINKED: dict[str, dict[str, Spec]] = {
               "power_gpus": Spec(int, lo=16, hi=2048), "power_days": Spec(int, lo=1, hi=28),
               "power_speed": Spec(str, ("F", "M", "S")),
               "power_seed": Spec(int, lo=0, hi=10_000)},
+    # issue 31 item 3: every page's scenario is in its link (the widgets' own ranges)
+    "serving": {"serving_trace": Spec(str), "serving_gpu": Spec(str),
+                "serving_gpus": Spec(int, lo=1, hi=64), "serving_models": Spec(int, lo=1, hi=64),
+                "serving_ttft": Spec(int, lo=10, hi=60_000),
+                "serving_tbt": Spec(int, lo=1, hi=5_000),
+                "safety_margin": Spec(float, lo=0.0, hi=0.5),
+                "serving_window": Spec(int, lo=0, hi=24 * 60),
+                "serving_seed": Spec(int, lo=0, hi=10_000),
+                "serving_predictor": Spec(str, ("oracle", "quantile")),
+                "serving_target": Spec(float, lo=0.5, hi=1.0)},
+    "placement": {"adv_model": Spec(str), "adv_task": Spec(str),
+                  "adv_conc": Spec(int, lo=1, hi=8192), "adv_in": Spec(int, lo=1, hi=200_000),
+                  "adv_out": Spec(int, lo=1, hi=100_000),
+                  "adv_ttft": Spec(int, lo=0, hi=120_000), "adv_itl": Spec(int, lo=0, hi=10_000),
+                  "adv_value": Spec(float, lo=0.0, hi=1e-3)},
+    "telemetry": {"telemetry_dataset": Spec(str), "telemetry_metric": Spec(str)},
 }
 
 
@@ -162,11 +178,31 @@ def restore(page: str) -> list[str]:
 
 
 def publish(page: str) -> None:
-    """Write ``page``'s linked values to the URL (only the ones that changed)."""
-    for key, value in current(page).items():
-        text = _text(value)
-        if st.query_params.get(key) != text:
-            st.query_params[key] = text
+    """Make the URL hold exactly ``page``'s linked values now in the session, whatever the run
+    drew (issue 31 item 3: a page that stopped early, on a refusal or ``st.stop()``, left the
+    previous scenario's values in the address bar): a value not set now is removed, one that
+    changed is rewritten, and the URL is left alone when it already says the same."""
+    want = {key: _text(value) for key, value in current(page).items()}
+    if {k: st.query_params[k] for k in st.query_params} != want:
+        st.query_params.from_dict(want)
+
+
+
+def recall(page: str) -> None:
+    """Before ``page``'s widgets are drawn: put back the linked values it had when it was last
+    shown in this session. Streamlit forgets a widget's value when a run does not draw it, so
+    without this a visit to another page reset every input (issue 31 item 2)."""
+    for key, value in st.session_state.get("_kept", {}).get(page, {}).items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+
+
+def remember(page: str) -> None:
+    """After ``page`` ran: keep its linked values for :func:`recall` (the shared envelope
+    settings and the dataset persist by themselves)."""
+    kept = dict(st.session_state.get("_kept", {}))
+    kept[page] = {k: v for k, v in current(page).items() if k not in ENVELOPE}
+    st.session_state["_kept"] = kept
 
 
 # --------------------------------------------------------------------------- named scenarios
@@ -223,15 +259,40 @@ def open_saved(page: str) -> None:
 #: started server before any session has run app.py is run by Streamlit as a bare page file
 #: (the ``pages/`` folder's legacy mode), without the sidebar, the bootstrap or the link handling.
 _IN_APP = contextvars.ContextVar("headroom_in_app", default=False)
+#: The URL path of the page app.py is running, and whether its link is already written.
+_PAGE: contextvars.ContextVar[list | None] = contextvars.ContextVar("headroom_page", default=None)
 
 
 def run_page(page) -> None:
-    """Run the navigation's chosen ``page`` (marking it as run by app.py)."""
+    """Run the navigation's chosen ``page`` (marking it as run by app.py), then write its link
+    and keep its inputs (:func:`finish`), however the page ended."""
     token = _IN_APP.set(True)
+    state = [page.url_path, False]
+    page_token = _PAGE.set(state)
     try:
         page.run()
     finally:
         _IN_APP.reset(token)
+        _PAGE.reset(page_token)
+        if not state[1]:  # not already done by stop(): a normal end or an exception
+            finish(page.url_path)
+
+
+def finish(page: str) -> None:
+    """The address bar holds the scenario shown (:func:`publish`) and the page's inputs are
+    kept for the next visit (:func:`remember`)."""
+    publish(page)
+    remember(page)
+
+
+def stop() -> None:
+    """``st.stop()`` for pages: first :func:`finish` the page (after ``st.stop()`` no Streamlit
+    call runs, so a ``finally`` cannot write the link: issue 31 item 3), then stop."""
+    state = _PAGE.get()
+    if state is not None and not state[1]:
+        state[1] = True
+        finish(state[0])
+    st.stop()
 
 
 def through_app(page_file: str) -> None:

@@ -29,7 +29,7 @@ def chosen_dataset() -> tuple[str, dict]:
     if info is None:
         st.info("No demand dataset yet. Add one on the Data page (upload, pull, or the "
                 "synthetic demo).")
-        st.stop()
+        stop()
     if info["synthetic"]:
         st.warning("SYNTHETIC demo data: generated, not measured traffic.")
     return name, info
@@ -64,12 +64,12 @@ def intraday_bin(info: dict, key: str, what: str) -> str:
                                         info["kind"] != "requests") if BIN_CHOICES_S[c] < 86400]
     if not supported:
         st.info(f"{info['name']} is binned by day; {what} need intra-day bins.")
-        st.stop()
+        stop()
     choices = envelope_bin_choices(supported, span_s)
     if not choices:
         st.info(f"{info['name']} spans {span_s / 60:,.0f} minutes: even {supported[0]} bins give "
                 f"fewer than {MIN_ENVELOPE_BINS} bins, too few to calibrate {what}.")
-        st.stop()
+        stop()
     if "5min" not in choices:
         st.caption(f"Bins offered give at least {MIN_ENVELOPE_BINS} bins over this "
                    f"{span_s / 3600:,.1f}-hour dataset (enough to calibrate the intervals); "
@@ -231,3 +231,11 @@ def most_useful_demand(results: list[dict]) -> str | None:
 
 def _when(iso: str) -> datetime:
     return datetime.fromisoformat(iso)
+
+
+def stop() -> None:
+    """What a page calls instead of ``st.stop()``: :func:`analytics.ui.scenario.stop` writes the
+    page's link and keeps its inputs first (imported on use: scenario imports this module)."""
+    from analytics.ui import scenario
+
+    scenario.stop()

@@ -92,3 +92,29 @@ def test_store_keeps_named_scenarios_without_moving_the_data_version(con):
     with pytest.raises(ValueError):
         store.save_scenario(con, "nan", "capacity", {"alpha": float("nan")})
     assert store.delete_scenario(con, "peak week") and not store.delete_scenario(con, "peak week")
+
+
+def test_inputs_survive_a_visit_to_another_page_and_the_link_follows(app_env):
+    """Issue 31 items 2 and 3: Capacity's violation target and Power's share are kept when the
+    planner visits another page and comes back, and the link always holds the page shown (a
+    page's link carries only that page's values)."""
+    at = open_capacity(app_env)
+    at.slider(key="target_violation").set_value(0.2).run()
+    at.switch_page("pages/demand.py").run()
+    assert not at.exception
+    assert "target_violation" not in at.query_params  # Demand's link: Demand's values only
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception
+    assert at.slider(key="target_violation").value == pytest.approx(0.2)
+    assert at.query_params["target_violation"] == "0.2"
+    seed(app_env["db"], "mit_supercloud/slurm-log-queueing-clean.csv")
+    at.session_state["power_sweep_off"] = True  # the single scenario only: fast
+    at.session_state["power_days"] = 1
+    at.switch_page("pages/power.py").run()
+    assert not at.exception
+    at.slider(key="power_share").set_value(0.3).run()
+    at.switch_page("pages/capacity.py").run()
+    at.switch_page("pages/power.py").run()
+    assert not at.exception
+    assert at.slider(key="power_share").value == pytest.approx(0.3)
+    assert at.query_params["power_share"] == "0.3"

@@ -78,3 +78,28 @@ def test_serving_run_cancelled_is_not_restarted(app_env):
     assert any("Simulation cancelled" in i.value for i in at.info)
     # nothing was simulated: only the trace's own chart (drawn before any simulation)
     assert [c.key for c in at.get("plotly_chart")] == ["serving_trace_chart"] and not at.metric
+
+
+def test_serving_inputs_and_link_survive_another_page(app_env):
+    """Issue 31 items 2 and 3: the pool size set on Serving is kept when the planner visits
+    another page and comes back, and Serving's link carries its inputs, also when the page
+    stopped early (here: the simulation was cancelled, a stop before any result)."""
+    for rel in FILES:
+        seed(app_env["db"], rel)
+    at = new_app().run()
+    at.session_state["serving_run_cancelled"] = True  # stop early: no simulation
+    at.switch_page("pages/serving.py").run()
+    assert not at.exception
+    at.number_input(key="serving_gpus").set_value(4)
+    at.session_state["serving_run_cancelled"] = True
+    at.button(key="serving_run").click().run()
+    assert at.query_params["serving_gpus"] == "4"
+    trace = at.selectbox(key="serving_trace").value
+    assert at.query_params["serving_trace"] == trace
+    at.switch_page("pages/data.py").run()
+    assert "serving_gpus" not in at.query_params
+    at.session_state["serving_run_cancelled"] = True
+    at.switch_page("pages/serving.py").run()
+    assert not at.exception
+    assert at.number_input(key="serving_gpus").value == 4
+    assert at.selectbox(key="serving_trace").value == trace
