@@ -79,7 +79,6 @@ def _main() -> None:
     page = st.navigation(PAGES)
     scenario.follow_deep_link(PAGES)
     problems = scenario.restore(page.url_path)  # a shared link: before any widget is drawn
-    scenario.recall(page.url_path)  # the page's inputs as it was last shown in this session
     _sidebar()
     for problem in problems:
         st.warning(f"Link: {widgets.plain(problem)}")

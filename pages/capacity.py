@@ -19,17 +19,20 @@ params = widgets.envelope_controls("capacity")
 
 c1, c2, c3, c4 = st.columns(4)
 target = c1.slider("target SLO violation rate", 0.01, 0.30, 0.05, 0.01, key="target_violation",
+                   persist_state="session",
                    help="share of bins whose demand may exceed capacity")
 delta = c2.select_slider("certificate failure probability (delta)", [0.01, 0.05, 0.1, 0.2],
-                         value=0.1, key="delta")
+                         value=0.1, key="delta", persist_state="session")
 scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1000,
-                         key="scale", help="multiplies demand before it is turned into GPUs")
+                         key="scale",
+                         persist_state="session", help="multiplies demand before it is turned into GPUs")
 objective = c4.radio("GPU mix objective", ["cost", "power", "carbon"], horizontal=True,
-                     key="objective")
+                     key="objective", persist_state="session")
 gco2 = None
 if objective == "carbon":
     gco2 = st.number_input("grid carbon intensity (gCO2/kWh)", 0.0, 2000.0, 400.0, 10.0,
-                           key="gco2", help="one site's intensity; at a single site carbon "
+                           key="gco2",
+                           persist_state="session", help="one site's intensity; at a single site carbon "
                            "ranks GPU kinds as power does - see Dispatch for sites over time")
 
 with st.expander("GPU catalog (editable; every default has a source)"):
@@ -43,7 +46,8 @@ with st.expander("GPU catalog (editable; every default has a source)"):
                "v3 for H100/B200) and are output tokens/s for Llama-3.1-8B-Instruct.")
     for k in GPU_CATALOG:
         st.caption(f"**{k.name}**: " + "; ".join(f"{f}: {src}" for f, src in k.sources))
-utilisation = st.slider("GPU utilisation for power", 0.1, 1.0, 0.8, 0.05, key="utilisation")
+utilisation = st.slider("GPU utilisation for power", 0.1, 1.0, 0.8, 0.05, key="utilisation",
+                        persist_state="session")
 
 kinds, available = [], {}
 for row, k in zip(edited.itertuples(), GPU_CATALOG, strict=True):
@@ -158,20 +162,20 @@ st.subheader("Scenarios")
 st.caption("The address bar always holds this scenario: copy it to share it. Save it under a "
            "name to reopen it later or compare two side by side.")
 s1, s2, s3 = st.columns([3, 1, 1])
-s1.text_input("scenario name", key="scenario_name", max_chars=80,
+s1.text_input("scenario name", key="scenario_name", persist_state="session", max_chars=80,
               placeholder="e.g. 99.9% envelope at 1000x traffic")
 s2.button("Save", key="scenario_save", on_click=scenario.save_current, args=("capacity",))
 saved = scenario.saved("capacity")
 names = [sc["name"] for sc in saved]
 if names:
-    s1.selectbox("saved scenarios", names, key="scenario_open")
+    s1.selectbox("saved scenarios", names, key="scenario_open", persist_state="session")
     s3.button("Open", key="scenario_open_button", on_click=scenario.open_saved,
               args=("capacity",))
 if msg := st.session_state.pop("scenario_msg", None):
     getattr(st, msg[0])(widgets.plain(msg[1]))
 if len(names) >= 2:
     pair = st.multiselect("compare two saved scenarios", names, max_selections=2,
-                          key="scenario_pair")
+                          key="scenario_pair", persist_state="session")
     if len(pair) == 2 and st.button("Compare", key="scenario_compare"):
         try:
             with st.spinner("Computing both scenarios ..."):

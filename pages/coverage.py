@@ -20,7 +20,7 @@ def atlas_section(out: Export) -> None:
         st.session_state["atlas_on"] = False
         st.info("Atlas cancelled; the cells that finished are kept in the store and are read, "
                 "not recomputed, when it runs again.")
-    if not st.toggle("Compute the atlas", key="atlas_on",
+    if not st.toggle("Compute the atlas", key="atlas_on", persist_state="session",
                      help="Coverage and mean width of every interval method for every demand "
                           "dataset, at each bin the dataset offers and each alpha. One task "
                           "per dataset x bin x alpha on a local process pool (or the operator's "
@@ -31,9 +31,11 @@ def atlas_section(out: Export) -> None:
     c1, c2 = st.columns(2)
     st.session_state.setdefault("atlas_alphas", list(cache.ATLAS_ALPHAS))
     alphas = c1.multiselect("alphas", [0.01, 0.05, 0.1, 0.2, 0.3], key="atlas_alphas",
+                            persist_state="session",
                             format_func=lambda a: f"{a:g}")
     names = c2.multiselect("datasets (empty: every demand dataset)",
-                           cache.dataset_names(cache.DEMAND_KINDS), key="atlas_datasets")
+                           cache.dataset_names(cache.DEMAND_KINDS), key="atlas_datasets",
+                           persist_state="session")
     if not alphas:
         st.info("Choose at least one alpha.")
         return
@@ -160,11 +162,11 @@ else:
     spans = [(cache.dataset_info(o) or {}) for o in others]  # longest first: most likely to fit
     spans = [(i["ts_max"] - i["ts_min"]).total_seconds() if i.get("ts_min") is not None
              and i.get("ts_max") is not None else 0.0 for i in spans]
-    source = st.selectbox("fit the model on", others, key="cold_source",
+    source = st.selectbox("fit the model on", others, key="cold_source", persist_state="session",
                           index=max(range(len(others)), key=spans.__getitem__),
                           help="defaults to the longest other demand trace")
     cold = None
-    if not st.toggle("Run the cold-start experiment", key="cold_on",
+    if not st.toggle("Run the cold-start experiment", key="cold_on", persist_state="session",
                      help="Fits the point model on the source trace, then calibrates on the "
                           "first 6, 12, 24 and 48 hours of this one."):
         st.caption("Off: it fits a model on the source trace (seconds to minutes on a busy "

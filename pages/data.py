@@ -45,6 +45,7 @@ NEW = "new datasets (one per file)"
 growable = cache.dataset_names(cache.APPENDABLE_KINDS)
 add_as = st.selectbox(
     "Add the files as", [NEW, *(f"more rows of {name}" for name in growable)], key="append_to",
+    persist_state="session",
     help="A file appended to a dataset joins it in one transaction: rows already stored "
          "(the same values within the file's time span) are dropped and counted, a row whose "
          "key (site and hour, GPU and sample, job) is stored with other values refuses the "
@@ -66,40 +67,43 @@ uploads = st.file_uploader(
 )
 with st.expander("Parse options"):
     day0 = st.date_input("Start date for relative timestamps (BurstGPT, Mooncake)",
-                         value=DEFAULT_T0.date(), key="t0_date")
+                         value=DEFAULT_T0.date(), key="t0_date", persist_state="session")
     st.caption("BurstGPT counts seconds from 0:00 of its first day and publishes no dates, so "
                "weekdays are **relative** to this date (default: a Monday).")
     site = st.text_input("Site (carbon / weather / prices; default from the file name)",
-                         key="site") or None
-    year = st.number_input("Year for typical-year (EPW) weather", 1990, 2100, 2022, key="year")
+                         key="site", persist_state="session") or None
+    year = st.number_input("Year for typical-year (EPW) weather", 1990, 2100, 2022, key="year",
+                           persist_state="session")
     smi_fields = st.text_input(
         "nvidia-smi fields (logs written with --format=csv,noheader)", key="smi_fields",
+        persist_state="session",
         placeholder="timestamp,index,power.draw,utilization.gpu,memory.used")
     st.caption("A header-less nvidia-smi log needs the --query-gpu list it was written with, "
                "in order; leave empty when the log has a header.")
     carbon_basis = st.selectbox(
         "Carbon basis (Electricity Maps / Green-DCC files)", list(CARBON_BASES),
-        key="carbon_basis",
+        key="carbon_basis", persist_state="session",
         help="all: every basis in the file, one row per hour and basis; LCA: life-cycle only; "
              "direct: combustion only")
     no_zone = "none: read as UTC"
     zone = st.selectbox(
         "Time zone of local times (sacct, nvidia-smi, ... write the host's clock, no offset)",
-        [no_zone, *time_zones()], key="tz",
+        [no_zone, *time_zones()], key="tz", persist_state="session",
         help="IANA zone the files' times were written in, e.g. America/New_York. They are "
              "converted to UTC; a time in the hour repeated when clocks go back, or skipped when "
              "they go forward, is resolved by a stated rule and named in the ingest report. "
              "Times that carry an offset keep it; UTC formats ignore the zone.")
     bench_hw = st.text_input(
         "GPU of serving benchmarks that do not name one (SGLang bench_serving .jsonl, vllm "
-        "bench without --metadata), e.g. H100", key="bench_hardware").strip() or None
+        "bench without --metadata), e.g. H100", key="bench_hardware", persist_state="session").strip() or None
     b1, b2 = st.columns(2)
-    bench_tp = b1.number_input("Tensor parallel (tp) of those runs", 1, 64, 1, key="bench_tp")
+    bench_tp = b1.number_input("Tensor parallel (tp) of those runs", 1, 64, 1, key="bench_tp",
+                               persist_state="session")
     bench_prec = b2.selectbox("Precision of those runs", ["bf16", "fp16", "fp8", "int8", "int4"],
-                              key="bench_precision")
+                              key="bench_precision", persist_state="session")
     scrape_s = st.number_input(
         "Seconds between appended DCGM scrapes without timestamps (0: refuse such a file)",
-        0.0, 86400.0, 0.0, key="scrape_interval_s",
+        0.0, 86400.0, 0.0, key="scrape_interval_s", persist_state="session",
         help="A file made by `curl .../metrics >> file` every N s holds several scrapes and no "
              "times: scrape k is placed at the start date + k x N s, stated in the report.")
 
@@ -160,7 +164,8 @@ if not ledger.empty:
     )
     left, right = st.columns(2)
     with left:
-        target = st.selectbox("Dataset", ledger["name"].tolist(), key="manage_dataset")
+        target = st.selectbox("Dataset", ledger["name"].tolist(), key="manage_dataset",
+                              persist_state="session")
         summary = cache.dataset_summary(target)
         st.dataframe([{"what": k.replace("_", " "), "value": str(v)} for k, v in summary.items()
                       if k not in ("dataset", "kind", "sources", "assumptions")
@@ -168,7 +173,8 @@ if not ledger.empty:
                      hide_index=True, width="stretch", key="dataset_summary")
         widgets.provenance(summary.get("sources") or {}, summary.get("assumptions") or [],
                            key="dataset_sources")
-        fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt")
+        fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt",
+                       persist_state="session")
         if (too_large := cache.export_refusal(target)) is not None:
             st.caption(widgets.plain(too_large))
         else:
@@ -202,7 +208,7 @@ else:
 
 st.subheader("Pull a public dataset")
 registry = cache.registry()
-choice = st.selectbox("Dataset", [r["name"] for r in registry], key="pull_name")
+choice = st.selectbox("Dataset", [r["name"] for r in registry], key="pull_name", persist_state="session")
 entry = next(r for r in registry if r["name"] == choice)
 st.caption(f"{entry['file']} - {entry['licence']} - cite: {entry['citation']} - "
            f"{entry['checksum']}")

@@ -21,7 +21,7 @@ is_requests = info["kind"] == "requests"
 res = float(info["resolution_s"] or 0)
 targets = cache.targets(name)
 if len(targets) > 1:
-    target = st.radio("Demand target", targets, horizontal=True, key="target",
+    target = st.radio("Demand target", targets, horizontal=True, key="target", persist_state="session",
                       format_func=lambda t: DemandTarget(t).label)
 else:
     target = targets[0]
@@ -39,14 +39,14 @@ if bin_label not in calibrates:
                "an envelope" + (f"; {', '.join(calibrates)} can calibrate one." if calibrates
                                 else "."))
 if is_requests and target == "weighted_tokens":
-    w_p = c2.number_input("w_prompt", 0.0, 100.0, 1.0, 0.1, key="w_prompt",
+    w_p = c2.number_input("w_prompt", 0.0, 100.0, 1.0, 0.1, key="w_prompt", persist_state="session",
                           help="weight of a prompt (prefill) token in the target")
-    w_c = c3.number_input("w_completion", 0.0, 100.0, 1.0, 0.1, key="w_completion",
+    w_c = c3.number_input("w_completion", 0.0, 100.0, 1.0, 0.1, key="w_completion", persist_state="session",
                           help="weight of a completion (decode) token in the target")
-    with_failed = c4.checkbox("include failed requests", True, key="with_failed")
+    with_failed = c4.checkbox("include failed requests", True, key="with_failed", persist_state="session")
 elif is_requests:
     w_p, w_c = 1.0, 1.0
-    with_failed = c4.checkbox("include failed requests", True, key="with_failed")
+    with_failed = c4.checkbox("include failed requests", True, key="with_failed", persist_state="session")
 else:
     w_p, w_c, with_failed = 1.0, 1.0, True
     st.caption("Pre-binned series carry total tokens only: prompt/completion weights do not "
@@ -96,9 +96,10 @@ models = env.point_metrics["model"].tolist()
 methods = env.interval_metrics["method"].tolist()
 c1, c2 = st.columns(2)
 model = c1.selectbox("forecast shown", models, index=models.index(params.base_model),
-                     key="shown_model")
+                     key="shown_model", persist_state="session")
 method = c2.selectbox("envelope shown", methods, index=methods.index("aci"),
-                      format_func=lambda m: charts.METHOD_LABELS.get(m, m), key="shown_method")
+                      format_func=lambda m: charts.METHOD_LABELS.get(m, m), key="shown_method",
+                      persist_state="session")
 out.chart(charts.envelope_chart(env.series, env.test, model, method, params.alpha, name,
                                 bin_label, bool(info["synthetic"]), target_label),
           key="envelope_chart", title=f"Forecast {model} and envelope {method}")

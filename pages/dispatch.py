@@ -29,7 +29,7 @@ bin_label = widgets.intraday_bin(info, "dispatch_bin", "dispatch plans")
 params = widgets.envelope_controls("dispatch")
 default_sites = [s for s in ("CISO", "ERCO", "BPAT", "PJM", "NYIS") if s in carbon_sites]
 sites = st.multiselect("Sites (allowed region set)", carbon_sites,
-                       default=default_sites or carbon_sites[:3], key="sites",
+                       default=default_sites or carbon_sites[:3], key="sites", persist_state="session",
                        format_func=lambda s: f"{s} (= {stored_as[s]})" if s in stored_as else s,
                        help="A code shown as 'CISO (= CA)' names the same published series as "
                             "CA (one file published under both names).")
@@ -37,24 +37,25 @@ if not sites:
     st.info("Choose at least one site.")
     widgets.stop()
 c1, c2, c3, c4 = st.columns(4)
-home = c1.selectbox("home site (baseline)", sites, key="home")
+home = c1.selectbox("home site (baseline)", sites, key="home", persist_state="session")
 # default: 40 % per site, or the least share that lets the chosen sites carry all demand
 fit_share = -(-100 // (5 * len(sites))) * 5 / 100  # 1 / n sites, rounded up to 5 %
 max_share = c2.slider("max share of an hour per site", 0.1, 1.0, max(0.4, fit_share), 0.05,
-                      key="max_share")
+                      key="max_share", persist_state="session")
 scale = c3.select_slider("traffic scale (scenario)", [1, 10, 100, 1000, 10000], value=1000,
-                         key="dispatch_scale")
+                         key="dispatch_scale", persist_state="session")
 kinds = [k for k in GPU_CATALOG if k.ref_tok_s]
 kind_name = c4.selectbox("GPU kind (energy per token)", [k.name for k in kinds],
-                         index=[k.name for k in kinds].index("H100-80GB"), key="gpu_kind")
+                         index=[k.name for k in kinds].index("H100-80GB"), key="gpu_kind",
+                         persist_state="session")
 kind = next(k for k in kinds if k.name == kind_name)
 c5, c6, c7, c8 = st.columns(4)
-offset = c5.number_input("alignment offset (days)", -180, 180, 0, key="offset_days")
-basis = c6.selectbox("carbon basis", ["auto", "avg", "LCA", "direct"], key="basis")
-utilisation = c7.slider("GPU utilisation", 0.1, 1.0, 0.8, 0.05, key="dispatch_util")
+offset = c5.number_input("alignment offset (days)", -180, 180, 0, key="offset_days", persist_state="session")
+basis = c6.selectbox("carbon basis", ["auto", "avg", "LCA", "direct"], key="basis", persist_state="session")
+utilisation = c7.slider("GPU utilisation", 0.1, 1.0, 0.8, 0.05, key="dispatch_util", persist_state="session")
 FILLS = {"refuse and name them": "none", "forward fill": "ffill", "interpolate": "interpolate"}
 fill_label = c8.selectbox(
-    "missing site hours", list(FILLS), key="fill_missing",
+    "missing site hours", list(FILLS), key="fill_missing", persist_state="session",
     help="Trace hours whose carbon, temperature or price hour is absent or blank in a site's "
          "data: refuse and name them (checked before any fitting), carry the last earlier "
          "site hour forward, or interpolate linearly between the site hours around them.")

@@ -45,30 +45,33 @@ tasks = envelope["categorical"]["task"]
 # the model is chosen outside the form, so its size fills the fields at once and a custom
 # size typed after choosing "(custom model)" is the one the first "Rank arms" uses
 choice = st.selectbox("model", [CUSTOM, *models], index=1 + models.index(default_model),
-                      key="adv_model")
+                      key="adv_model", persist_state="session")
 with st.form("request"):
     c1, c2, c3 = st.columns([3, 1, 1])
     row = catalog[catalog["model"] == choice]
     known_p = float(row["params_b"].iloc[0]) if not row.empty else 8.0
     known_a = row["active_params_b"].iloc[0] if not row.empty else None
-    name = c1.text_input("custom model name", "my-model", key="adv_custom") \
+    name = c1.text_input("custom model name", "my-model", key="adv_custom", persist_state="session") \
         if choice == CUSTOM else choice
-    params_b = c2.number_input("parameters (B)", 0.1, 5000.0, known_p, key=f"adv_p_{choice}")
+    params_b = c2.number_input("parameters (B)", 0.1, 5000.0, known_p, key=f"adv_p_{choice}",
+                               persist_state="session")
     active_b = c3.number_input("active parameters (B, MoE)", 0.1, 5000.0,
                                float(known_a) if known_a == known_a and known_a else params_b,
-                               key=f"adv_a_{choice}")
+                               key=f"adv_a_{choice}", persist_state="session")
     c4, c5, c6, c7 = st.columns(4)
     task = c4.selectbox("workload family", tasks,
                         index=tasks.index("lm-arena-chat") if "lm-arena-chat" in tasks else 0,
-                        key="adv_task", help="benchmark task whose prompts resemble yours")
-    concurrency = c5.number_input("concurrency", 1, 8192, 64, key="adv_conc")
-    in_len = c6.number_input("input tokens", 1, 200_000, 1024, key="adv_in")
-    out_len = c7.number_input("output tokens", 1, 100_000, 512, key="adv_out")
+                        key="adv_task",
+                        persist_state="session", help="benchmark task whose prompts resemble yours")
+    concurrency = c5.number_input("concurrency", 1, 8192, 64, key="adv_conc", persist_state="session")
+    in_len = c6.number_input("input tokens", 1, 200_000, 1024, key="adv_in", persist_state="session")
+    out_len = c7.number_input("output tokens", 1, 100_000, 512, key="adv_out", persist_state="session")
     c8, c9, c10 = st.columns(3)
-    ttft = c8.number_input("TTFT SLO (ms, 0 = none)", 0, 120_000, 0, key="adv_ttft")
-    itl = c9.number_input("ITL SLO (ms, 0 = none)", 0, 10_000, 0, key="adv_itl")
+    ttft = c8.number_input("TTFT SLO (ms, 0 = none)", 0, 120_000, 0, key="adv_ttft", persist_state="session")
+    itl = c9.number_input("ITL SLO (ms, 0 = none)", 0, 10_000, 0, key="adv_itl", persist_state="session")
     value = c10.number_input("value per output token (USD)", 0.0, 1e-3, 2e-7, format="%.1e",
-                             key="adv_value", help="paper default 2e-7 (revealed preference)")
+                             key="adv_value",
+                             persist_state="session", help="paper default 2e-7 (revealed preference)")
     with st.expander("Prices and utility weights"):
         prices = whatifs.default_prices()
         table = pd.DataFrame([{"hardware": h, "usd_per_gpu_h": prices.get(h)}
@@ -79,13 +82,14 @@ with st.form("request"):
                    "(GPU catalog on the Capacity page); empty = no public price: those arms "
                    "show as 'no price' until you enter one.")
         u1, u2, u3, u4 = st.columns(4)
-        kwh = u1.number_input("electricity (USD/kWh)", 0.0, 2.0, 0.08, key="adv_kwh",
+        kwh = u1.number_input("electricity (USD/kWh)", 0.0, 2.0, 0.08, key="adv_kwh", persist_state="session",
                               help="EIA 2023 US average industrial price, about 0.08")
-        runtime = u2.number_input("runtime (h)", 0.1, 10_000.0, 1.0, key="adv_runtime")
+        runtime = u2.number_input("runtime (h)", 0.1, 10_000.0, 1.0, key="adv_runtime",
+                                  persist_state="session")
         restart = u3.number_input("cost of a failed launch (h of the arm)", 0.0, 100.0, 0.5,
-                                  key="adv_restart")
+                                  key="adv_restart", persist_state="session")
         slope = u4.number_input("KV penalty slope above occupancy 0.85", 0.0, 20.0, 2.0,
-                                key="adv_slope")
+                                key="adv_slope", persist_state="session")
     st.form_submit_button("Rank arms", type="primary")
 
 price_map = {r.hardware: float(r.usd_per_gpu_h) for r in edited.itertuples()
@@ -208,10 +212,12 @@ with tab_bt:
 with tab_voi:
     v1, v2 = st.columns(2)
     budget = v1.number_input("benchmark budget (node-hours)", 0.01, 1000.0, 1.0, key="voi_budget",
+                             persist_state="session",
                              help="node-hours the ranked benchmarks may spend, best gain per "
                                   "node-hour first")
     setup = v2.number_input("launch overhead per benchmark (min)", 0.0, 240.0, 5.0,
-                            key="voi_setup", help="an assumption: weights load and warm-up")
+                            key="voi_setup",
+                            persist_state="session", help="an assumption: weights load and warm-up")
     gate = whatifs.voi_params(float(budget), float(setup))
     terms = (price_map, gate, float(value), float(kwh), float(runtime), float(restart),
              float(slope))

@@ -30,15 +30,16 @@ for key, options in (("power_jobs", job_names), ("power_inference", inf_options)
     if st.session_state.get(key) not in (None, *options):  # a link naming another store's data
         st.warning(f"Dataset {widgets.plain(st.session_state.pop(key))} is not in this store.")
 c1, c2 = st.columns(2)
-jobs_name = c1.selectbox("Job trace (batch arrivals)", job_names, key="power_jobs")
+jobs_name = c1.selectbox("Job trace (batch arrivals)", job_names, key="power_jobs", persist_state="session")
 inference_name = c2.selectbox(
-    "Inference demand", inf_options, key="power_inference",
+    "Inference demand", inf_options, key="power_inference", persist_state="session",
     index=inf_options.index(default_inf) if default_inf in inf_options else len(inf_options) - 1,
     help="a request trace or per-minute series; 'synthetic' is a labelled daily envelope. "
          "Dense token traces come first; a trace with half or more of its minutes empty (the "
          "Alibaba LoRA trace: 70 %) is too sparse to represent serving load and comes last")
 arrivals = c2.radio(
     "Inference arrivals", ["replay", "request groups"], horizontal=True, key="power_inf_model",
+    persist_state="session",
     help="replay: the chosen trace, repeated. request groups: the paper's model (Methods, "
          "'Inference request arrivals'): code and conversation Q1-Q4 groups with "
          "negative-binomial minute counts, fitted on the Azure LLM 2023 traces in the store and "
@@ -53,28 +54,31 @@ else:
     c2.caption(f"Demand per minute in {unit} (what this trace carries).")
 
 c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 1])
-share = c1.slider("inference share", 0.0, 1.0, 0.5, 0.05, key="power_share",
+share = c1.slider("inference share", 0.0, 1.0, 0.5, 0.05, key="power_share", persist_state="session",
                   help=whatifs.power_help("inference_share"))
 utilization = c2.select_slider("target utilisation", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-                               value=0.8, key="power_util",
+                               value=0.8, key="power_util", persist_state="session",
                                help=whatifs.power_help("utilization"))
 ckpt_label = c3.selectbox("checkpoint length", ["15 min", "60 min", "240 min", "none"], index=1,
-                          key="power_ckpt", help=whatifs.power_help("checkpoint_min"))
+                          key="power_ckpt",
+                          persist_state="session", help=whatifs.power_help("checkpoint_min"))
 scheduler = c4.radio("scheduler", ["fcfs", "swf"], horizontal=True, key="power_sched",
+                     persist_state="session",
                      help=whatifs.power_help("scheduler"))
-capped = c5.toggle("capped", key="power_capped",
+capped = c5.toggle("capped", key="power_capped", persist_state="session",
                    help=whatifs.power_help("capped"))
 with st.expander("More settings"):
     a1, a2, a3, a4 = st.columns(4)
-    gpus = a1.number_input("GPUs in the pool", 16, 2048, 256, 16, key="power_gpus",
+    gpus = a1.number_input("GPUs in the pool", 16, 2048, 256, 16, key="power_gpus", persist_state="session",
                            help=whatifs.power_help("n_gpus"))
-    days = a2.number_input("measured days", 1, 28, 7, key="power_days",
+    days = a2.number_input("measured days", 1, 28, 7, key="power_days", persist_state="session",
                            help=whatifs.power_help("days"))
     speed = a3.radio("serving speed (ML.ENERGY max batch 32 / 64 / 128)", ["F", "M", "S"],
-                     index=1, horizontal=True, key="power_speed", help=whatifs.power_help("speed"))
-    seed = a4.number_input("seed", 0, 10_000, 0, key="power_seed")
+                     index=1, horizontal=True, key="power_speed",
+                     persist_state="session", help=whatifs.power_help("speed"))
+    seed = a4.number_input("seed", 0, 10_000, 0, key="power_seed", persist_state="session")
     st.number_input("sweep replications (seeds per point; more: tighter 95 % bands, longer)", 2,
-                    30, 3, key="power_reps")
+                    30, 3, key="power_reps", persist_state="session")
 
 ckpt = None if ckpt_label == "none" else float(ckpt_label.split()[0])
 scenario = whatifs.power_scenario_of(

@@ -37,54 +37,58 @@ if not inputs["gpus"]:
 # start one run per step
 with st.form("serving_form"):
     c1, c2, c3, c4 = st.columns(4)
-    trace = c1.selectbox("Trace", inputs["traces"], key="serving_trace")
-    gpu = c2.selectbox("GPU kind", inputs["gpus"], key="serving_gpu")
-    n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus",
+    trace = c1.selectbox("Trace", inputs["traces"], key="serving_trace", persist_state="session")
+    gpu = c2.selectbox("GPU kind", inputs["gpus"], key="serving_gpu", persist_state="session")
+    n_gpus = c3.number_input("GPUs in the pool", 1, 64, 8, key="serving_gpus", persist_state="session",
                              help=whatifs.serving_help("n_gpus"))
-    n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models",
+    n_models = c4.number_input("co-hosted models", 1, 64, 16, key="serving_models", persist_state="session",
                                help=whatifs.serving_help("n_models"))
     c5, c6, c7, c8 = st.columns(4)
     ttft = c5.number_input("TTFT SLO (ms)", 10, 60000, 1000, step=100, key="serving_ttft",
+                           persist_state="session",
                            help=whatifs.serving_help("ttft_slo_ms"))
-    tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt",
+    tbt = c6.number_input("TBT SLO (ms)", 1, 5000, 100, step=10, key="serving_tbt", persist_state="session",
                           help=whatifs.serving_help("tbt_slo_ms"))
-    margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin",
+    margin = c7.slider("safety margin", 0.0, 0.5, 0.05, 0.01, key="safety_margin", persist_state="session",
                        help=whatifs.serving_help("safety_margin"))
     window_min = c8.number_input("simulate the first ... minutes (0 = all)", 0, 24 * 60, 10,
-                                 key="serving_window",
+                                 key="serving_window", persist_state="session",
                                  help="a shorter window keeps the page fast; the CLI runs all")
     with st.expander("Model parameters"):
         d1, d2, d3, d4, d5 = st.columns(5)
         calibrate = d1.checkbox("calibrate gamma", value=True, key="serving_calibrate",
+                                persist_state="session",
                                 help="solve the SM-power exponent so the largest predicted decode "
                                      "saving from clock locking equals the 32 % measured on Hopper "
                                      "(Ma et al., arXiv 2605.11999)")
         gamma_in = d2.number_input("SM power exponent gamma (used when not calibrated)", 0.5,
-                                   6.0, 3.0, 0.1, key="serving_gamma",
+                                   6.0, 3.0, 0.1, key="serving_gamma", persist_state="session",
                                    help=whatifs.serving_help("dvfs_gamma"))
         static_scale = d3.number_input("static power x", 0.25, 3.0, 1.0, 0.25,
-                                       key="serving_static",
+                                       key="serving_static", persist_state="session",
                                        help=whatifs.serving_help("static_scale"))
         zipf = d4.number_input("Zipf exponent of model popularity", 0.0, 3.0, 1.0, 0.1,
-                               key="serving_zipf", help=whatifs.serving_help("zipf_s"))
-        seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed")
+                               key="serving_zipf",
+                               persist_state="session", help=whatifs.serving_help("zipf_s"))
+        seed = d5.number_input("seed", 0, 10_000, 0, key="serving_seed", persist_state="session")
         e1, e2, e3, e4 = st.columns(4)
         predictor = e1.selectbox("output-length predictor", ["oracle", "quantile"],
-                                 key="serving_predictor",
+                                 key="serving_predictor", persist_state="session",
                                  help=whatifs.serving_help("length_predictor"))
         length_error = e2.select_slider("oracle predictor error (+-)", [0.0, 0.025, 0.05, 0.10],
                                         value=0.05, format_func=lambda v: f"{100 * v:g} %",
-                                        key="serving_length_error",
+                                        key="serving_length_error", persist_state="session",
                                         help=whatifs.serving_help("length_error"))
         length_q = e3.number_input("quantile predictor: quantile", 0.05, 0.95, 0.5, 0.05,
-                                   key="serving_length_q",
+                                   key="serving_length_q", persist_state="session",
                                    help=whatifs.serving_help("length_quantile"))
         fit_min = e4.number_input("quantile predictor: fit on the first ... minutes", 1,
-                                  24 * 60, 10, key="serving_fit_min",
+                                  24 * 60, 10, key="serving_fit_min", persist_state="session",
                                   help=whatifs.serving_help("length_fit_s") + "; the simulated "
                                   "window then starts after them")
         chunk = st.number_input("chunked prefill: tokens per iteration (0 = off, a prefill "
                                 "pauses decode)", 0, 65_536, 0, 512, key="serving_chunk",
+                                persist_state="session",
                                 help=whatifs.serving_help("chunk_tokens"))
         upload = st.file_uploader("Measured profile CSV (model, gpu, phase, sm_share, clock_mhz, "
                                   "latency_ms, power_w) - replaces the DVFS model",
@@ -92,7 +96,7 @@ with st.form("serving_form"):
     st.form_submit_button("Run the simulation", type="primary", key="serving_run")
 target = st.number_input(
     "SLO attainment target (share of requests within both SLOs' TTFT and TBT)", 0.5, 1.0, 0.9,
-    0.01, key="serving_target",
+    0.01, key="serving_target", persist_state="session",
     help="Your service's target; a saving is reported with the attainment it costs, and a "
          "warning when a policy falls below this target or more than 2 pp below max-clock "
          "(the Festina paper's parity margin).")
@@ -201,7 +205,7 @@ out.table(run["table"][["policy", "energy_kwh", "energy_vs_festina", "saving_vs_
 out.chart(cache.figure(charts.serving_timeseries_chart, run["timeseries"],
                                                 ["max_clock", "static_dvfs", "festina"],
                                                 synthetic), key="serving_ts")
-metric = st.radio("latency CDF", ["TTFT", "TBT"], horizontal=True, key="serving_cdf")
+metric = st.radio("latency CDF", ["TTFT", "TBT"], horizontal=True, key="serving_cdf", persist_state="session")
 out.chart(cache.figure(charts.serving_cdf_chart, run["cdf"] if metric == "TTFT" else run["cdf_tbt"],
                                          float(ttft if metric == "TTFT" else tbt), metric,
                                          synthetic), key="serving_cdf_chart")
@@ -249,7 +253,8 @@ if sweep is not None:
                                                             format="%.2f")})
 
 st.subheader("Profile viewer")
-batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch")
+batch = st.select_slider("decode batch", [1, 8, 32, 128], value=32, key="serving_batch",
+                         persist_state="session")
 out.chart(cache.figure(charts.serving_profile_chart, whatifs.serving_curves(gpu, gamma, int(batch),
                                                                   measured,
                                                                   float(static_scale))),

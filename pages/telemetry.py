@@ -45,11 +45,11 @@ if not names:
                         key="cdf_chart")
     widgets.stop()
 
-name = st.selectbox("Telemetry dataset", names, key="telemetry_dataset")
+name = st.selectbox("Telemetry dataset", names, key="telemetry_dataset", persist_state="session")
 rows = cache.telemetry_rows(name)
 metrics = [m for m in ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c",
                        "sm_clock_mhz", "mem_clock_mhz") if rows[m].notna().any()]
-metric = st.selectbox("Metric", metrics, key="telemetry_metric")
+metric = st.selectbox("Metric", metrics, key="telemetry_metric", persist_state="session")
 
 st.subheader("Serving window vs whole job")
 try:
@@ -84,11 +84,12 @@ if vllm_result is not None and st.session_state.get("vllm_seen") != vllm_result.
 st.session_state["win"] = _within(*st.session_state.get("win", guess))
 start, end = st.slider("serving window (UTC), within the samples", min_value=first,
                        max_value=last, step=timedelta(seconds=1),
-                       format="YYYY-MM-DD HH:mm:ss", key="win")
+                       format="YYYY-MM-DD HH:mm:ss", key="win", persist_state="session")
 with st.expander("Freshness windows (s): samples older than this are down-weighted"):
     cols = st.columns(len(metrics))
     fresh = {m: cols[i].number_input(m, 0.1, 3600.0, float(cache.DEFAULT_FRESHNESS_S[m]),
-                                     key=f"fresh_{m}") for i, m in enumerate(metrics)}
+                                     key=f"fresh_{m}",
+                                     persist_state="session") for i, m in enumerate(metrics)}
 st.caption("The window starts as the first to last sample above half the peak utilisation (or "
            "power); edit it, e.g. from a `vllm bench serve` result. Each sample counts for the "
            "time it stood for, fully within its freshness window and decaying after it.")

@@ -2,8 +2,10 @@
 
 A page's scenario is the set of ``st.session_state`` values its result depends on: the sidebar
 dataset, the shared envelope settings and the page's own widgets (:data:`LINKED`). After every
-run the app writes them to the URL (:func:`publish`), so the address bar is a link that reopens
-the same scenario; a fresh session opened on such a link applies them before any widget is drawn
+run, also one that stopped early (:func:`stop`), the app writes exactly them to the URL
+(:func:`publish`), so the address bar is a link that reopens the scenario shown; a page's
+widgets keep their values across page visits by Streamlit's ``persist_state="session"``
+(issue 31 item 2); a fresh session opened on such a link applies them before any widget is drawn
 (:func:`restore`). A value that does not parse or is out of its widget's range is not applied and
 is named in a warning (:func:`restore` returns the problems), never an exception.
 
@@ -188,23 +190,6 @@ def publish(page: str) -> None:
 
 
 
-def recall(page: str) -> None:
-    """Before ``page``'s widgets are drawn: put back the linked values it had when it was last
-    shown in this session. Streamlit forgets a widget's value when a run does not draw it, so
-    without this a visit to another page reset every input (issue 31 item 2)."""
-    for key, value in st.session_state.get("_kept", {}).get(page, {}).items():
-        if key not in st.session_state:
-            st.session_state[key] = value
-
-
-def remember(page: str) -> None:
-    """After ``page`` ran: keep its linked values for :func:`recall` (the shared envelope
-    settings and the dataset persist by themselves)."""
-    kept = dict(st.session_state.get("_kept", {}))
-    kept[page] = {k: v for k, v in current(page).items() if k not in ENVELOPE}
-    st.session_state["_kept"] = kept
-
-
 # --------------------------------------------------------------------------- named scenarios
 @st.cache_data(show_spinner=False, max_entries=16)
 def _saved(db_path: str, stamp: tuple, page: str) -> list[dict]:
@@ -265,7 +250,7 @@ _PAGE: contextvars.ContextVar[list | None] = contextvars.ContextVar("headroom_pa
 
 def run_page(page) -> None:
     """Run the navigation's chosen ``page`` (marking it as run by app.py), then write its link
-    and keep its inputs (:func:`finish`), however the page ended."""
+    (:func:`publish`), however the page ended."""
     token = _IN_APP.set(True)
     state = [page.url_path, False]
     page_token = _PAGE.set(state)
@@ -275,23 +260,16 @@ def run_page(page) -> None:
         _IN_APP.reset(token)
         _PAGE.reset(page_token)
         if not state[1]:  # not already done by stop(): a normal end or an exception
-            finish(page.url_path)
-
-
-def finish(page: str) -> None:
-    """The address bar holds the scenario shown (:func:`publish`) and the page's inputs are
-    kept for the next visit (:func:`remember`)."""
-    publish(page)
-    remember(page)
+            publish(page.url_path)
 
 
 def stop() -> None:
-    """``st.stop()`` for pages: first :func:`finish` the page (after ``st.stop()`` no Streamlit
-    call runs, so a ``finally`` cannot write the link: issue 31 item 3), then stop."""
+    """``st.stop()`` for pages: first :func:`publish` the page's link (after ``st.stop()`` no
+    Streamlit call runs, so a ``finally`` cannot write it: issue 31 item 3), then stop."""
     state = _PAGE.get()
     if state is not None and not state[1]:
         state[1] = True
-        finish(state[0])
+        publish(state[0])
     st.stop()
 
 
