@@ -38,7 +38,7 @@ def _first_run() -> None:
 
 
 def _sidebar() -> None:
-    names = cache.dataset_names(cache.DEMAND_KINDS)
+    names = cache.demand_order()  # dense token traces first: the first one is the default
     pending = st.session_state.pop("pending_dataset", None)
     if pending in names:
         st.session_state["dataset"] = pending
@@ -47,7 +47,9 @@ def _sidebar() -> None:
     with st.sidebar:
         if names:
             st.selectbox("Dataset", names, key="dataset",
-                         help="Demand datasets (request traces and pre-binned series)")
+                         help="Demand datasets (request traces and pre-binned series), the "
+                              "best to start on first: dense token traces, then sparse or "
+                              "GPU-seconds-only ones, longest span first")
             info = cache.dataset_info(st.session_state["dataset"])
             if info and info["synthetic"]:
                 st.warning("Synthetic demo data - not measured traffic.")

@@ -122,7 +122,7 @@ def show_results(results: list[dict]) -> None:
     """Keep the ingest report for the next run, pick the added demand dataset, rerun."""
     st.session_state["ingest_report"] = results
     # select the added demand dataset with the longest span (not simply the last file)
-    if chosen := widgets.most_useful_demand(results):
+    if chosen := widgets.most_useful_demand(results, cache.demand_order()):
         st.session_state["pending_dataset"] = chosen
     st.rerun()
 

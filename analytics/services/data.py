@@ -36,6 +36,34 @@ def ledger(con) -> pd.DataFrame:
     return store.list_datasets(con)
 
 
+def demand_order(con) -> list[str]:
+    """Demand dataset names (requests and series), the best to start on first (issue 31 item
+    5: the first-run default was the sparse, GPU-seconds-only LoRA trace, the longest span):
+    dense before sparse (:func:`analytics.power.too_sparse` on the share of empty minutes,
+    :func:`analytics.store.demand_minutes`; a daily series counts as sparse), token traces
+    before GPU-seconds-only ones, then the longest span, then the ledger order."""
+    from analytics.power.inputs import too_sparse
+
+    ledger = store.ledger_records(con)
+    demand = [r for r in ledger if r["kind"] in DEMAND_KINDS]
+    if len(demand) < 2:
+        return [r["name"] for r in demand]
+    minutes = store.demand_minutes(con)
+    empty = {n: 1.0 - a / s for n, a, s in zip(minutes["name"], minutes["active_min"],
+                                               minutes["span_min"], strict=True) if s > 0}
+    ids = {r["name"]: r["dataset_id"] for r in demand}
+
+    def key(pos_r):
+        pos, r = pos_r
+        tokens = r["kind"] != "requests" or store.request_fields(
+            con, int(ids[r["name"]]), ("tokens",))["tokens"]
+        span = ((r["ts_max"] - r["ts_min"]).total_seconds()
+                if r["ts_min"] is not None and r["ts_max"] is not None else 0.0)
+        return (too_sparse(empty.get(r["name"], 1.0)), not tokens, -span, pos)
+
+    return [r["name"] for _, r in sorted(enumerate(demand), key=key)]
+
+
 def summary(con, name: str) -> dict:
     """What one dataset holds in its kind's terms (:func:`analytics.store.dataset_summary`):
     e.g. a jobs dataset's GPU-hours, GPUs per job and MIG-slice jobs; a telemetry dataset's

@@ -149,6 +149,8 @@ def figure(builder: Callable[..., Any], *args, **kwargs):
 # --------------------------------------------------------------------------- data
 datasets = cached(data.ledger)
 dataset_summary = cached(data.summary)
+#: demand datasets, the best to start on first (the sidebar's order and default)
+demand_order = cached(data.demand_order)
 _supported_targets = cached(demand.supported_targets)
 
 

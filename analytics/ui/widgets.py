@@ -217,10 +217,15 @@ def provenance(sources: dict[str, str], assumptions: list[str], key: str) -> Non
                          hide_index=True, width="stretch", key=key)
 
 
-def most_useful_demand(results: list[dict]) -> str | None:
-    """Of the datasets an ingest added, the demand dataset (requests or a demand series) that
-    spans the longest time -- the one most likely to have enough calibration bins -- to select
-    in the sidebar after an upload; None when the ingest added no demand dataset."""
+def most_useful_demand(results: list[dict], order: list[str] | None = None) -> str | None:
+    """Of the datasets an ingest added, the demand dataset (requests or a demand series) to
+    select in the sidebar after an upload: the first of them in ``order`` (the store's demand
+    datasets, best first: :func:`analytics.services.data.demand_order`) when given, else the
+    one that spans the longest time; None when the ingest added no demand dataset."""
+    added = [r["dataset"] for r in results if r.get("status") == "ingested"
+             and r.get("table") in ("requests", "demand_series")]
+    if order is not None and (ranked := [n for n in order if n in added]):
+        return ranked[0]
     spans = []
     for r in results:
         if r.get("status") == "ingested" and r.get("table") in ("requests", "demand_series"):

@@ -118,3 +118,27 @@ def test_inputs_survive_a_visit_to_another_page_and_the_link_follows(app_env):
     assert not at.exception
     assert at.slider(key="power_share").value == pytest.approx(0.3)
     assert at.query_params["power_share"] == "0.3"
+
+
+def test_first_default_is_a_dense_token_trace_not_the_longest_span(app_env):
+    """Issue 31 item 5: the LoRA trace spans the longest time but is GPU-seconds only and
+    sparse (about 58 % of its 5-minute bins empty); the sidebar lists the dense token trace
+    first and opens on it, and the LoRA trace last."""
+    from analytics import store
+    from analytics.services import data
+
+    lora = "alibaba_gpu_traces/v2026_genai/lora_request_trace.csv"
+    seed(app_env["db"], lora, WEEK, "azure_llm/AzureLLMInferenceTrace_conv.csv")
+    con = store.connect(app_env["db"], read_only=True)
+    try:
+        order = data.demand_order(con)
+        spans = {r["name"]: r["ts_max"] - r["ts_min"] for r in store.ledger_records(con)}
+    finally:
+        con.close()
+    assert order[-1] == "lora_request_trace"
+    assert max(spans, key=spans.get) == "lora_request_trace"  # the longest span, yet last
+    assert order[0] == NAME  # a week of per-minute tokens: dense, and longer than the Azure hour
+    at = new_app().run()
+    assert not at.exception
+    assert at.selectbox(key="dataset").value == NAME
+    assert at.selectbox(key="dataset").options[-1] == "lora_request_trace"
