@@ -3,17 +3,27 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# `make run` installs what running needs; `make test` adds the test tools (pytest, Playwright,
+# ruff, SimPy, Hypothesis). Each has its own stamp, redone when pyproject.toml changes.
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
 .PHONY: run test bench screenshots lint clean
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
-	touch $(STAMP)
 
-run: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP) $(RUN_STAMP)
+
+# serves on http://localhost:8501 (no browser is opened); another port: STREAMLIT_SERVER_PORT=8600
+run: $(RUN_STAMP)
 	$(PY) -m streamlit run serve.py
 
 test: $(STAMP)
