@@ -122,6 +122,12 @@ def save(adv: Advisor, root: Path, key: str, inputs: dict) -> bool:
     return True
 
 
+def stored(root: Path, key: str) -> bool:
+    """Whether a complete entry ``key`` is stored under ``root`` (its manifest names it), without
+    loading the models."""
+    return _complete(root / key, key)
+
+
 def _complete(entry: Path, key: str) -> bool:
     try:
         return json.loads((entry / "manifest.json").read_text()).get("key") == key

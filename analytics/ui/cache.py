@@ -433,6 +433,11 @@ def _memo_store() -> dict:
     return {}
 
 
+def memo_has(name: str, key: tuple) -> bool:
+    """Whether :func:`memo` holds a result for ``(name, key)`` (nothing is computed)."""
+    return key in _memo_store().get(name, {})
+
+
 def memo(name: str, key: tuple, compute: Callable[[], Any], max_entries: int = 8) -> Any:
     """``compute()`` once per ``(name, key)`` for the server's life (the ``max_entries`` latest
     per name kept). For long work that reports progress to the page while it runs: inside an

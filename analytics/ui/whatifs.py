@@ -26,6 +26,7 @@ from analytics.ui.cache import (
     connection,
     data_version,
     memo,
+    memo_has,
     settings,
     store_stamp,
 )
@@ -44,6 +45,17 @@ def _advisor(progress=None) -> tuple[advisor.Advisor, str, dict | None]:
     return memo("advisor", (db, data_version(), backend),
                 lambda: advisor.fit_cached(db, settings().cache_dir, backend=backend,
                                            progress=progress), max_entries=2)
+
+
+def advisor_ready() -> bool:
+    """Whether the advisor for the current data is at hand without fitting: fitted already in
+    this server, or stored for this data (:func:`analytics.services.advisor.fit_stored`)."""
+    from analytics.ui import cluster
+
+    db = str(settings().db_path)
+    if memo_has("advisor", (db, data_version(), cluster.backend())):
+        return True
+    return advisor.fit_stored(db, settings().cache_dir)
 
 
 def advisor_model(progress=None) -> advisor.Advisor:

@@ -1,5 +1,6 @@
-"""Power page in headless Chromium: moving the inference-share slider updates the metrics and
-the scenario marker on the sweep curves. Screenshot in ``tests/artifacts/power_page.png``."""
+"""Power page in headless Chromium: the sweep runs on request, then moving the inference-share
+slider updates the metrics and the scenario marker on the sweep curves. Screenshot in
+``tests/artifacts/power_page.png``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ def test_share_slider_updates_power_curves(app_url):
     with browser_page(1600) as (sync_api, page):
         page.goto(app_url + "/power?power_days=1")  # a share link: one measured day (default 7)
         sync_api.expect(page.get_by_label("measured days", exact=True)).to_have_value("1")
+        # issue 31 item 6: the single scenario first; the sweep runs when asked
+        run = page.get_by_role("button", name="Run the sweep")
+        run.wait_for(timeout=FIRST_RUN_MS)
+        run.click()
         page.get_by_text("this scenario (share 0.5)").first.wait_for(timeout=FIRST_RUN_MS)
         wait_settled(page, timeout=FIRST_RUN_MS)
         cv_before = read_metric(page, "CV of total power")

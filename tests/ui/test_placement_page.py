@@ -19,6 +19,11 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     at = new_app().run()
     at.switch_page("pages/placement.py").run()
     assert not at.exception
+    # issue 31 item 6: no fit stored for this data: the measured support first, the fit asked
+    assert [c.key for c in at.get("plotly_chart")] == ["support_chart"] and not at.metric
+    assert any("not fitted on these" in i.value for i in at.info)
+    at.button(key="advisor_fit_run").click().run()
+    assert not at.exception
     # issue 17: how the cost model was obtained (its fold fits on the sweep runner, or stored)
     fit = next(c.value for c in at.caption if c.value.startswith("Cost model:"))
     assert "out-of-fold fits" in fit or "stored for this data" in fit

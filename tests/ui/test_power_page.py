@@ -26,6 +26,11 @@ def test_power_page_simulates_and_share_changes_the_metrics(app_env):
     at.session_state["power_reps"] = 2  # two seeds per sweep point (the page's default is 3)
     at.switch_page("pages/power.py").run()
     assert not at.exception
+    # issue 31 item 6: the first visit shows the single scenario; the sweep runs when asked
+    assert len(at.get("plotly_chart")) == 2 and metrics(at)["CV of total power"]
+    assert any("runs on request" in i.value for i in at.info)
+    at.button(key="power_sweep_run").click().run()
+    assert not at.exception
     downloads = {b.key for b in at.get("download_button")}  # issue 19 item 12
     assert {"power_report", "dl_power_sweep_table_csv", "dl_power_sweep_table_parquet"} <= downloads
     assert at.title[0].value == "Power"
