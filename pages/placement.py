@@ -131,22 +131,31 @@ if ranked.empty:
     # a request-level axis (size, lengths, concurrency, task) explains more than arm axes
     request_level = reasons[~reasons.str.match(r"^(hardware|precision) ")]
     axes = (request_level if len(request_level) else reasons).value_counts()
+    fb_bits = whatifs.weight_bits(fb.iloc[0]["precision"]) if not fb.empty else None
     st.warning("The advisor abstains: " + (axes.index[0] if len(axes) else "no feasible, "
-               "priced arm") + ". " + ("Rule-based fallback (cheapest feasible 16-bit arm): "
-               f"**{fb.iloc[0]['hardware']} x{int(fb.iloc[0]['tp'])} {fb.iloc[0]['precision']}**"
-               if not fb.empty else "No feasible priced arm for the fallback either."))
+               "priced arm") + ". " + (
+        "Rule-based fallback (the cheapest feasible priced arm, 16-bit weights preferred"
+        + ("" if fb_bits is None or fb_bits >= 16 else
+           f"; no 16-bit arm fits, this one has {fb_bits:g}-bit weights") + "): "
+        f"**{fb.iloc[0]['hardware']} x{int(fb.iloc[0]['tp'])} {fb.iloc[0]['precision']}**"
+        if not fb.empty else "No feasible priced arm for the fallback either."))
 val = whatifs.advice_value(request, price_map, float(value), float(kwh), float(runtime),
                          float(restart), float(slope))
 dec, be = val["decision"], val["break_even"]
 be_text = (f"Break-even value per token: **{be['value_per_token_usd']:.3g} USD** "
-           f"({be['arm']} reaches utility 0 first)" if be["value_per_token_usd"] is not None
+           f"({be['value_per_token_usd'] * 1e6:,.2f} USD per 1M output tokens; "
+           f"{be['arm']} reaches utility 0 first)" if be["value_per_token_usd"] is not None
            else f"No break-even value per token: {be['reason']}")
 if dec["decision"] == "do_not_launch":
     st.warning(f"**Do not launch at this value per token** ({float(value):.3g} USD): the best "
                f"ranked arm, {dec['best_arm']}, has an expected utility of "
                f"{dec['best_utility_usd']:.2f} USD over {float(runtime):g} h and every ranked "
                "arm loses money, so the ranking only orders arms by how little they lose "
-               f"(mostly the cheapest). {be_text}.")
+               f"(mostly the cheapest). {be_text}."
+               + (f" Next step: at a value above {be['value_per_token_usd']:.3g} USD per token "
+                  f"({be['value_per_token_usd'] * 1e6:,.2f} USD per 1M output tokens, the field "
+                  f"above) {be['arm']} launches; or lower its cost (GPU price, runtime)."
+                  if be["value_per_token_usd"] is not None else ""))
 elif dec["decision"] == "launch":
     st.success(f"Launch: the best ranked arm, {dec['best_arm']}, has an expected utility of "
                f"{dec['best_utility_usd']:.2f} USD over {float(runtime):g} h. {be_text}.")

@@ -47,6 +47,15 @@ def _advisor(progress=None) -> tuple[advisor.Advisor, str, dict | None]:
                                            progress=progress), max_entries=2)
 
 
+def weight_bits(precision: str) -> float | None:
+    """Bits per weight of a precision label (``awq`` -> 4, ``bf16`` -> 16; None when unknown:
+    :func:`analytics.advisor.model.bits`)."""
+    from analytics.advisor import model as cost_model
+
+    got = cost_model.bits(pd.Series([precision])).iloc[0]
+    return None if pd.isna(got) else float(got)
+
+
 def advisor_ready() -> bool:
     """Whether the advisor for the current data is at hand without fitting: fitted already in
     this server, or stored for this data (:func:`analytics.services.advisor.fit_stored`)."""

@@ -38,6 +38,8 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     # with the break-even value, and traces the best arm over value per token
     no = [w.value for w in at.warning if "Do not launch at this value per token" in w.value]
     assert len(no) == 1 and "Break-even value per token" in no[0]
+    # issue 31 item 7: the break-even also as USD per 1M output tokens, and the next step
+    assert "USD per 1M output tokens" in no[0] and "Next step: at a value above" in no[0]
     sens = next(d.value for d in at.dataframe if "best_utility_usd" in d.value)
     assert len(sens) == 20 and set(sens["decision"]) == {"launch", "do_not_launch"}
     # item 5: abstained arms are listed after the ranked ones, flagged, with their utility
@@ -73,3 +75,9 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     shown = metrics(at)
     assert shown["ranked arms"] == "0" and shown["best arm"] == "none"
     assert "abstains" in at.warning[0].value and "params_b 4000" in at.warning[0].value
+    # issue 31 item 7: a 4-bit fallback is never called 16-bit
+    at.number_input(key="adv_p_(custom model)").set_value(1000.0)  # 1,000 B: the fallback is AWQ
+    at.button[0].click().run()
+    fallback = at.warning[0].value
+    assert fallback.endswith("**A100-80GB x8 awq**")
+    assert "no 16-bit arm fits, this one has 4-bit weights" in fallback
