@@ -166,6 +166,8 @@ slo_notes = [m["note"] for m in whatifs.advisor_slo_models(request).values()
 if slo_notes:  # issue 18 item 6: which SLOs have no model, or only an extrapolating one
     st.info("SLO models: " + "; ".join(widgets.plain(n) for n in slo_notes) + ".")
 out.chart(cache.figure(charts.advisor_arms_chart, scored), key="arms_chart")
+if (why := whatifs.interval_width_note(adv, ranked)) is not None:
+    st.caption(widgets.plain(why))
 
 tab_arms, tab_val, tab_bt, tab_voi, tab_cal, tab_pri, tab_ver, tab_specs = st.tabs(
     ["Arms", "Value per token", "Backtest", "Benchmarks worth running", "Calibration",

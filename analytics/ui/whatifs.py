@@ -10,6 +10,7 @@ they are memoised per server (:func:`~analytics.ui.cache.memo`) instead of ``st.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pandas as pd
@@ -45,6 +46,35 @@ def _advisor(progress=None) -> tuple[advisor.Advisor, str, dict | None]:
     return memo("advisor", (db, data_version(), backend),
                 lambda: advisor.fit_cached(db, settings().cache_dir, backend=backend,
                                            progress=progress), max_entries=2)
+
+
+def interval_width_note(adv, ranked: pd.DataFrame, wide: float = 3.0) -> str | None:
+    """Why the best ranked arm's q10-q90 throughput interval is wide (issue 31 item 7: a 15x
+    interval shown without a word), or None when it spans less than ``wide`` times: how the
+    cost model's intervals are calibrated and how large its held-out-cell errors are on this
+    data (``metrics["throughput_tok_s"]``: rows, cells, the conformal offset in log space, the
+    factor it widened the raw quantiles by, the median absolute percentage error)."""
+    if ranked.empty or "throughput_tok_s_q10" not in ranked:
+        return None
+    best = ranked.iloc[0]
+    lo, hi = float(best["throughput_tok_s_q10"]), float(best["throughput_tok_s_q90"])
+    if not lo > 0 or hi / lo < wide:
+        return None
+    m = adv.cost.metrics.get("throughput_tok_s", {})
+    off = (m.get("offset_log") or {}).get("held_out_cell")
+    parts = [f"The best arm's q10-q90 throughput spans {hi / lo:.0f}x ({lo:,.0f} to "
+             f"{hi:,.0f} tok/s)"]
+    if m.get("rows"):
+        parts.append(f"the cost model learned throughput from {m['rows']:,} runs in "
+                     f"{m['cells']:,} workload cells, and its intervals are calibrated on cells "
+                     "it did not see (CQR)")
+    if off is not None:
+        parts.append(f"on this data an unseen cell's error needs a margin of x{math.exp(off):.1f} "
+                     "on each side" + (f" (mean absolute error {m['mape_pct']:.0f} %)"
+                                       if m.get("mape_pct") is not None else ""))
+    parts.append("benchmarks closer to this request (its model size, lengths and concurrency) "
+                 "narrow it: see 'Benchmarks worth running'")
+    return "; ".join(parts) + "."
 
 
 def weight_bits(precision: str) -> float | None:

@@ -40,6 +40,11 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     assert len(no) == 1 and "Break-even value per token" in no[0]
     # issue 31 item 7: the break-even also as USD per 1M output tokens, and the next step
     assert "USD per 1M output tokens" in no[0] and "Next step: at a value above" in no[0]
+    best = next(d.value for d in at.dataframe if "throughput_tok_s_q10" in d.value).iloc[0]
+    wide = [c.value for c in at.caption if "q10-q90 throughput spans" in c.value]
+    ratio = best["throughput_tok_s_q90"] / best["throughput_tok_s_q10"]
+    assert bool(wide) == (ratio >= 3.0)  # a wide interval is explained, a narrow one is not
+    assert not wide or "calibrated on cells it did not see" in wide[0]
     sens = next(d.value for d in at.dataframe if "best_utility_usd" in d.value)
     assert len(sens) == 20 and set(sens["decision"]) == {"launch", "do_not_launch"}
     # item 5: abstained arms are listed after the ranked ones, flagged, with their utility
@@ -81,3 +86,24 @@ def test_placement_ranks_arms_and_abstains_for_a_huge_model(app_env):
     fallback = at.warning[0].value
     assert fallback.endswith("**A100-80GB x8 awq**")
     assert "no 16-bit arm fits, this one has 4-bit weights" in fallback
+
+
+def test_a_wide_interval_is_explained():
+    """Issue 31 item 7: a 15x q10-q90 on the best arm comes with why (the formatter on the
+    metrics a fit records: rows, cells, the held-out-cell offset, the error)."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from analytics.ui import whatifs
+
+    fit = SimpleNamespace(cost=SimpleNamespace(metrics={"throughput_tok_s": {
+        "rows": 1200, "cells": 87, "offset_log": {"held_out_cell": math.log(2.5)},
+        "mape_pct": 31.0}}))
+    wide = pd.DataFrame({"throughput_tok_s_q10": [100.0], "throughput_tok_s_q90": [1500.0]})
+    note = whatifs.interval_width_note(fit, wide)
+    assert note.startswith("The best arm's q10-q90 throughput spans 15x (100 to 1,500 tok/s)")
+    assert "1,200 runs in 87 workload cells" in note and "x2.5 on each side" in note
+    narrow = wide.assign(throughput_tok_s_q90=[200.0])
+    assert whatifs.interval_width_note(fit, narrow) is None
