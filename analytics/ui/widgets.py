@@ -49,8 +49,7 @@ def shared_bin(choices: list[str], key: str, container=None,
     good = [c for c in (choices if preferred is None else preferred) if c in choices]
     default = chosen if chosen in choices else (
         "5min" if "5min" in good else (good or choices)[0])
-    value = (container or st).selectbox("Bin", choices, index=choices.index(default), key=key,
-                                        persist_state="session")
+    value = (container or st).selectbox("Bin", choices, index=choices.index(default), key=key)
     st.session_state["envelope_bin"] = value
     return value
 
@@ -87,18 +86,18 @@ def envelope_controls(prefix: str) -> EnvelopeParams:
     vals = {k: st.session_state.get(f"envelope_{k}", v) for k, v in _SHARED.items()}
     c1, c2, c3, c4 = st.columns(4)
     alpha = c1.select_slider("alpha (miscoverage)", ALPHAS, value=vals["alpha"],
-                             key=f"{prefix}_alpha", persist_state="session", format_func=lambda a: f"{a:g}",
+                             key=f"{prefix}_alpha", format_func=lambda a: f"{a:g}",
                              help="intervals aim at 1 - alpha coverage (0.001: a 99.9 % "
                                   "envelope). A small alpha needs a long calibration window: "
                                   "CQR needs at least 2/alpha calibration bins; the page says "
                                   "when this series has too few.")
     horizon = c2.number_input("horizon (bins ahead)", 1, 288, int(vals["horizon"]),
-                              key=f"{prefix}_horizon", persist_state="session")
+                              key=f"{prefix}_horizon")
     models = list(forecast.LEARNED)
     base = c3.selectbox("point model under the intervals", models,
-                        index=models.index(vals["base_model"]), key=f"{prefix}_base", persist_state="session")
+                        index=models.index(vals["base_model"]), key=f"{prefix}_base")
     split = c4.selectbox("split (fit/calibration/test)", SPLITS,
-                         index=SPLITS.index(vals["split"]), key=f"{prefix}_split", persist_state="session",
+                         index=SPLITS.index(vals["split"]), key=f"{prefix}_split",
                          help="auto = the paper's 42/9/10 days when the series has 61 days, "
                               "else fractions 0.69/0.15/0.16")
     for k, v in {"alpha": alpha, "horizon": horizon, "base_model": base, "split": split}.items():

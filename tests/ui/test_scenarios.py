@@ -107,6 +107,12 @@ def test_inputs_survive_a_visit_to_another_page_and_the_link_follows(app_env):
     assert not at.exception
     assert at.slider(key="target_violation").value == pytest.approx(0.2)
     assert at.query_params["target_violation"] == "0.2"
+    # a shared envelope setting changed on one page is the one every envelope page shows
+    at.switch_page("pages/demand.py").run()
+    at.select_slider(key="demand_alpha").set_value(0.2).run()
+    at.switch_page("pages/capacity.py").run()
+    assert at.select_slider(key="capacity_alpha").value == pytest.approx(0.2)
+    assert at.slider(key="target_violation").value == pytest.approx(0.2)
     seed(app_env["db"], "mit_supercloud/slurm-log-queueing-clean.csv")
     at.session_state["power_sweep_off"] = True  # the single scenario only: fast
     at.session_state["power_days"] = 1
