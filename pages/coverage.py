@@ -98,7 +98,7 @@ except ValueError as exc:
 
 out = Export("Coverage", [name])
 out.param(dataset=name, bin=bin_label, target=target, alpha=params.alpha,
-          horizon_bins=params.horizon, base_model=params.base_model,
+          horizon_bins=params.horizon, base_model=env.params.base_model,
           split=env.split.get("mode"))
 st.caption(f"Dataset **{widgets.plain(name)}**, test window {env.split['test']['start']} to "
            f"{env.split['test']['end']} ({env.split['test']['bins']:,} bins). Coverage is "

@@ -89,13 +89,17 @@ except ValueError as exc:
     out.note(f"No envelope for this grid: {exc}")
     out.render()
     widgets.stop()
-out.param(alpha=params.alpha, horizon_bins=params.horizon, base_model=params.base_model,
+base_model = env.params.base_model  # "auto" resolved: the model the intervals wrap
+out.param(alpha=params.alpha, horizon_bins=params.horizon, base_model=base_model,
           split=env.split.get("mode"))
+if env.base_choice is not None:
+    st.caption("Point model under the intervals, chosen for this dataset: "
+               + widgets.plain(env.base_choice["reason"]) + ".")
 
 models = env.point_metrics["model"].tolist()
 methods = env.interval_metrics["method"].tolist()
 c1, c2 = st.columns(2)
-model = c1.selectbox("forecast shown", models, index=models.index(params.base_model),
+model = c1.selectbox("forecast shown", models, index=models.index(base_model),
                      key="shown_model", persist_state="session")
 method = c2.selectbox("envelope shown", methods, index=methods.index("aci"),
                       format_func=lambda m: charts.METHOD_LABELS.get(m, m), key="shown_method",

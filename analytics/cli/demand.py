@@ -55,7 +55,7 @@ def _bins(text: str) -> tuple[int, ...]:
 def _learned() -> tuple[str, ...]:
     from analytics.envelope import forecast  # scikit-learn, LightGBM: only when asked
 
-    return forecast.LEARNED
+    return (*forecast.LEARNED, forecast.AUTO)
 
 
 def add_parsers(sub) -> None:

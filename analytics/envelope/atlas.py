@@ -92,11 +92,11 @@ def run_cell(params: dict, seed: int, *, grids: dict) -> dict:
         return {"methods": None, "wape": None, "n_test": None, "reason": str(exc),
                 "base_model": env_params.base_model, "null_reasons": {}}
     doc = pipeline.to_json(result)
-    base = doc["point"].get(env_params.base_model, {})
+    base = doc["point"].get(result.params.base_model, {})  # "auto": the model it chose
     return {"methods": {m: {k: v[k] for k in ("coverage", "mean_width", "infinite_bins")}
                         for m, v in doc["intervals"].items()},
             "wape": base.get("wape"), "n_test": int(result.split["test"]["bins"]),
-            "base_model": env_params.base_model, "null_reasons": doc["null_reasons"],
+            "base_model": result.params.base_model, "null_reasons": doc["null_reasons"],
             "reason": None}
 
 

@@ -34,6 +34,9 @@ from threadpoolctl import threadpool_limits
 POINT_MODELS = ("persistence", "seasonal_daily", "seasonal_weekly", "ridge", "hgb",
                 "extra_trees", "lightgbm")
 LEARNED = ("ridge", "hgb", "extra_trees", "lightgbm")
+#: ``EnvelopeParams.base_model`` that lets the run choose: the learned model with the lowest
+#: WAPE on the calibration window (issue 31 item 5), stated in the result
+AUTO = "auto"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ gain over daily seasonality, and interval methods compared by coverage and mean 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,10 @@ class EnvelopeParams:
     split_days : (fit, calibration, test) days; default the paper's 42/9/10 when the series is
         long enough, else ``split_frac``
     split_frac : (fit, calibration, test) fractions, default 0.69/0.15/0.16
-    base_model : point model the residual-based intervals wrap (split, rolling, aci, regime)
+    base_model : point model the residual-based intervals wrap (split, rolling, aci, regime);
+        ``"auto"``: the learned model with the lowest WAPE on the calibration window (chosen
+        after every point model is fitted, before any interval; :attr:`EnvelopeResult.base_choice`
+        says which and why, and the result's ``params`` name it)
     aci_gamma : ACI step size (Gibbs & Candes 2021 use 0.005)
     baseline : model the MAE gain is measured against (the paper: daily seasonality)
     seed : random seed of the learned models and of the bootstrap
@@ -56,8 +59,9 @@ class EnvelopeParams:
         "days", cli=False)
     split_frac: tuple[float, float, float] | None = knob(
         None, "fit, calibration, test fractions (default 0.69/0.15/0.16)", cli=False)
-    base_model: str = knob("hgb", "point model the residual-based intervals wrap",
-                           choices=forecast.LEARNED)
+    base_model: str = knob("hgb", "point model the residual-based intervals wrap (auto: the "
+                           "learned model with the lowest calibration WAPE)",
+                           choices=(*forecast.LEARNED, forecast.AUTO))
     aci_gamma: float = knob(0.005, "ACI step size (Gibbs & Candes 2021 use 0.005)", lo=0.0)
     baseline: str = knob("seasonal_daily", "model the MAE gain is measured against (one "
                          "that cannot forecast the test window falls back to persistence)")
@@ -89,6 +93,9 @@ class EnvelopeResult:
     rolling : DataFrame: ts, method, coverage (trailing day, or a quarter of a shorter test
         window)
     alarm : dict from :func:`analytics.envelope.metrics.shift_alarm` plus its ``ts``
+    base_choice : None, or (``base_model="auto"``) how the point model was chosen:
+        ``{"chosen", "by": "calibration WAPE", "wape": {model: WAPE on the calibration
+        window, or None}, "reason"}``
     repairs : DataFrame, one row per point model (``kind`` = ``"point"``) and per interval
         method (``kind`` = ``"interval"``): ``bins``, ``repaired_negative_point``,
         ``repaired_negative_lower``, ``repaired_negative_upper``, ``repaired_crossing``,
@@ -110,6 +117,7 @@ class EnvelopeResult:
     alarm: dict
     params: EnvelopeParams = field(default_factory=EnvelopeParams)
     repairs: pd.DataFrame = field(default_factory=lambda: repair.repairs_frame([]))
+    base_choice: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -303,6 +311,10 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
     rows = _windows(split, feats, params.alpha)  # before any fit: a refusal is instant
     raw_preds, fitted = forecast.point_forecasts(y, feats, fit_rows, params.seed)
     preds, point_repairs = repair.clip_points(raw_preds)
+    choice = None
+    if params.base_model == forecast.AUTO:
+        choice = auto_base_model(y, preds, split.calibration)
+        params = replace(params, base_model=choice["chosen"])
 
     series = pd.DataFrame({"ts": ts, "y": y, "part": _parts(n, split), **preds})
     stream = residual_stream(series, params.base_model)  # the windows every method reads
@@ -337,8 +349,35 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
         hourly=pd.concat(hourly, ignore_index=True).rename(columns={"group": "hour"}),
         by_regime=pd.concat(by_regime, ignore_index=True).rename(columns={"group": "regime"}),
         rolling=pd.concat(rolling, ignore_index=True), alarm=alarm, params=params,
-        repairs=repair.repairs_frame(point_repairs + band_repairs),
+        repairs=repair.repairs_frame(point_repairs + band_repairs), base_choice=choice,
     )
+
+
+def auto_base_model(y: np.ndarray, preds: dict[str, np.ndarray], calibration: slice) -> dict:
+    """The learned point model with the lowest WAPE on the calibration window (``sum |y -
+    yhat| / sum y`` over the window's bins where the model forecasts), for
+    ``base_model="auto"``; ties and an undefined WAPE (zero demand there) keep the order of
+    :data:`forecast.LEARNED`, whose first usable model wins when no WAPE is defined.
+
+    Returns ``{"chosen", "by", "wape": {model: float or None}, "reason"}``."""
+    yc = y[calibration]
+    wape: dict[str, float | None] = {}
+    for m in forecast.LEARNED:
+        p = np.asarray(preds[m], float)[calibration]
+        ok = np.isfinite(p)
+        den = float(np.sum(yc[ok]))
+        wape[m] = float(np.sum(np.abs(yc[ok] - p[ok])) / den) if ok.any() and den > 0 else None
+    defined = {m: w for m, w in wape.items() if w is not None}
+    if defined:
+        chosen = min(defined, key=lambda m: (defined[m], forecast.LEARNED.index(m)))
+        others = ", ".join(f"{m} {w:.1%}" for m, w in sorted(defined.items(), key=lambda kv: kv[1])
+                           if m != chosen)
+        reason = (f"{chosen}: the lowest WAPE on the calibration window ({defined[chosen]:.1%}"
+                  + (f"; {others}" if others else "") + ")")
+    else:
+        chosen = "hgb"
+        reason = "hgb: no WAPE is defined on the calibration window (no demand there)"
+    return {"chosen": chosen, "by": "calibration WAPE", "wape": wape, "reason": reason}
 
 
 def _defined(value: float, path: str, reason: str, reasons: dict[str, str]) -> float | None:
@@ -383,10 +422,12 @@ def to_json(result: EnvelopeResult) -> dict:
                                                 "unbounded intervals have an infinite interval "
                                                 "score", reasons)}
                  for r in result.interval_metrics.itertuples()}
+    choice = {} if result.base_choice is None else {"base_model_choice": result.base_choice}
     return {
         "split": result.split,
         "alpha": result.params.alpha,
         "horizon_bins": result.params.horizon,
+        **choice,
         "point": point,
         "mae_gain_ci": result.mae_gain,
         "intervals": intervals,

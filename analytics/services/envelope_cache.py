@@ -32,7 +32,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -114,8 +114,11 @@ def load(folder: Path | None, name: str, params: pipeline.EnvelopeParams
     os.utime(entry)  # most recently used: pruned last
     alarm = {**meta["alarm"], "martingale": alarm_cols["martingale"].to_numpy(),
              "ts": alarm_cols["ts"].to_numpy()}
+    choice = meta.get("base_choice")  # base_model "auto": the model it chose, and why
+    if choice is not None:
+        params = replace(params, base_model=choice["chosen"])
     return pipeline.EnvelopeResult(**frames, mae_gain=meta["mae_gain"], split=meta["split"],
-                                   alarm=alarm, params=params)
+                                   alarm=alarm, params=params, base_choice=choice)
 
 
 def save(folder: Path | None, name: str, result: pipeline.EnvelopeResult) -> bool:
@@ -136,7 +139,8 @@ def save(folder: Path | None, name: str, result: pipeline.EnvelopeResult) -> boo
         pd.DataFrame({"martingale": alarm["martingale"], "ts": alarm["ts"]}).to_parquet(
             tmp / "alarm.parquet", index=False)
         scalars = {k: v for k, v in alarm.items() if k not in ("martingale", "ts")}
-        meta = {"mae_gain": result.mae_gain, "split": result.split, "alarm": scalars}
+        meta = {"mae_gain": result.mae_gain, "split": result.split, "alarm": scalars,
+                **({} if result.base_choice is None else {"base_choice": result.base_choice})}
         (tmp / "meta.json").write_text(json.dumps(meta))  # meta last: it marks a whole entry
         os.replace(tmp, folder / name)
     except OSError:  # another process wrote the same entry first: keep theirs

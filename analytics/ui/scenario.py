@@ -23,7 +23,7 @@ from pathlib import Path
 import streamlit as st
 
 from analytics.config import BIN_CHOICES_S
-from analytics.envelope.forecast import LEARNED
+from analytics.envelope.forecast import AUTO, LEARNED
 from analytics.ui.widgets import ALPHAS, SPLITS
 
 
@@ -66,7 +66,7 @@ ENVELOPE: dict[str, Spec] = {
     "envelope_bin": Spec(str, tuple(BIN_CHOICES_S)),
     "envelope_alpha": Spec(float, tuple(ALPHAS)),
     "envelope_horizon": Spec(int, lo=1, hi=288),
-    "envelope_base_model": Spec(str, LEARNED),
+    "envelope_base_model": Spec(str, (*LEARNED, AUTO)),
     "envelope_split": Spec(str, SPLITS),
 }
 
