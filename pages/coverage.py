@@ -119,6 +119,9 @@ st.dataframe(table.rename(columns={"mean_width": "mean width", "winkler": "inter
                      help="Winkler score: width + 2/alpha x miss distance (lower is better)",
                      format="%.0f")},
              key="interval_table")
+for flag in widgets.under_coverage(env.interval_metrics, params.alpha,
+                                   int(env.split["test"]["bins"])):
+    st.warning(widgets.plain(flag))
 counts = [c for c in env.repairs.columns if c.startswith("repaired") or c == "point_outside_band"]
 repaired = env.repairs[env.repairs[counts].sum(axis=1) > 0]
 with st.expander(f"Repairs: demand is never negative ({len(repaired)} models or methods "
@@ -138,7 +141,15 @@ out.chart(charts.hourly_coverage_chart(env.hourly, synthetic), key="hourly_chart
 
 st.subheader("Coverage by regime (hour block x forecast tercile)")
 pivot = env.by_regime.pivot(index="regime", columns="method", values="coverage")
-out.table(pivot.rename(columns=charts.METHOD_LABELS), "regime_table", "Coverage by regime")
+pivot = pivot.rename(columns=charts.METHOD_LABELS)
+bins = env.by_regime.groupby("regime")["bins"].max()
+regime_table = pivot.assign(bins=bins.reindex(pivot.index).astype(int))
+out.table(regime_table, "regime_table", "Coverage by regime", column_config={
+    **{m: st.column_config.NumberColumn(format="percent") for m in pivot.columns},
+    "bins": st.column_config.NumberColumn("test bins", format="%d",
+                                          help="test bins in the regime (the coverage's base)")})
+st.caption(f"Coverage per regime in % of its test bins (nominal {1 - params.alpha:.0%}); a "
+           "regime with few bins measures coverage loosely.")
 
 st.subheader("Shift alarm")
 alarm = env.alarm
@@ -159,12 +170,12 @@ if not others:
     st.caption("Add a second demand dataset to fit on one trace and calibrate on the first "
                "hours of this one.")
 else:
-    spans = [(cache.dataset_info(o) or {}) for o in others]  # longest first: most likely to fit
-    spans = [(i["ts_max"] - i["ts_min"]).total_seconds() if i.get("ts_min") is not None
-             and i.get("ts_max") is not None else 0.0 for i in spans]
+    # issue 31 item 9: the best other trace first (dense tokens before a sparse or GPU-seconds
+    # one, then the longest), not the longest span, which was a trace that cannot work
+    others = [n for n in cache.demand_order() if n != name]
     source = st.selectbox("fit the model on", others, key="cold_source", persist_state="session",
-                          index=max(range(len(others)), key=spans.__getitem__),
-                          help="defaults to the longest other demand trace")
+                          help="defaults to the best other demand trace: dense token traces "
+                               "first, then the longest")
     cold = None
     if not st.toggle("Run the cold-start experiment", key="cold_on", persist_state="session",
                      help="Fits the point model on the source trace, then calibrates on the "

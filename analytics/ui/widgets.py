@@ -222,6 +222,31 @@ def provenance(sources: dict[str, str], assumptions: list[str], key: str) -> Non
                          hide_index=True, width="stretch", key=key)
 
 
+def under_coverage(interval_metrics, alpha: float, n_test: int, z: float = 2.0) -> list[str]:
+    """One warning per interval method whose measured coverage is below nominal by more than
+    ``z`` binomial standard errors on ``n_test`` bins, and at least 5 points (issue 31 item 9: a
+    41 % coverage at 90 % nominal was shown without a word). ``interval_metrics``: the
+    envelope's table (``method``, ``coverage``)."""
+    nominal = 1.0 - alpha
+    se = (nominal * alpha / max(n_test, 1)) ** 0.5
+    out = []
+    for r in interval_metrics.itertuples():
+        if r.coverage == r.coverage and nominal - r.coverage > max(z * se, 0.05):
+            label = charts_label(r.method)
+            out.append(f"{label} under-covers: {r.coverage:.1%} of the {n_test:,} test bins at "
+                       f"{nominal:.0%} nominal ({(nominal - r.coverage) * 100:.1f} points below, "
+                       f"more than {z:g} standard errors): its intervals are not calibrated "
+                       "on this series; use one that covers (split, rolling or ACI).")
+    return out
+
+
+def charts_label(method: str) -> str:
+    """The label the charts give an interval method (``charts.METHOD_LABELS``)."""
+    from analytics.ui.charts import METHOD_LABELS
+
+    return METHOD_LABELS.get(method, method)
+
+
 def most_useful_demand(results: list[dict], order: list[str] | None = None) -> str | None:
     """Of the datasets an ingest added, the demand dataset (requests or a demand series) to
     select in the sidebar after an upload: the first of them in ``order`` (the store's demand

@@ -161,6 +161,14 @@ def test_coverage_page_shows_every_method(app_env):
     assert set(table["method"]) == {"direct quantile", "split conformal", "CQR",
                                     "rolling conformal", "ACI", "regime (Mondrian)"}
     assert table["coverage"].between(0, 1).all() and (table["mean width"] > 0).all()
+    # issue 31 item 9: a method far under its nominal coverage is flagged, one close is not
+    cov = table.set_index("method")["coverage"]
+    flagged = [w.value for w in at.warning if "under-covers" in w.value]
+    assert cov["direct quantile"] < 0.8 and len(flagged) == 1
+    assert flagged[0].startswith("direct quantile under-covers: ") and "of the 323 test bins" \
+        in flagged[0]
+    regimes = next(d.value for d in at.dataframe if {"ACI", "bins"} <= set(d.value.columns))
+    assert regimes["bins"].sum() == 323 and regimes["ACI"].between(0, 1).all()
     # issue 15: the first chart (the split windows, no fit) comes before the envelope's four
     charts = at.get("plotly_chart")
     assert len(charts) == 5 and "fit, calibration and test windows" in charts[0].proto.spec
@@ -182,7 +190,8 @@ def test_lora_trace_uses_gpu_seconds_and_cold_start_section(app_env):
     assert "mean GPU-seconds / 5min" in [m.label for m in at.metric]
     at.switch_page("pages/coverage.py").run()
     assert not at.exception
-    # issue 19 item 15: the cold-start source defaults to the longest other trace, not the first
+    # issue 19 item 15, 31 item 9: the cold-start source defaults to the best other trace (a
+    # dense token trace, the longest of them), not the first or the one-hour Azure trace
     assert at.selectbox(key="cold_source").value == "burstgpt1_week1_per_minute_tps"
     assert not [d for d in at.dataframe if "source_calibrated" in set(d.value.get("method", []))]
     at.toggle(key="cold_on").set_value(True).run()  # slow work runs when asked (issue 31)
