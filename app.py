@@ -64,7 +64,8 @@ def _page(file: str, title: str, icon: str, **kwargs) -> st.Page:
 
 #: The sidebar, grouped by the step of a planner's afternoon.
 PAGES = {
-    "Data": [_page("data.py", "Data", ":material/database:", default=True)],
+    "Data": [_page("data.py", "Data", ":material/database:", default=True),
+             _page("sweeps.py", "Sweeps", ":material/stacked_line_chart:")],
     "Envelope": [_page("demand.py", "Demand", ":material/show_chart:"),
                  _page("coverage.py", "Coverage", ":material/verified:")],
     "Decisions": [_page("capacity.py", "Capacity", ":material/dns:"),

@@ -227,9 +227,7 @@ if st.button("Pull and ingest", key="pull"):
         st.error(f"Pull of {choice} failed: {widgets.plain(getattr(exc, 'public', exc))}")
 
 runs = cache.sweep_ledger()
-if runs:
-    with st.expander(f"Sweep runs kept in the store ({sum(r['tasks'] for r in runs)} points)"):
-        st.caption("What the sweeps computed (Power page, `headroom powersim --sweep`): where it "
-                   "ran, how many points, CPU and wall seconds summed over them. A rerun with "
-                   "the same data, parameters and code reads these instead of computing.")
-        st.dataframe(runs, hide_index=True, key="sweep_runs")
+if runs:  # issue 31 item 11: the stored sweeps have their own page
+    st.caption(f"{sum(r['tasks'] for r in runs):,} sweep points are kept in the store "
+               f"({len(runs)} sweeps): open, compare or delete them on the Sweeps page.")
+    st.page_link("pages/sweeps.py", label="Sweeps", icon=":material/stacked_line_chart:")

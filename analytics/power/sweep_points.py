@@ -95,8 +95,14 @@ def sweep_table(tasks: list[Task], results: list[dict]) -> pd.DataFrame:
     """One row per cell (:data:`CELL`, in task order): every metric's mean over the
     replications with ``<metric>_lo95`` / ``<metric>_hi95`` (95 % t-interval of the mean; NaN
     with one replication), and ``replications``."""
-    rows = pd.DataFrame([{**{c: t.params[c] for c in CELL}, **r}
-                         for t, r in zip(tasks, results, strict=True)])
+    return table_of([t.params for t in tasks], results)
+
+
+def table_of(params: list[dict], results: list[dict]) -> pd.DataFrame:
+    """:func:`sweep_table` of the points' parameters and results (e.g. a sweep read back from
+    the store: :func:`analytics.store.sweep_points`)."""
+    rows = pd.DataFrame([{**{c: p[c] for c in CELL}, **r}
+                         for p, r in zip(params, results, strict=True)])
     metrics = [c for c in rows.columns if c not in CELL]
     rows["checkpoint_min"] = rows["checkpoint_min"].astype(float)  # None -> NaN: one group
     return S.replicate_table(rows, CELL, metrics)

@@ -101,6 +101,50 @@ def sweep_ledger(con, analysis: str | None = None) -> list[dict]:
     return out
 
 
+def sweep_view(con, analysis: str, code_version: str, inputs_sha256: str) -> dict:
+    """One stored sweep (a :func:`sweep_ledger` record) as the Sweeps page and ``headroom
+    sweeps`` show it: ``points`` (one record per task: its parameters and the numbers of its
+    result, flattened; ``seed``, ``cpu_s``, ``ran_on``) and, for the power simulator's sweep
+    (``power.sweep_point``), ``table`` (one row per cell with 95 % bands,
+    :func:`analytics.power.sweep_points.table_of`), else None. Raises KeyError when no task of
+    that sweep is stored."""
+    import pandas as pd
+
+    stored = store.sweep_points(con, analysis, code_version, inputs_sha256)
+    if not stored:
+        raise KeyError(f"no stored sweep {analysis} {code_version} {inputs_sha256}")
+    points = pd.DataFrame([{**_scalars(p["params"]), "seed": p["seed"],
+                            **_scalars(p["result"], "result."), "cpu_s": p["cpu_s"],
+                            "ran_on": p["ran_on"]} for p in stored])
+    table = None
+    if analysis == "power.sweep_point":
+        from analytics.power import sweep_points
+
+        table = sweep_points.table_of([p["params"] for p in stored],
+                                      [p["result"] for p in stored])
+    return {"analysis": analysis, "points": points, "table": table}
+
+
+def _scalars(doc: dict, prefix: str = "") -> dict:
+    """The numbers, strings and booleans of a JSON object, nested keys joined by dots."""
+    out = {}
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            out.update(_scalars(v, f"{prefix}{k}."))
+        elif v is None or isinstance(v, str | int | float | bool):
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def delete_sweep(con, analysis: str, code_version: str, inputs_sha256: str) -> dict:
+    """Delete one stored sweep: ``{"analysis", "deleted"}`` (tasks). Raises KeyError when none
+    is stored."""
+    n = store.delete_sweep(con, analysis, code_version, inputs_sha256)
+    if not n:
+        raise KeyError(f"no stored sweep {analysis} {code_version} {inputs_sha256}")
+    return {"analysis": analysis, "deleted": n}
+
+
 def ingest_paths(con, paths: Iterable[Path], fmt: str | None = None, name: str | None = None,
                  opts: ParseOptions | None = None, append_to: str | None = None) -> list[dict]:
     """Parse every file fully, then write all of them in one transaction. ``con`` is a

@@ -82,7 +82,9 @@ from analytics.store.scenarios import (  # noqa: F401
 )
 from analytics.store.sweeps import (  # noqa: F401
     KEY_COLUMNS,
+    delete_sweep,
     save_sweep_runs,
+    sweep_points,
     sweep_results,
     sweep_runs,
 )

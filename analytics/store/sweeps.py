@@ -100,3 +100,33 @@ def sweep_runs(con, analysis: str | None = None):
                          f"FROM sweep_runs {where} "
                          "GROUP BY analysis, ran_on, code_version, inputs_sha256 "
                          "ORDER BY last_finished DESC", args).df()
+
+
+def _match(analysis: str, code_version: str, inputs_sha256: str) -> tuple[str, list]:
+    """The WHERE clause of one stored sweep: an analysis, and its code version and inputs by
+    the (12-character) prefixes :func:`sweep_runs` shows."""
+    return ("analysis = ? AND starts_with(code_version, ?) AND starts_with(inputs_sha256, ?)",
+            [analysis, code_version, inputs_sha256])
+
+
+def sweep_points(con, analysis: str, code_version: str, inputs_sha256: str) -> list[dict]:
+    """The stored tasks of one sweep (:func:`sweep_runs` row: analysis, code version and
+    inputs prefixes), in start order: ``{"params" (dict), "seed", "result" (dict), "cpu_s",
+    "wall_s", "ran_on", "finished_at"}``."""
+    where, args = _match(analysis, code_version, inputs_sha256)
+    with con.cursor() as cur:
+        rows = _run(cur, "SELECT params, seed, result, cpu_s, wall_s, ran_on, finished_at "
+                         f"FROM sweep_runs WHERE {where} ORDER BY started_at, params_sha256, "
+                         "seed", args).fetchall()
+    return [{"params": json.loads(r[0]), "seed": int(r[1]), "result": json.loads(r[2]),
+             "cpu_s": r[3], "wall_s": r[4], "ran_on": r[5], "finished_at": r[6]} for r in rows]
+
+
+def delete_sweep(con, analysis: str, code_version: str, inputs_sha256: str) -> int:
+    """Delete one stored sweep's tasks (one transaction); returns how many. A rerun of the same
+    sweep then computes them again. Sweep results are not data: the data version stays."""
+    where, args = _match(analysis, code_version, inputs_sha256)
+    with con.cursor() as c, transaction(c) as cur:
+        n = _run(cur, f"SELECT count(*) FROM sweep_runs WHERE {where}", args).fetchone()[0]
+        _run(cur, f"DELETE FROM sweep_runs WHERE {where}", args)
+    return int(n)

@@ -66,6 +66,19 @@ def sweep_ledger() -> list[dict]:
         return data.sweep_ledger(con)
 
 
+def sweep_view(analysis: str, code_version: str, inputs_sha256: str) -> dict:
+    """One stored sweep's points and, for a power sweep, its table with bands
+    (:func:`analytics.services.data.sweep_view`); read when asked (a sweep is not data)."""
+    with connection() as con:
+        return data.sweep_view(con, analysis, code_version, inputs_sha256)
+
+
+def delete_sweep(analysis: str, code_version: str, inputs_sha256: str) -> dict:
+    """Delete one stored sweep (:func:`analytics.services.data.delete_sweep`)."""
+    with connection(write=True) as con:
+        return data.delete_sweep(con, analysis, code_version, inputs_sha256)
+
+
 def store_stamp(db_path: Path | None = None) -> tuple:
     """:func:`analytics.store.file_stamp` of the app's store: moves with every committed write,
     costs a ``stat``, not a store connection."""
