@@ -49,7 +49,8 @@ name = st.selectbox("Telemetry dataset", names, key="telemetry_dataset", persist
 rows = cache.telemetry_rows(name)
 metrics = [m for m in ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c",
                        "sm_clock_mhz", "mem_clock_mhz") if rows[m].notna().any()]
-metric = st.selectbox("Metric", metrics, key="telemetry_metric", persist_state="session")
+metric = st.selectbox("Metric", metrics, key="telemetry_metric", persist_state="session",
+                      format_func=lambda m: charts.METRIC_LABELS.get(m, m))
 
 st.subheader("Serving window vs whole job")
 try:
@@ -102,7 +103,8 @@ out = Export("Telemetry", [name])
 out.param(dataset=name, metric=metric, window_start_utc=start, window_end_utc=end,
           **{f"freshness_{m}_s": v for m, v in fresh.items()})
 out.chart(charts.telemetry_chart(rows, metric, (pd.Timestamp(start), pd.Timestamp(end)),
-                                 title=f"{name}: {metric}"), key="telemetry_chart",
+                                 title=f"{name}: {charts.METRIC_LABELS.get(metric, metric)}"),
+          key="telemetry_chart",
           title=f"{metric} per GPU")
 st.caption("One row per GPU and metric; a GPU is (host, index, UUID), so nodes that share GPU "
            "indices stay apart.")
@@ -129,6 +131,15 @@ out.table(energy, "energy_table", "Energy in the window, per GPU", hide_index=Tr
     "first_gap_start": st.column_config.TextColumn("first gap from (UTC)"),
     "first_gap_end": st.column_config.TextColumn("first gap to (UTC)")})
 resets = int(energy["counter_resets"].sum()) if not energy.empty else 0
+if not energy.empty:  # issue 31 item 8: totals in human units, beside the per-GPU joules
+    e1, e2, e3 = st.columns(3)
+    by_power = energy["energy_power_j"].dropna()
+    by_counter = energy["energy_counter_j"].dropna()
+    e1.metric("energy, power x time, all GPUs", "n/a" if by_power.empty else
+              widgets.energy_text(float(by_power.sum())))
+    e2.metric("energy, counter, all GPUs", "n/a" if by_counter.empty else
+              widgets.energy_text(float(by_counter.sum())))
+    e3.metric("mean power, all GPUs", widgets.power_text(float(energy["mean_power_w"].sum())))
 gap_s = float(energy["gap_s"].sum()) if not energy.empty else 0.0
 if gap_s:
     first = energy.loc[energy["gaps"] > 0].iloc[0]

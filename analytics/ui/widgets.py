@@ -222,6 +222,34 @@ def provenance(sources: dict[str, str], assumptions: list[str], key: str) -> Non
                          hide_index=True, width="stretch", key=key)
 
 
+def energy_text(joules: float) -> str:
+    """Energy in the unit a reader uses: J below 1 kJ, kJ below 1 kWh, kWh below 1 MWh, then MWh.
+
+    >>> energy_text(720.0), energy_text(63_000.0), energy_text(5.4e6), energy_text(7.2e9)
+    ('720 J', '63.0 kJ', '1.50 kWh', '2.00 MWh')
+    """
+    if abs(joules) < 1e3:
+        return f"{joules:,.0f} J"
+    if abs(joules) < 3.6e6:
+        return f"{joules / 1e3:,.1f} kJ"
+    if abs(joules) < 3.6e9:
+        return f"{joules / 3.6e6:,.2f} kWh"
+    return f"{joules / 3.6e9:,.2f} MWh"
+
+
+def power_text(watts: float) -> str:
+    """Power as W below 1 kW, then kW, then MW.
+
+    >>> power_text(413.7), power_text(2500.0)
+    ('414 W', '2.50 kW')
+    """
+    if abs(watts) < 1e3:
+        return f"{watts:,.0f} W"
+    if abs(watts) < 1e6:
+        return f"{watts / 1e3:,.2f} kW"
+    return f"{watts / 1e6:,.2f} MW"
+
+
 def under_coverage(interval_metrics, alpha: float, n_test: int, z: float = 2.0) -> list[str]:
     """One warning per interval method whose measured coverage is below nominal by more than
     ``z`` binomial standard errors on ``n_test`` bins, and at least 5 points (issue 31 item 9: a

@@ -72,6 +72,11 @@ def test_case_42_telemetry_page_energy_from_measured_spans(app_env):
     (row,) = table_with(at, "energy_power_j").to_dict("records")
     assert row["energy_power_j"] == 720.0 and row["gaps"] == 1 and row["gap_s"] == 598.0
     assert any("598 s in all" in w.value and "2024-05-10T14:00:02" in w.value for w in at.warning)
+    # issue 31 item 8: totals in human units and the axis with its unit
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["energy, power x time, all GPUs"] == "720 J"
+    assert shown["energy, counter, all GPUs"] == "n/a"  # the log has no energy counter
+    assert '"power (W)"' in at.get("plotly_chart")[0].proto.spec
 
 
 NOHEADER = (b"2024/05/10 12:00:00.000, 0, 69.12, 0\n"

@@ -58,6 +58,7 @@ from analytics.ui.charts.serving import (
     serving_timeseries_chart,
 )
 from analytics.ui.charts.telemetry import (
+    METRIC_LABELS,
     power_cdf_chart,
     telemetry_chart,
 )
@@ -100,7 +101,7 @@ __all__ = [
     "serving_sensitivity_chart",
     "serving_timeseries_chart",
     "support_chart",
-    "telemetry_chart",
+    "telemetry_chart", "METRIC_LABELS",
     "value_sensitivity_chart",
     "voi_regret_chart",
 ]

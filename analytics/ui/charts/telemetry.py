@@ -10,6 +10,12 @@ import plotly.graph_objects as go
 from analytics.telemetry import gpu_labels
 from analytics.ui.charts.base import line
 
+#: Human labels with units for the telemetry columns (issue 31 item 8: the axis said power_w).
+METRIC_LABELS = {"power_w": "power (W)", "sm_active": "SM active (share of time)",
+                 "gpu_util_pct": "GPU utilisation (%)", "mem_used_mib": "memory used (MiB)",
+                 "temp_c": "temperature (\u00b0C)", "sm_clock_mhz": "SM clock (MHz)",
+                 "mem_clock_mhz": "memory clock (MHz)", "energy_j": "energy counter (J)"}
+
 
 def telemetry_chart(frame: pd.DataFrame, metric: str, window: tuple | None = None,
                     title: str = "") -> go.Figure:
@@ -24,8 +30,9 @@ def telemetry_chart(frame: pd.DataFrame, metric: str, window: tuple | None = Non
         fig.add_vrect(x0=window[0], x1=window[1], fillcolor="rgba(46,139,87,0.12)",
                       line_width=0, annotation_text="serving window",
                       annotation_position="top left")
-    fig.update_layout(title=title or metric, height=340, xaxis_title="time (UTC)",
-                      yaxis_title=metric, margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    fig.update_layout(title=title or METRIC_LABELS.get(metric, metric), height=340,
+                      xaxis_title="time (UTC)", yaxis_title=METRIC_LABELS.get(metric, metric),
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return fig
 
 
