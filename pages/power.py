@@ -53,7 +53,7 @@ else:
             DemandTarget(cache.targets(inference_name)[0]).label)
     c2.caption(f"Demand per minute in {unit} (what this trace carries).")
 
-c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 1])
+c1, c2, c3, c4, c5 = st.columns([3, 2, 2, 2, 2])  # room for every label (issue 31 item 8)
 share = c1.slider("inference share", 0.0, 1.0, 0.5, 0.05, key="power_share", persist_state="session",
                   help=whatifs.power_help("inference_share"))
 utilization = c2.select_slider("target utilisation", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
@@ -65,7 +65,7 @@ ckpt_label = c3.selectbox("checkpoint length", ["15 min", "60 min", "240 min", "
 scheduler = c4.radio("scheduler", ["fcfs", "swf"], horizontal=True, key="power_sched",
                      persist_state="session",
                      help=whatifs.power_help("scheduler"))
-capped = c5.toggle("capped", key="power_capped", persist_state="session",
+capped = c5.toggle("cap inference", key="power_capped", persist_state="session",
                    help=whatifs.power_help("capped"))
 with st.expander("More settings"):
     a1, a2, a3, a4 = st.columns(4)

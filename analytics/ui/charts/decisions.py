@@ -90,6 +90,12 @@ def mix_chart(mix: pd.DataFrame, synthetic: bool = False) -> go.Figure:
                       legend={"orientation": "h", "y": -0.2})
     fig.update_yaxes(title_text="GPUs", secondary_y=False, rangemode="tozero")
     fig.update_yaxes(title_text="power (kW)", secondary_y=True, rangemode="tozero")
+    # issue 31 item 8: an hour axis (a one-hour trace has one period: a marker, hour ticks,
+    # not a dot on a millisecond axis)
+    fig.update_xaxes(title_text="hour (UTC)", tickformat="%b %d %H:%M", dtick=3_600_000
+                     if len(mix) <= 48 else None)
+    if len(mix) == 1:
+        fig.update_traces(mode="markers", marker={"size": 12}, selector={"type": "scatter"})
     return label_synthetic(fig, synthetic)
 
 

@@ -28,7 +28,8 @@ def serving_energy_chart(table: pd.DataFrame, rows: list[str], title: str,
         fig.add_trace(go.Scatter(x=rows, y=100 * t[col], name=name, mode="markers+lines",
                                  marker={"size": 10, "color": color}), secondary_y=True)
     fig.update_yaxes(title_text="energy normalised to Festina", secondary_y=False)
-    fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True)
+    fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True, tickformat=".0f",
+                     nticks=6)  # issue 31 item 8: whole-percent ticks, not 93.9 / 95.84
     fig.update_layout(title=title + (" - SYNTHETIC" if synthetic else ""), height=420,
                       legend={"orientation": "h", "y": -0.2})
     return label_synthetic(fig, synthetic)
@@ -134,5 +135,6 @@ def serving_prediction_chart(sweep: pd.DataFrame, synthetic: bool = False) -> go
     fig.update_layout(title=title + (f" - {SYNTHETIC_LABEL}" if synthetic else ""), height=380,
                       xaxis_title="output-length predictor (error level)")
     fig.update_yaxes(title_text="energy saving vs max-clock (%)", secondary_y=False)
-    fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True)
+    fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True, tickformat=".0f",
+                     nticks=6)  # issue 31 item 8: whole-percent ticks, not 93.9 / 95.84
     return label_synthetic(fig, synthetic)
