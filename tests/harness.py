@@ -266,6 +266,78 @@ def make_certs(folder: Path, name: str) -> dict:
     return {"ca": str(d / "ca.pem"), "cert": str(d / "node.pem"), "key": str(d / "node.key")}
 
 
+PROMETHEUS, PROMTOOL = "/usr/bin/prometheus", "/usr/bin/promtool"
+
+
+def need_prometheus() -> None:
+    """Fail in CI (``CI`` set: ``.ci/run`` installs Debian's ``prometheus``) when the
+    Prometheus server or promtool is missing, skip elsewhere."""
+    for tool in (PROMETHEUS, PROMTOOL):
+        if not Path(tool).exists():
+            if os.environ.get("CI"):
+                pytest.fail(f"the live tests need a real Prometheus in CI, but {tool} is missing")
+            pytest.skip(f"{tool} not installed (apt-get install prometheus)")
+
+
+@contextlib.contextmanager
+def prometheus_server(folder: Path, openmetrics: str, start_s: float = 30):
+    """A real Prometheus server on a free loopback port over a TSDB back-filled from the
+    OpenMetrics text ``openmetrics`` (``promtool tsdb create-blocks-from openmetrics``; the
+    retention is 100 years, so old traces are kept), yielding its URL once ``/-/ready``
+    answers; stopped afterwards. ``folder`` holds the input, the TSDB and the log."""
+    import urllib.request
+
+    need_prometheus()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "input.om").write_text(openmetrics)
+    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics",
+                    str(folder / "input.om"), str(folder / "tsdb")], check=True,
+                   capture_output=True, timeout=120)
+    (folder / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n"
+                                           "scrape_configs: []\n")
+    port = free_port()
+    with open(folder / "prometheus.log", "w") as log:
+        proc = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={folder / 'prometheus.yml'}",
+             f"--storage.tsdb.path={folder / 'tsdb'}", "--storage.tsdb.retention.time=100y",
+             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + start_s
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/-/ready", timeout=2) as resp:
+                        if resp.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("Prometheus did not start: "
+                                       + (folder / "prometheus.log").read_text()[-2000:])
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def counter_openmetrics(series: dict[tuple[str, str], tuple], help_text: str = "tokens") -> str:
+    """OpenMetrics text of counters: ``series`` maps ``(metric family, model_name)`` to
+    ``(sample times in UNIX s, cumulative values)``; each family is a ``counter`` whose samples
+    are ``<family>_total``."""
+    lines, seen = [], set()
+    for (family, model), (ts_s, values) in series.items():
+        if family not in seen:
+            lines += [f"# HELP {family} {help_text}", f"# TYPE {family} counter"]
+            seen.add(family)
+        lines += [f'{family}_total{{model_name="{model}"}} {v:.17g} {t:.3f}'
+                  for t, v in zip(ts_s, values, strict=True)]
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:

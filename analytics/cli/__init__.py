@@ -22,7 +22,8 @@ from analytics.cli.common import BadInput
 #: (subcommand -> one-line help) and ``add_parsers(sub)``. They are imported light: each imports
 #: its analyses (pandas, scikit-learn, MAPIE, LightGBM ...) inside the handlers, so that
 #: ``headroom --help``, ``datasets`` or ``ingest`` do not pay for the envelope's libraries.
-FAMILY_NAMES = ("data", "demand", "decisions", "telemetry", "advisor", "serving", "power")
+FAMILY_NAMES = ("data", "demand", "decisions", "telemetry", "advisor", "serving", "power",
+                "live")
 
 
 def families() -> list:
@@ -113,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         plain_key = isinstance(exc, KeyError) and not isinstance(
             exc, _loaded("analytics.store.core", "UnknownDataset"))
         return _fail(code, exc.args[0] if plain_key else str(exc))
+    if isinstance(result, output.JsonLines):  # one compact strict-JSON object per line
+        for doc in result:
+            print(output.dumps_line(doc), flush=True)
+        return 0
     print(output.dumps(result))
     return 0
 

@@ -54,3 +54,13 @@ def dumps(doc: Any) -> str:
     Raises ValueError only if a non-finite number slipped through (it cannot: :func:`strict`
     removes them first)."""
     return json.dumps(strict(doc), indent=2, default=str, allow_nan=False)
+
+
+class JsonLines(list):
+    """A command result printed as JSON Lines (``headroom live``): one compact strict-JSON
+    object per line (:func:`dumps_line`), not one indented document."""
+
+
+def dumps_line(doc: Any) -> str:
+    """One strict-JSON line of a JSON Lines result (no NaN / Infinity: :func:`strict`)."""
+    return json.dumps(strict(doc), default=str, allow_nan=False, separators=(",", ":"))

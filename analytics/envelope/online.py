@@ -95,6 +95,47 @@ def leave_one_out_bounds(yhat: np.ndarray, scores: np.ndarray, alpha: float
     return yhat + other(m), yhat + other(j)
 
 
+class OnlineConformal:
+    """The state of rolling conformal (``gamma = 0``) or ACI (``gamma > 0``) between bins: the
+    window of signed residuals (a ring buffer with its sorted copy) and ``alpha_t``. One
+    :meth:`interval` then one :meth:`observe` per bin, as the bins arrive (the live road) or
+    over a whole test stream (:func:`online_conformal`: the same steps, so online and offline
+    agree bin for bin). See :func:`online_conformal` for the parameters."""
+
+    def __init__(self, init_scores: np.ndarray, alpha: float, gamma: float = 0.0,
+                 floor: float | None = None):
+        self.window = np.asarray(init_scores, float).copy()
+        if self.window.size < 1:
+            raise ValueError("online conformal needs at least one residual to start from")
+        self.order = np.sort(self.window)
+        self.alpha, self.gamma, self.floor = float(alpha), float(gamma), floor
+        self.alpha_t = float(alpha)
+        self.head = 0  # index of the oldest residual in the ring buffer
+
+    def interval(self, yhat: float) -> tuple[float, float, float]:
+        """``(lower, upper, alpha_t)`` for a bin forecast ``yhat`` (unclipped bounds)."""
+        low_off, up_off = _signed_bounds(self.order, self.alpha_t)
+        return yhat + low_off, yhat + up_off, self.alpha_t
+
+    def observe(self, y: float, yhat: float, lower: float, upper: float) -> bool:
+        """Take the bin's demand ``y``: update ``alpha_t`` (ACI, Gibbs & Candes 2021, eq. 2;
+        clipped to [0, 1] as in MAPIE) and put ``y - yhat`` in place of the oldest residual.
+        Returns whether ``y`` was outside the band as reported (closed; clipped at ``floor``)."""
+        low, high = ((lower, upper) if self.floor is None
+                     else (max(lower, self.floor), max(upper, self.floor)))
+        err = not (low <= y <= high)  # closed: see the module doc
+        if self.gamma:
+            self.alpha_t = min(1.0, max(0.0, self.alpha_t + self.gamma * (self.alpha - err)))
+        new, old = y - yhat, self.window[self.head]
+        self.window[self.head] = new
+        self.head = (self.head + 1) % len(self.window)
+        # keep `order` sorted: drop one copy of `old`, insert `new`
+        i = np.searchsorted(self.order, old)
+        order = np.delete(self.order, i)
+        self.order = np.insert(order, np.searchsorted(order, new), new)
+        return err
+
+
 def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, alpha: float,
                      gamma: float = 0.0, floor: float | None = None
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -103,7 +144,8 @@ def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, a
     At step t the interval is ``yhat[t] + [lower, upper]`` from the signed residuals in the
     window (initially ``init_scores``, e.g. the calibration residuals); after ``y[t]`` arrives
     ``alpha_t`` is updated (ACI, Gibbs & Candes 2021, eq. 2; clipped to [0, 1] as in MAPIE) and
-    the residual ``y[t] - yhat[t]`` replaces the oldest one in the window.
+    the residual ``y[t] - yhat[t]`` replaces the oldest one in the window
+    (:class:`OnlineConformal`, one step per bin).
 
     Parameters
     ----------
@@ -123,29 +165,11 @@ def online_conformal(y: np.ndarray, yhat: np.ndarray, init_scores: np.ndarray, a
     """
     y = np.asarray(y, float)
     yhat = np.asarray(yhat, float)
-    scores = residuals(y, yhat)
-    window = np.asarray(init_scores, float).copy()
-    n_w = len(window)
-    order = np.sort(window)
+    state = OnlineConformal(init_scores, alpha, gamma, floor)
     lo, hi, path = np.empty(len(y)), np.empty(len(y)), np.empty(len(y))
-    alpha_t = alpha
-    head = 0  # index of the oldest residual in the ring buffer
     for t in range(len(y)):
-        low_off, up_off = _signed_bounds(order, alpha_t)
-        lo[t], hi[t], path[t] = yhat[t] + low_off, yhat[t] + up_off, alpha_t
-        if gamma:
-            low, high = ((lo[t], hi[t]) if floor is None
-                         else (max(lo[t], floor), max(hi[t], floor)))
-            err = not (low <= y[t] <= high)  # closed: see the module doc
-            alpha_t = min(1.0, max(0.0, alpha_t + gamma * (alpha - err)))
-        new = scores[t]
-        old = window[head]
-        window[head] = new
-        head = (head + 1) % n_w
-        # keep `order` sorted: drop one copy of `old`, insert `new`
-        i = np.searchsorted(order, old)
-        order = np.delete(order, i)
-        order = np.insert(order, np.searchsorted(order, new), new)
+        lo[t], hi[t], path[t] = state.interval(yhat[t])
+        state.observe(y[t], yhat[t], lo[t], hi[t])
     return lo, hi, path
 
 

@@ -120,8 +120,11 @@ def sweep_view(con, analysis: str, code_version: str, inputs_sha256: str) -> dic
     if analysis == "power.sweep_point":
         from analytics.power import sweep_points
 
-        table = sweep_points.table_of([p["params"] for p in stored],
-                                      [p["result"] for p in stored])
+        try:
+            table = sweep_points.table_of([p["params"] for p in stored],
+                                          [p["result"] for p in stored])
+        except KeyError:  # points of another code version without the sweep's cells
+            table = None
     return {"analysis": analysis, "points": points, "table": table}
 
 

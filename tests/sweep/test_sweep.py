@@ -149,7 +149,7 @@ def test_verdicts_are_not_distinguishable_when_they_flip_within_the_bands():
     assert np.isnan(S.mean_ci([1.0, np.nan])[1])
 
 
-def test_data_page_lists_the_stored_sweep_runs(app_env):
+def test_the_sweeps_page_lists_the_stored_sweep_runs(app_env):
     from harness import new_app, table_with
 
     con = store.connect(app_env["db"])
@@ -162,10 +162,15 @@ def test_data_page_lists_the_stored_sweep_runs(app_env):
     con.close()
     at = new_app().run()
     assert not at.exception
+    assert any("3 sweep points are kept" in c.value for c in at.caption)  # the Data page's link
+    at.switch_page("pages/sweeps.py").run()  # issue 31 item 11: the stored sweeps' own page
+    assert not at.exception
     runs = table_with(at, "ran_on")
     assert runs[["analysis", "ran_on", "tasks"]].values.tolist() == [
         ["power.sweep_point", "tcp://10.0.0.5:8786", 3]]
     assert runs["cpu_s"].tolist() == [4.5] and runs["max_wall_s"].tolist() == [2.0]
+    # points without the sweep's cells (another code version's fields): listed, no table
+    assert not at.get("plotly_chart") and len(table_with(at, "result.cv")) == 3
 
 
 def test_the_sidebar_shows_the_operators_cluster_and_links_its_dashboard(app_env, cluster,

@@ -1,0 +1,75 @@
+"""``headroom live``: a running fleet's demand from Prometheus, bin by bin against its envelope
+(JSON Lines: one object per closed bin)."""
+
+from __future__ import annotations
+
+import os
+
+from analytics.cli.common import LazyChoices, positive
+from analytics.cli.telemetry import _utc
+
+COMMANDS = {"live": "a model's demand from Prometheus, bin by bin against its envelope "
+                    "(JSON Lines)"}
+#: The Prometheus URL is operator configuration: this flag, or the environment.
+ENV_URL = "HEADROOM_PROMETHEUS_URL"
+
+
+def _models() -> tuple[str, ...]:
+    from analytics.envelope import forecast
+
+    return (*forecast.LEARNED, forecast.AUTO)
+
+
+def _engines() -> tuple[str, ...]:
+    from analytics.live.source import COUNTERS
+
+    return tuple(COUNTERS)
+
+
+def add_parsers(sub) -> None:
+    """Add ``live`` to the ``headroom`` parser."""
+    p = sub.add_parser("live", help=COMMANDS["live"])
+    p.add_argument("--prometheus", default=None, metavar="URL",
+                   help=f"the Prometheus server (default ${ENV_URL})")
+    p.add_argument("--model", required=True, help="the model_name label of the engine's metrics")
+    p.add_argument("--engine", default="vllm", choices=LazyChoices(_engines),
+                   help="whose metric names: %(choices)s")
+    p.add_argument("--history", required=True, metavar="DATASET",
+                   help="stored demand the envelope starts from (its bins before --from)")
+    p.add_argument("--from", dest="start", type=_utc, default=None,
+                   help="first bin, ISO 8601 UTC (default: the bin after the history's last)")
+    p.add_argument("--to", dest="end", type=_utc, required=True,
+                   help="end of the window, ISO 8601 UTC (a past window: read and exit)")
+    p.add_argument("--bin-s", type=int, default=300, help="bin width in seconds (default 300)")
+    p.add_argument("--alpha", type=positive, default=0.1, help="miscoverage (default 0.1)")
+    p.add_argument("--base-model", default="hgb", choices=LazyChoices(_models), metavar="MODEL",
+                   help="point model under the band: %(choices)s")
+    p.add_argument("--k-above", type=int, default=4,
+                   help="bins in a row above the band that raise the alarm (default 4: 20 min of 5-min bins)")
+    p.add_argument("--w-prompt", type=float, default=1.0)
+    p.add_argument("--w-completion", type=float, default=1.0)
+    p.add_argument("--timeout-s", type=positive, default=10.0,
+                   help="seconds one request to Prometheus may take")
+    p.set_defaults(run=live)
+
+
+def live(args, settings):
+    """The bins of the window as JSON Lines (:func:`analytics.services.live.live_window`)."""
+    from analytics.cli.common import BadInput
+    from analytics.cli.output import JsonLines
+    from analytics.live.source import SourceError
+    from analytics.services import live as live_service
+    from analytics.services import open_store
+
+    url = args.prometheus or os.environ.get(ENV_URL)
+    if not url:
+        raise BadInput(f"no Prometheus server: give --prometheus URL or set ${ENV_URL}")
+    with open_store(settings.db_path) as con:
+        try:
+            rows = list(live_service.live_window(
+                con, url, args.model, args.history, args.start, args.end, args.engine,
+                args.bin_s, args.alpha, args.base_model, args.k_above, args.w_prompt,
+                args.w_completion, args.timeout_s))
+        except SourceError as exc:
+            raise BadInput(str(exc)) from exc
+    return JsonLines(rows)

@@ -1,0 +1,99 @@
+"""Counter samples -> demand per bin, as a trace's grid counts it.
+
+An engine's token counter at time ``T`` holds the tokens of every request counted before
+``T``. The increase between two samples is ``v_i - v_{i-1}``, or ``v_i`` when the counter fell
+(a reset: the engine restarted and counts from 0), as Prometheus' ``increase()`` treats a
+reset, and it is credited to the bin holding ``t_i`` (no extrapolation to the bin edges, so
+bins add up to the counted tokens exactly). Prompt and completion counters are weighted as a
+trace's target is (:class:`analytics.config.Weights`, w = 1 / 1 by default) and every series of
+the model (several engines, instances) is summed. A bin that some series has no sample in, or
+whose series has no sample before it to count from, is a gap: its demand is unknown (None,
+with the reason), never 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analytics.live.source import Series
+
+
+def increases(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step increases of one counter (shape (n - 1,)) and where it reset (bool, same
+    shape): ``v_i - v_{i-1}``, or ``v_i`` after a drop.
+
+    >>> inc, reset = increases(np.array([5.0, 9.0, 2.0, 4.0]))
+    >>> inc.tolist(), reset.tolist()
+    ([4.0, 2.0, 2.0], [False, True, False])
+    """
+    v = np.asarray(values, float)
+    d = np.diff(v)
+    reset = d < 0
+    return np.where(reset, v[1:], d), reset
+
+
+def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
+                w_prompt: float = 1.0, w_completion: float = 1.0) -> pd.DataFrame:
+    """The bins ``[start_s, end_s)`` (epoch-aligned, ``bin_s`` wide) of a model's counters.
+
+    Parameters
+    ----------
+    series : the model's counter series (:meth:`PrometheusSource.counters`), read from before
+        ``start_s`` (a sample at or before a bin's start is its baseline)
+    start_s, end_s : the window (UNIX s), rounded out to whole bins
+    bin_s : bin width (s)
+    w_prompt, w_completion : token weights of the target
+
+    Returns
+    -------
+    DataFrame, one row per bin: ``ts`` (bin start, naive UTC), ``prompt_tokens``,
+    ``completion_tokens``, ``target`` (weighted; None in a gap), ``samples``, ``resets``,
+    ``gap`` (bool) and ``gap_reason`` (None, or which series lacks samples there).
+    """
+    first = int(np.floor(start_s / bin_s)) * bin_s
+    last = int(np.ceil(end_s / bin_s)) * bin_s
+    n = max((last - first) // bin_s, 0)
+    prompt, completion = np.zeros(n), np.zeros(n)
+    samples, resets = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    covered = np.ones(n, bool)
+    seen = np.zeros(n, bool)  # some series covers the bin
+    why: list[str | None] = [None] * n
+    for s in series:
+        ts = np.asarray(s.ts_s, float)
+        inc, reset = increases(s.values)
+        # the increase of step i (from t_{i-1} to t_i) belongs to the bin holding t_i - 0: the
+        # bin (t_i - bin_s, t_i], by ceil - 1 (an epsilon below t_i is lost at UNIX-time scale)
+        idx = (np.ceil((ts[1:] - first) / bin_s) - 1).astype(np.int64)
+        ok = (idx >= 0) & (idx < n)
+        target = prompt if s.kind == "prompt" else completion
+        np.add.at(target, idx[ok], inc[ok])
+        np.add.at(resets, idx[ok], reset[ok].astype(np.int64))
+        np.add.at(samples, idx[ok], 1)
+        have = np.zeros(n, bool)  # a sample in the bin, counted from one before it
+        have[idx[ok]] = True
+        # the series' own span: before its first sample it did not exist (an engine started
+        # later counted nothing there), after its last it was gone; inside it, a bin without a
+        # sample is a gap, and so is the bin it starts in when it starts after that bin's start
+        lo = int(np.floor((ts[0] - first) / bin_s)) if ts.size else n
+        hi = int(np.ceil((ts[-1] - first) / bin_s)) - 1 if ts.size else -1
+        span = np.zeros(n, bool)
+        span[max(lo, 0):max(min(hi + 1, n), 0)] = True
+        seen[span | have] = True
+        starts_inside = 0 <= lo < n and ts[0] > first + lo * bin_s
+        for b in np.flatnonzero(covered & span & ~have):
+            covered[b] = False
+            why[b] = f"no sample of {s.name}{dict(s.labels)} in this bin"
+        if starts_inside and covered[lo]:
+            covered[lo] = False
+            why[lo] = f"{s.name}{dict(s.labels)} starts inside this bin: its earlier tokens unknown"
+    for b in np.flatnonzero(~seen):
+        covered[b] = False
+        why[b] = "no counter series of this model covers this bin"
+    target = w_prompt * prompt + w_completion * completion
+    return pd.DataFrame({
+        "ts": pd.to_datetime(first + bin_s * np.arange(n), unit="s"),
+        "prompt_tokens": np.where(covered, prompt, np.nan),
+        "completion_tokens": np.where(covered, completion, np.nan),
+        "target": np.where(covered, target, np.nan), "samples": samples, "resets": resets,
+        "gap": ~covered, "gap_reason": why})

@@ -1,0 +1,76 @@
+"""Live service: a model's demand read from the operator's Prometheus, binned like a trace, and
+judged bin by bin against an envelope started from a stored history (``headroom live``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from analytics.envelope import forecast
+from analytics.live import bins as live_bins
+from analytics.live.envelope import LiveEnvelope
+from analytics.live.source import PrometheusSource
+from analytics.services import demand
+
+
+def _epoch_s(t: datetime) -> float:
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def live_window(con, prometheus_url: str, model: str, history: str, start: datetime | None,
+                end: datetime, engine: str = "vllm", bin_s: int = 300, alpha: float = 0.1,
+                base_model: str = "hgb", k_above: int = 4, w_prompt: float = 1.0,
+                w_completion: float = 1.0, timeout_s: float = 10.0) -> Iterator[dict]:
+    """One record per bin of ``[start, end)`` (``start`` default: the bin after the history's
+    last): ``ts``, ``model``, ``demand`` (the weighted-token target, w = ``w_prompt`` /
+    ``w_completion``; None in a gap), ``prompt_tokens``, ``completion_tokens``, ``point``,
+    ``lower``, ``upper``, ``alpha_t``, ``covered``, ``above``, ``alarm``, ``coverage_so_far``,
+    ``samples``, ``resets``, ``gap_reason`` (:class:`analytics.live.envelope.LiveBin`).
+
+    The envelope starts from the stored dataset ``history`` on the same bins (its bins before
+    ``start``); the live window must begin right after them.
+
+    Raises
+    ------
+    ValueError : the window does not follow the history, is empty, or the history is too
+        short; :class:`analytics.live.source.SourceError` (a ValueError's sibling: the caller
+        reports it) when Prometheus does not answer or answers garbage;
+        ``store.UnknownDataset``.
+    """
+    grid = demand.grid(con, demand.GridRequest(history, bin_s, w_prompt, w_completion))
+    grid = grid[["ts", "target"]].copy()
+    grid["ts"] = pd.to_datetime(grid["ts"])
+    step = pd.Timedelta(seconds=bin_s)
+    first_live = grid["ts"].iloc[-1] + step if start is None else pd.Timestamp(start)
+    hist = grid[grid["ts"] < first_live]
+    if hist.empty or hist["ts"].iloc[-1] + step != first_live:
+        last = None if hist.empty else hist["ts"].iloc[-1]
+        raise ValueError(f"the live window starts at {first_live}, but the history {history!r} "
+                         f"ends with the bin at {last}: start it right after the history "
+                         "(--from the bin after its last, or leave --from out)")
+    end_ts = pd.Timestamp(end)
+    if end_ts <= first_live:
+        raise ValueError(f"the window {first_live} to {end_ts} holds no bin")
+    env = LiveEnvelope(hist, bin_s, alpha=alpha, base_model=base_model, k_above=k_above)
+    start_s, end_s = _epoch_s(first_live.to_pydatetime()), _epoch_s(end_ts.to_pydatetime())
+    series = PrometheusSource(prometheus_url, timeout_s).counters(
+        engine, model, start_s - 2 * bin_s, end_s)  # a baseline sample before the window
+    frame = live_bins.demand_bins(series, start_s, end_s, bin_s, w_prompt, w_completion)
+    with forecast.single_threaded():
+        yield from _steps(env, frame, first_live, end_ts, step, model)
+
+
+def _steps(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step, model: str):
+    """The records of :func:`live_window`, one envelope step per bin of ``frame``."""
+    for row in frame.itertuples(index=False):
+        if row.ts < first_live or row.ts + step > end_ts:
+            continue
+        demand_v = None if row.gap else float(row.target)
+        b = env.step(row.ts, demand_v, row.gap_reason)
+        yield {**b.as_dict(), "model": model,
+               "prompt_tokens": None if row.gap else float(row.prompt_tokens),
+               "completion_tokens": None if row.gap else float(row.completion_tokens),
+               "samples": int(row.samples), "resets": int(row.resets),
+               "base_model": env.base_model}
