@@ -35,7 +35,6 @@ import pandas as pd
 from analytics.envelope import forecast
 from analytics.envelope.online import OnlineConformal, residuals
 
-
 #: Scores the shift test's p-values are against (two weeks of 5-minute bins): memory stays
 #: bounded however long the live road runs.
 SCORE_WINDOW = 4032
