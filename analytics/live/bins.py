@@ -7,8 +7,9 @@ reset, and it is credited to the bin holding ``t_i`` (no extrapolation to the bi
 bins add up to the counted tokens exactly). Prompt and completion counters are weighted as a
 trace's target is (:class:`analytics.config.Weights`, w = 1 / 1 by default) and every series of
 the model (several engines, instances) is summed. A bin that some series has no sample in, or
-whose series has no sample before it to count from, is a gap: its demand is unknown (None,
-with the reason), never 0.
+whose series has no sample before it to count from, or that a scrape gap touches (a step
+longer than :data:`analytics.config.GAP_STEPS` median scrape intervals: its increase cannot be
+placed in time), is a gap: its demand is unknown (None, with the reason), never 0.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analytics.config import GAP_STEPS
 from analytics.live.source import Series
 
 
@@ -84,6 +86,19 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
         for b in np.flatnonzero(covered & span & ~have):
             covered[b] = False
             why[b] = f"no sample of {s.name}{dict(s.labels)} in this bin"
+        # a scrape gap (a step over GAP_STEPS median scrape intervals): its increase cannot be
+        # placed in time, so every bin the step touches is a gap
+        steps = np.diff(ts)
+        if steps.size:
+            long_steps = np.flatnonzero(steps > GAP_STEPS * float(np.median(steps)))
+            for i in long_steps:
+                b0 = int(np.floor((ts[i] - first) / bin_s))
+                b1 = int(np.ceil((ts[i + 1] - first) / bin_s)) - 1
+                for b in range(max(b0, 0), min(b1, n - 1) + 1):
+                    if covered[b]:
+                        covered[b] = False
+                        why[b] = (f"{s.name}{dict(s.labels)} has no sample for "
+                                  f"{steps[i]:,.0f} s here (a scrape gap)")
         if starts_inside and covered[lo]:
             covered[lo] = False
             why[lo] = f"{s.name}{dict(s.labels)} starts inside this bin: its earlier tokens unknown"

@@ -15,6 +15,10 @@ from analytics.live.source import PrometheusSource
 from analytics.services import demand
 
 
+#: The longest window one call reads (a bounded route: 31 days of 5-minute bins are 8,928).
+MAX_WINDOW = pd.Timedelta(days=31)
+
+
 def _epoch_s(t: datetime) -> float:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
@@ -34,8 +38,8 @@ def live_window(con, prometheus_url: str, model: str, history: str, start: datet
 
     Raises
     ------
-    ValueError : the window does not follow the history, is empty, or the history is too
-        short; :class:`analytics.live.source.SourceError` (a ValueError's sibling: the caller
+    ValueError : the window does not follow the history, is empty or longer than
+        :data:`MAX_WINDOW`, or the history is too short; :class:`analytics.live.source.SourceError` (a ValueError's sibling: the caller
         reports it) when Prometheus does not answer or answers garbage;
         ``store.UnknownDataset``.
     """
@@ -53,6 +57,9 @@ def live_window(con, prometheus_url: str, model: str, history: str, start: datet
     end_ts = pd.Timestamp(end)
     if end_ts <= first_live:
         raise ValueError(f"the window {first_live} to {end_ts} holds no bin")
+    if end_ts - first_live > MAX_WINDOW:
+        raise ValueError(f"the window {first_live} to {end_ts} is longer than "
+                         f"{MAX_WINDOW.days} days: read it in parts of at most that")
     env = LiveEnvelope(hist, bin_s, alpha=alpha, base_model=base_model, k_above=k_above)
     start_s, end_s = _epoch_s(first_live.to_pydatetime()), _epoch_s(end_ts.to_pydatetime())
     series = PrometheusSource(prometheus_url, timeout_s).counters(

@@ -160,3 +160,39 @@ def test_live_refusals_are_plain(tmp_path, capsys):
                    "--timeout-s", "1"])
     doc = strict_loads(capsys.readouterr().out)
     assert rc == 2 and "did not answer" in doc["error"] and "127.0.0.1:9" in doc["error"]
+
+
+def test_a_window_past_the_bound_is_refused_before_any_fit(tmp_path, capsys):
+    db = tmp_path / "s.duckdb"
+    seed(db, WEEK)
+    rc = cli.main(["--db", str(db), "live", "--prometheus", "http://127.0.0.1:9", "--model", MODEL,
+                   "--history", "burstgpt1_week1_per_minute_tps", "--to", "2023-03-01T00:00:00"])
+    assert rc == 2 and "longer than 31 days" in strict_loads(capsys.readouterr().out)["error"]
+
+
+def _series(name, kind, ts, values):
+    from analytics.live.source import Series
+
+    return Series(name, kind, (("model_name", "m"),), np.asarray(ts, float),
+                  np.asarray(values, float))
+
+
+def test_bins_name_gaps_and_never_count_a_missing_scrape_as_zero():
+    # scrapes every 60 s over 25 minutes, none between minutes 6 and 16 (Prometheus was down)
+    t = np.array([0, 60, 120, 180, 240, 300, 360, 960, 1020, 1080, 1140, 1200, 1260, 1320,
+                  1380, 1440, 1500], float) + 1_700_000_100  # a multiple of 300 s
+    v = np.arange(len(t), dtype=float) * 10
+    bins = demand_bins([_series("vllm:prompt_tokens_total", "prompt", t, v)], t[0], t[-1], 300)
+    # (5, 10] min has a sample (6) but the 600-s step from it reaches into (15, 20]: the
+    # tokens of that step cannot be placed, so the bins it touches are gaps; (10, 15] has none
+    assert bins["gap"].tolist() == [False, True, True, True, False]
+    assert "no sample for 600 s here (a scrape gap)" in bins["gap_reason"][1]
+    assert "no sample of vllm:prompt_tokens_total" in bins["gap_reason"][2]
+    assert np.isnan(bins["target"][1]) and bins["target"][0] == 50.0 == bins["target"][4]
+    # a series that starts inside a bin: that bin's earlier tokens are unknown
+    late = demand_bins([_series("vllm:prompt_tokens_total", "prompt", t[3:], v[3:])], t[0],
+                       t[-1], 300)
+    assert late["gap"][0] and "starts inside this bin" in late["gap_reason"][0]
+    # no series at all: every bin is a gap, never zero demand
+    none = demand_bins([], t[0], t[-1], 300)
+    assert none["gap"].all() and none["target"].isna().all()
