@@ -14,7 +14,6 @@ from analytics.live.envelope import LiveEnvelope
 from analytics.live.source import PrometheusSource
 from analytics.services import demand
 
-
 #: The longest window one call reads (a bounded route: 31 days of 5-minute bins are 8,928).
 MAX_WINDOW = pd.Timedelta(days=31)
 
