@@ -38,9 +38,9 @@ def live_window(con, prometheus_url: str, model: str, history: str, start: datet
     Raises
     ------
     ValueError : the window does not follow the history, is empty or longer than
-        :data:`MAX_WINDOW`, or the history is too short; :class:`analytics.live.source.SourceError` (a ValueError's sibling: the caller
-        reports it) when Prometheus does not answer or answers garbage;
-        ``store.UnknownDataset``.
+        :data:`MAX_WINDOW`, or the history is too short
+    analytics.live.source.SourceError : Prometheus does not answer or answers garbage
+    store.UnknownDataset : no dataset ``history``
     """
     grid = demand.grid(con, demand.GridRequest(history, bin_s, w_prompt, w_completion))
     grid = grid[["ts", "target"]].copy()
