@@ -242,7 +242,9 @@ with tab_voi:
     terms = (price_map, gate, float(value), float(kwh), float(runtime), float(restart),
              float(slope))
     with st.spinner("Ranking benchmarks by value of information ..."):
-        voi_table, voi_info = whatifs.voi_ranking(*terms)
+        voi_table, voi_info = whatifs.voi_ranking(*terms, model=name)
+    if voi_info.get("model_note"):
+        st.caption("Candidates: " + widgets.plain(voi_info["model_note"]) + ".")
     g1, g2, g3, g4 = st.columns(4)
     g1.metric("candidate benchmarks", voi_info["candidates"])
     g2.metric(f"expected gain > {voi_info['epsilon_usd']:g} USD", voi_info["above_epsilon"])

@@ -256,8 +256,8 @@ def _candidate_grid(cells: pd.DataFrame, cost: cm.CostModel, u: decide.UtilityPa
 
 
 def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame,
-                    u: decide.UtilityParams | None = None, p: VoIParams | None = None
-                    ) -> tuple[pd.DataFrame, dict]:
+                    u: decide.UtilityParams | None = None, p: VoIParams | None = None,
+                    model: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Unmeasured (cell x arm) benchmarks ranked by expected gain per node-hour.
 
     Candidates: every measured workload cell x every arm on a priced, measured GPU kind and a
@@ -270,6 +270,9 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     cost : fitted cost model (needs ``throughput_tok_s``; ``power_w`` used when fitted)
     ctx : launch priors and queue waits; bench : ``bench_runs`` rows
     u : utility terms; p : gate settings
+    model : the model a launch is asked for (issue 31 item 7: the list ignored it): when it
+        has measured cells, only its cells are candidates; otherwise every measured model's,
+        and ``info["model_note"]`` says so
 
     Returns
     -------
@@ -285,6 +288,15 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     df = cm.prepare(bench)
     df = df[df["throughput_tok_s"].notna() & (df["throughput_tok_s"] > 0)]
     tau2 = measurement_noise(df) if p.tau2 is None else float(p.tau2)
+    note = None
+    if model is not None:
+        mine = df[df["model"] == model]
+        if len(mine):
+            df = mine
+            note = f"benchmarks of {model}, the model asked for ({mine['cell'].nunique()} cells)"
+        else:
+            note = (f"{model} has no measured cell: benchmarks of every measured model "
+                    "(the closest evidence the advisor has)")
     grid = _candidate_grid(_cells(df), cost, u)
     cols = ["model", "task", "in_len", "out_len", "concurrency", "hardware", "tp", "precision",
             "throughput_tok_s_q10", "throughput_tok_s_q50", "throughput_tok_s_q90",
@@ -293,7 +305,7 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     info = {"tau2": tau2, "cells": int(df["cell"].nunique()), "measured_arms": 0,
             "candidates": 0, "positive": 0, "above_epsilon": 0, "epsilon_usd": p.epsilon_usd,
             "selected": 0, "budget_node_h": p.budget_node_h, "setup_min": p.setup_min,
-            "gpus_per_node": p.gpus_per_node}
+            "gpus_per_node": p.gpus_per_node, "model_note": note}
     if grid.empty:  # no priced, measured GPU kind: nothing to benchmark
         return pd.DataFrame(columns=cols).astype({"within_budget": bool}), info
     meas = df.groupby(["cell", *cm.ARM], as_index=False).agg(

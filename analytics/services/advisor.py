@@ -279,11 +279,12 @@ def default_prices() -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- VoI gate (item 18.1)
-def voi_ranking(con, adv: Advisor, u: decide.UtilityParams, p: voi.VoIParams | None = None
-                ) -> tuple[pd.DataFrame, dict]:
+def voi_ranking(con, adv: Advisor, u: decide.UtilityParams, p: voi.VoIParams | None = None,
+                model: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Unmeasured benchmarks ranked by expected gain per node-hour, with the budget cut
-    (:func:`analytics.advisor.voi.rank_benchmarks` on this store's ``bench_runs``)."""
-    return voi.rank_benchmarks(adv.cost, adv.ctx, store.bench_runs(con), u, p)
+    (:func:`analytics.advisor.voi.rank_benchmarks` on this store's ``bench_runs``; ``model``:
+    the model asked for, whose cells come first when it has any)."""
+    return voi.rank_benchmarks(adv.cost, adv.ctx, store.bench_runs(con), u, p, model)
 
 
 #: Sources whose change invalidates a stored VoI backtest (besides the advisor fit's own).

@@ -166,9 +166,10 @@ def advisor_backtest(value_per_token: float = 2e-7) -> dict:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _voi_ranking(db_path: str, version: int, u: decide.UtilityParams, p: voi.VoIParams):
+def _voi_ranking(db_path: str, version: int, u: decide.UtilityParams, p: voi.VoIParams,
+                 model: str | None = None):
     with connection() as con:
-        return advisor.voi_ranking(con, advisor_model(), u, p)
+        return advisor.voi_ranking(con, advisor_model(), u, p, model)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -185,13 +186,14 @@ def voi_params(budget_node_h: float = 1.0, setup_min: float = 5.0) -> voi.VoIPar
 
 def voi_ranking(prices: dict, gate: voi.VoIParams, value_per_token: float = 2e-7,
                 usd_per_kwh: float = 0.08, runtime_h: float = 1.0, restart_h: float = 0.5,
-                kv_slope: float = 2.0) -> tuple[pd.DataFrame, dict]:
+                kv_slope: float = 2.0, model: str | None = None) -> tuple[pd.DataFrame, dict]:
     """Benchmarks worth running, ranked by expected gain per node-hour with the budget cut
-    (:func:`analytics.services.advisor.voi_ranking`), for the page's utility terms."""
+    (:func:`analytics.services.advisor.voi_ranking`), for the page's utility terms and the
+    model asked for."""
     u = decide.UtilityParams(value_per_token_usd=value_per_token, usd_per_kwh=usd_per_kwh,
                              runtime_h=runtime_h, restart_h=restart_h, kv_slope=kv_slope,
                              prices_usd_per_gpu_h=dict(prices))
-    return _voi_ranking(str(settings().db_path), data_version(), u, gate)
+    return _voi_ranking(str(settings().db_path), data_version(), u, gate, model)
 
 
 def voi_backtest(prices: dict, gate: voi.VoIParams, value_per_token: float = 2e-7,
