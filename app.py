@@ -50,6 +50,8 @@ def _sidebar() -> None:
                          help="Demand datasets (request traces and pre-binned series), the "
                               "best to start on first: dense token traces, then sparse or "
                               "GPU-seconds-only ones, longest span first")
+            if len(st.session_state["dataset"]) > 24:  # the box cuts a long name: in full
+                st.caption(widgets.plain(st.session_state["dataset"]))
             info = cache.dataset_info(st.session_state["dataset"])
             if info and info["synthetic"]:
                 st.warning("Synthetic demo data - not measured traffic.")

@@ -48,7 +48,8 @@ _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.5em}
 td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f3f3f3}
 td:first-child,th:first-child{text-align:left}.note{color:#555;font-size:13px}
-.synthetic{color:#b00;font-weight:bold}"""
+.synthetic{color:#b00;font-weight:bold}
+.wide{overflow-x:auto;max-width:100%}td{word-break:break-word;max-width:28em}"""
 
 
 def figure_frame(fig: go.Figure) -> pd.DataFrame:
@@ -119,7 +120,8 @@ def _html_table(frame: pd.DataFrame, limit: int = REPORT_TABLE_ROWS) -> str:
                    for row in frame.head(limit).itertuples(index=False, name=None))
     more = (f'<p class="note">{len(frame):,} rows; the first {limit:,} are shown, the full '
             "table is in the page's CSV / Parquet download.</p>") if len(frame) > limit else ""
-    return f"<table><tr>{head}</tr>{rows}</table>{more}"
+    # a wide table scrolls inside its box instead of overflowing the page (issue 31 item 8)
+    return f'<div class="wide"><table><tr>{head}</tr>{rows}</table></div>{more}'
 
 
 def _version() -> str:

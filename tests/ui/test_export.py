@@ -54,6 +54,8 @@ def test_html_report_is_self_contained_and_escapes_user_strings():
     assert "SYNTHETIC" in doc and "Generated 2026-12-01 00:00:00 UTC" in doc
     assert f"{len(big):,} rows; the first {report.REPORT_TABLE_ROWS:,} are shown" in doc
     assert report.PAPERS["Capacity"] in doc
+    # issue 31 item 8: every table scrolls inside its own box, never past the page
+    assert doc.count('<div class="wide"><table>') == doc.count("<table>") >= 2
 
 
 def test_telemetry_page_offers_report_and_every_table_and_series(app_env):

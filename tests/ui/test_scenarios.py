@@ -147,4 +147,6 @@ def test_first_default_is_a_dense_token_trace_not_the_longest_span(app_env):
     at = new_app().run()
     assert not at.exception
     assert at.selectbox(key="dataset").value == NAME
+    # issue 31 item 8: the sidebar's box cuts a long name, so it is also shown in full
+    assert NAME in [c.value.replace("\\", "") for c in at.sidebar.caption]
     assert at.selectbox(key="dataset").options[-1] == "lora_request_trace"
