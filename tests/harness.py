@@ -317,11 +317,16 @@ def prometheus_server(folder: Path, openmetrics: str, start_s: float = 30):
                 time.sleep(0.2)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Terminate a server the tests started; kill it when it is still there after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def counter_openmetrics(series: dict[tuple[str, str], tuple], help_text: str = "tokens") -> str:
@@ -371,11 +376,7 @@ def streamlit_server(db: Path, raw: Path, log_path: Path, start_s: float = 60,
             _wait_healthy(url, proc, log_path, start_s)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, log_path: Path, start_s: float) -> None:
