@@ -216,6 +216,33 @@ def point_forecasts(y: np.ndarray, feats: Features, fit_rows: np.ndarray, seed: 
     return preds, fitted
 
 
+def auto_base_model(y: np.ndarray, preds: dict[str, np.ndarray], calibration: slice) -> dict:
+    """The learned point model with the lowest WAPE on the calibration window (``sum |y -
+    yhat| / sum y`` over the window's bins where the model forecasts), for
+    ``base_model="auto"``; ties and an undefined WAPE (zero demand there) keep the order of
+    :data:`LEARNED`, whose first usable model wins when no WAPE is defined.
+
+    Returns ``{"chosen", "by", "wape": {model: float or None}, "reason"}``."""
+    yc = y[calibration]
+    wape: dict[str, float | None] = {}
+    for m in LEARNED:
+        p = np.asarray(preds[m], float)[calibration]
+        ok = np.isfinite(p)
+        den = float(np.sum(yc[ok]))
+        wape[m] = float(np.sum(np.abs(yc[ok] - p[ok])) / den) if ok.any() and den > 0 else None
+    defined = {m: w for m, w in wape.items() if w is not None}
+    if defined:
+        chosen = min(defined, key=lambda m: (defined[m], LEARNED.index(m)))
+        others = ", ".join(f"{m} {w:.1%}" for m, w in sorted(defined.items(), key=lambda kv: kv[1])
+                           if m != chosen)
+        reason = (f"{chosen}: the lowest WAPE on the calibration window ({defined[chosen]:.1%}"
+                  + (f"; {others}" if others else "") + ")")
+    else:
+        chosen = "hgb"
+        reason = "hgb: no WAPE is defined on the calibration window (no demand there)"
+    return {"chosen": chosen, "by": "calibration WAPE", "wape": wape, "reason": reason}
+
+
 def wape(y: np.ndarray, yhat: np.ndarray) -> float:
     """Weighted absolute percentage error ``sum|y - yhat| / sum|y|`` (a fraction, not %).
 

@@ -313,7 +313,7 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
     preds, point_repairs = repair.clip_points(raw_preds)
     choice = None
     if params.base_model == forecast.AUTO:
-        choice = auto_base_model(y, preds, split.calibration)
+        choice = forecast.auto_base_model(y, preds, split.calibration)
         params = replace(params, base_model=choice["chosen"])
 
     series = pd.DataFrame({"ts": ts, "y": y, "part": _parts(n, split), **preds})
@@ -351,33 +351,6 @@ def _run_envelope(grid: pd.DataFrame, bin_s: int, params: EnvelopeParams) -> Env
         rolling=pd.concat(rolling, ignore_index=True), alarm=alarm, params=params,
         repairs=repair.repairs_frame(point_repairs + band_repairs), base_choice=choice,
     )
-
-
-def auto_base_model(y: np.ndarray, preds: dict[str, np.ndarray], calibration: slice) -> dict:
-    """The learned point model with the lowest WAPE on the calibration window (``sum |y -
-    yhat| / sum y`` over the window's bins where the model forecasts), for
-    ``base_model="auto"``; ties and an undefined WAPE (zero demand there) keep the order of
-    :data:`forecast.LEARNED`, whose first usable model wins when no WAPE is defined.
-
-    Returns ``{"chosen", "by", "wape": {model: float or None}, "reason"}``."""
-    yc = y[calibration]
-    wape: dict[str, float | None] = {}
-    for m in forecast.LEARNED:
-        p = np.asarray(preds[m], float)[calibration]
-        ok = np.isfinite(p)
-        den = float(np.sum(yc[ok]))
-        wape[m] = float(np.sum(np.abs(yc[ok] - p[ok])) / den) if ok.any() and den > 0 else None
-    defined = {m: w for m, w in wape.items() if w is not None}
-    if defined:
-        chosen = min(defined, key=lambda m: (defined[m], forecast.LEARNED.index(m)))
-        others = ", ".join(f"{m} {w:.1%}" for m, w in sorted(defined.items(), key=lambda kv: kv[1])
-                           if m != chosen)
-        reason = (f"{chosen}: the lowest WAPE on the calibration window ({defined[chosen]:.1%}"
-                  + (f"; {others}" if others else "") + ")")
-    else:
-        chosen = "hgb"
-        reason = "hgb: no WAPE is defined on the calibration window (no demand there)"
-    return {"chosen": chosen, "by": "calibration WAPE", "wape": wape, "reason": reason}
 
 
 def _defined(value: float, path: str, reason: str, reasons: dict[str, str]) -> float | None:

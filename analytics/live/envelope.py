@@ -119,9 +119,7 @@ class LiveEnvelope:
         models = forecast.LEARNED if base_model == forecast.AUTO else (base_model,)
         preds, fitted = forecast.point_forecasts(y, feats, fit_rows, seed, models=models)
         if base_model == forecast.AUTO:
-            from analytics.envelope.pipeline import auto_base_model
-
-            self.choice = auto_base_model(y, preds, slice(int(cal[0]), n))
+            self.choice = forecast.auto_base_model(y, preds, slice(int(cal[0]), n))
             base_model = self.choice["chosen"]
         else:
             self.choice = None

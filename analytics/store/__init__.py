@@ -58,7 +58,6 @@ from analytics.store.reads import (  # noqa: F401
     copy_dataset,
     dataset,
     dataset_rows,
-    dataset_summary,
     demand_minutes,
     gpu_jobs,
     gpu_jobs_left_out,
@@ -80,6 +79,7 @@ from analytics.store.scenarios import (  # noqa: F401
     save_scenario,
     scenarios,
 )
+from analytics.store.summaries import dataset_summary  # noqa: F401
 from analytics.store.sweeps import (  # noqa: F401
     KEY_COLUMNS,
     delete_sweep,

@@ -14,11 +14,11 @@ keyed on it (grids, envelopes) sees the new rows.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from analytics.schema import COLUMNS, Parsed, conform, note_dict, stored_table
 from analytics.store.core import StoreError, UnknownDataset, _now, _run
+from analytics.store.summaries import provenance_json
 
 #: The columns that identify one row of a keyed table (at most one stored row per key).
 KEYS: dict[str, tuple[str, ...]] = {
@@ -190,8 +190,3 @@ def _refuse_conflicts(cur, file: str, name: str, kind: str, dataset_id: int,
                               "two values for one key. Remove the overlap from the file, or "
                               "delete the dataset and ingest the files again",
                         row=int(hit[0]), column=key[-1])
-
-
-def provenance_json(p: Parsed) -> tuple[str, str]:
-    """``(sources, assumptions)`` of a parsed file as the JSON text ``dataset_files`` keeps."""
-    return json.dumps(dict(p.sources)), json.dumps(list(p.assumptions))

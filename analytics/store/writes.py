@@ -19,7 +19,6 @@ from analytics.schema import (
     stored_tables,
 )
 from analytics.store import appends
-from analytics.store.appends import provenance_json
 from analytics.store.core import (
     NameTaken,
     StoreError,
@@ -32,6 +31,7 @@ from analytics.store.core import (
     transaction,
 )
 from analytics.store.reads import SITE_TABLES, dataset
+from analytics.store.summaries import provenance_json
 
 if TYPE_CHECKING:  # polars loads with the parsers, not for reading the store
     import polars as pl
