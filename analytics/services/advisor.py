@@ -32,13 +32,12 @@ def fit(con) -> Advisor:
     return advisor_pkg.build(store.bench_runs(con), store.jobs(con))
 
 
-def fit_stored(db_path: str | Path, cache_dir: Path) -> bool:
-    """Whether :func:`fit_cached` would read a stored fit for the store's current benchmarks and
-    job history (no fitting, one read-only look at the ledger): the Placement page fits only on
-    request when it would not (issue 31 item 6: the fit took 123 s on a loaded host before the
-    page showed anything)."""
-    with contextlib.closing(store.connect(db_path, read_only=True)) as con:
-        key, _ = persist.cache_key(store.list_datasets(con), advisor_model.FitParams())
+def fit_stored(ledger: pd.DataFrame, cache_dir: Path) -> bool:
+    """Whether :func:`fit_cached` would read a stored fit for the benchmarks and job history of
+    ``ledger`` (:func:`analytics.store.list_datasets`; no fitting, no store read, one ``stat``):
+    the Placement page fits only on request when it would not (issue 31 item 6: the fit took
+    123 s on a loaded host before the page showed anything)."""
+    key, _ = persist.cache_key(ledger, advisor_model.FitParams())
     return persist.stored(Path(cache_dir) / "advisor", key)
 
 

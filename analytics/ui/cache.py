@@ -66,11 +66,19 @@ def sweep_ledger() -> list[dict]:
         return data.sweep_ledger(con)
 
 
-def sweep_view(analysis: str, code_version: str, inputs_sha256: str) -> dict:
-    """One stored sweep's points and, for a power sweep, its table with bands
-    (:func:`analytics.services.data.sweep_view`); read when asked (a sweep is not data)."""
+@st.cache_data(show_spinner=False, max_entries=8)
+def _sweep_view(db_path: str, stamp: tuple, analysis: str, code_version: str,
+                inputs_sha256: str) -> dict:
     with connection() as con:
         return data.sweep_view(con, analysis, code_version, inputs_sha256)
+
+
+def sweep_view(analysis: str, code_version: str, inputs_sha256: str) -> dict:
+    """One stored sweep's points and, for a power sweep, its table with bands
+    (:func:`analytics.services.data.sweep_view`), read again only when the store file changed
+    (:func:`store_stamp`: storing a sweep point moves no data version). Raises KeyError."""
+    path = settings().db_path
+    return _sweep_view(str(path), store_stamp(path), analysis, code_version, inputs_sha256)
 
 
 def delete_sweep(analysis: str, code_version: str, inputs_sha256: str) -> dict:

@@ -90,11 +90,12 @@ def advisor_ready() -> bool:
     """Whether the advisor for the current data is at hand without fitting: fitted already in
     this server, or stored for this data (:func:`analytics.services.advisor.fit_stored`)."""
     from analytics.ui import cluster
+    from analytics.ui.cache import datasets
 
     db = str(settings().db_path)
     if memo_has("advisor", (db, data_version(), cluster.backend())):
         return True
-    return advisor.fit_stored(db, settings().cache_dir)
+    return advisor.fit_stored(datasets(), settings().cache_dir)  # the cached ledger
 
 
 def advisor_model(progress=None) -> advisor.Advisor:
