@@ -71,6 +71,17 @@ def positive(text: str) -> float:
     return v
 
 
+def count(text: str) -> int:
+    """A whole number >= 1."""
+    try:
+        v = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1") from exc
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1")
+    return v
+
+
 def nonneg(text: str) -> float:
     """A finite number >= 0."""
     v = float(text)

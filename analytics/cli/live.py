@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from analytics.cli.common import LazyChoices, positive
+from analytics.cli.common import LazyChoices, count, nonneg, open_unit, positive
 from analytics.cli.telemetry import _utc
 
 COMMANDS = {"live": "a model's demand from Prometheus, bin by bin against its envelope "
@@ -26,12 +26,21 @@ def _engines() -> tuple[str, ...]:
     return tuple(COUNTERS)
 
 
+def _label(text: str) -> str:
+    """A non-empty label value (the engine's ``model_name``)."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give the model_name label of the engine's metrics")
+    return text
+
+
 def add_parsers(sub) -> None:
     """Add ``live`` to the ``headroom`` parser."""
     p = sub.add_parser("live", help=COMMANDS["live"])
     p.add_argument("--prometheus", default=None, metavar="URL",
                    help=f"the Prometheus server (default ${ENV_URL})")
-    p.add_argument("--model", required=True, help="the model_name label of the engine's metrics")
+    p.add_argument("--model", required=True, type=_label, help="the model_name label of the engine's metrics")
     p.add_argument("--engine", default="vllm", choices=LazyChoices(_engines),
                    help="whose metric names: %(choices)s")
     p.add_argument("--history", required=True, metavar="DATASET",
@@ -40,14 +49,16 @@ def add_parsers(sub) -> None:
                    help="first bin, ISO 8601 UTC (default: the bin after the history's last)")
     p.add_argument("--to", dest="end", type=_utc, required=True,
                    help="end of the window, ISO 8601 UTC (a past window: read and exit)")
-    p.add_argument("--bin-s", type=int, default=300, help="bin width in seconds (default 300)")
-    p.add_argument("--alpha", type=positive, default=0.1, help="miscoverage (default 0.1)")
+    p.add_argument("--bin-s", type=count, default=300, help="bin width in seconds (default 300)")
+    p.add_argument("--alpha", type=open_unit, default=0.1, help="miscoverage (default 0.1)")
     p.add_argument("--base-model", default="hgb", choices=LazyChoices(_models), metavar="MODEL",
                    help="point model under the band: %(choices)s")
-    p.add_argument("--k-above", type=int, default=4,
+    p.add_argument("--k-above", type=count, default=4,
                    help="bins in a row above the band that raise the alarm (default 4: 20 min of 5-min bins)")
-    p.add_argument("--w-prompt", type=float, default=1.0)
-    p.add_argument("--w-completion", type=float, default=1.0)
+    p.add_argument("--w-prompt", type=nonneg, default=1.0,
+                   help="weight of a prompt token in the target (default 1)")
+    p.add_argument("--w-completion", type=nonneg, default=1.0,
+                   help="weight of a completion token in the target (default 1)")
     p.add_argument("--timeout-s", type=positive, default=10.0,
                    help="seconds one request to Prometheus may take")
     p.set_defaults(run=live)
@@ -64,6 +75,9 @@ def live(args, settings):
     url = args.prometheus or os.environ.get(ENV_URL)
     if not url:
         raise BadInput(f"no Prometheus server: give --prometheus URL or set ${ENV_URL}")
+    if args.w_prompt == 0 and args.w_completion == 0:
+        raise BadInput("--w-prompt and --w-completion are both 0: the demand would be 0 in "
+                       "every bin")
     with open_store(settings.db_path) as con:
         try:
             rows = list(live_service.live_window(

@@ -92,20 +92,22 @@ class LiveEnvelope:
 
     Raises
     ------
-    ValueError : a history too short to fit and calibrate on (fewer than 2 days of bins with
-        full features in the fit part, or fewer than ``2 / alpha`` calibration bins)
+    ValueError : ``alpha`` not in (0, 1), ``k_above`` or ``bin_s`` below 1, or a history too
+        short to fit and calibrate on (fewer than 2 days of bins with full features in the fit
+        part, or fewer than ``2 / alpha`` calibration bins)
     """
 
-    def __init__(self, history: pd.DataFrame, bin_s: int, alpha: float = 0.1,
-                 base_model: str = "hgb", gamma: float = 0.005, k_above: int = 4,
-                 cal_frac: float = 0.2, seed: int = 0, martingale_alarm: bool = False):
-        self.bin_s, self.alpha, self.k_above = int(bin_s), float(alpha), int(k_above)
-        self.martingale_alarm = bool(martingale_alarm)
-        self.ts = list(pd.to_datetime(history["ts"]))
-        self.y = list(np.asarray(history["target"], float))
-        y, ts = np.asarray(self.y), pd.Series(self.ts)
-        feats = forecast.make_features(y, ts, self.bin_s, 1)
-        self.names = feats.names
+    @staticmethod
+    def split(history: pd.DataFrame, bin_s: int, alpha: float = 0.1, k_above: int = 4,
+              cal_frac: float = 0.2):
+        """``(y, features, fit rows, calibration rows)`` of ``history``, or the ValueError
+        :class:`LiveEnvelope` raises, without fitting (callers check before a slow read)."""
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha {alpha!r} must be strictly between 0 and 1")
+        if int(k_above) < 1 or int(bin_s) < 1:
+            raise ValueError(f"k_above ({k_above!r}) and bin_s ({bin_s!r}) must be >= 1")
+        y = np.asarray(history["target"], float)
+        feats = forecast.make_features(y, pd.Series(pd.to_datetime(history["ts"])), int(bin_s), 1)
         n = len(y)
         n_cal = int(round(n * cal_frac))
         fit_rows = np.arange(0, n - n_cal)
@@ -116,6 +118,18 @@ class LiveEnvelope:
             raise ValueError(f"the history has {n} bins ({fit_ok.size} to fit on with full "
                              f"features, {cal.size} to calibrate on): the live envelope needs "
                              f"2 days to fit and {max(2 / alpha, 10):.0f} calibration bins")
+        return y, feats, fit_rows, cal
+
+    def __init__(self, history: pd.DataFrame, bin_s: int, alpha: float = 0.1,
+                 base_model: str = "hgb", gamma: float = 0.005, k_above: int = 4,
+                 cal_frac: float = 0.2, seed: int = 0, martingale_alarm: bool = False):
+        y, feats, fit_rows, cal = self.split(history, bin_s, alpha, k_above, cal_frac)
+        self.bin_s, self.alpha, self.k_above = int(bin_s), float(alpha), int(k_above)
+        self.martingale_alarm = bool(martingale_alarm)
+        self.ts = list(pd.to_datetime(history["ts"]))
+        self.y = list(y)
+        self.names = feats.names
+        n = len(y)
         models = forecast.LEARNED if base_model == forecast.AUTO else (base_model,)
         preds, fitted = forecast.point_forecasts(y, feats, fit_rows, seed, models=models)
         if base_model == forecast.AUTO:

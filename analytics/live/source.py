@@ -75,8 +75,7 @@ class PrometheusSource:
             raise SourceError(f"Prometheus {path} answered HTTP {exc.code}: {detail[:300]}") \
                 from exc
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            raise SourceError(f"Prometheus at {self.url} did not answer {path} within "
-                              f"{self.timeout_s:g} s: {exc}") from exc
+            raise SourceError(_no_answer(self.url, path, self.timeout_s, exc)) from exc
         if len(body) > MAX_BYTES:
             raise SourceError(f"Prometheus {path} answered more than {MAX_BYTES // 2**20} MiB "
                               f"for {params.get('query', '')!r}: read a shorter window")
@@ -84,9 +83,16 @@ class PrometheusSource:
             doc = json.loads(body)
         except ValueError as exc:
             raise SourceError(f"Prometheus {path} answered what is not JSON: {exc}") from exc
+        query = params.get("query", "")
+        if not isinstance(doc, dict):
+            raise SourceError(f"Prometheus {path} answered a JSON {type(doc).__name__} for "
+                              f"{query!r}, not an object with status and data")
         if doc.get("status") != "success":
-            raise SourceError(f"Prometheus {path} refused {params.get('query', '')!r}: "
+            raise SourceError(f"Prometheus {path} refused {query!r}: "
                               f"{doc.get('errorType')}: {doc.get('error')}")
+        if not isinstance(doc.get("data"), dict):
+            raise SourceError(f"Prometheus {path} answered status success for {query!r} "
+                              f"without a data object (data is {_kind(doc.get('data'))})")
         return doc["data"]
 
     def counters(self, engine: str, model: str, start_s: float, end_s: float) -> list[Series]:
@@ -99,7 +105,7 @@ class PrometheusSource:
             raise ValueError(f"unknown engine {engine!r}: one of {', '.join(COUNTERS)}")
         kind_of = {n: k for k, names in COUNTERS[engine].items() for n in names}
         names = "|".join(kind_of)  # metric names hold letters, digits, '_' and ':' only
-        model_q = model.replace("\\", "\\\\").replace('"', '\\"')
+        model_q = json.dumps(model, ensure_ascii=False)[1:-1]  # PromQL strings escape as JSON
         merged: dict[tuple, list] = {}
         t = start_s
         while t < end_s:
@@ -107,22 +113,8 @@ class PrometheusSource:
             span = max(int(math.ceil(stop - t)), 1)
             query = f'{{__name__=~"{names}",model_name="{model_q}"}}[{span}s]'
             data = self._get("/api/v1/query", {"query": query, "time": f"{stop:.3f}"})
-            if data.get("resultType") != "matrix":
-                raise SourceError(f"Prometheus answered {data.get('resultType')!r} for {query!r}, "
-                                  "not a matrix of samples")
-            for item in data.get("result", []):
-                labels = dict(item.get("metric", {}))
-                name = labels.pop("__name__", "")
-                key = (name, tuple(sorted(labels.items())))
-                for stamp, raw in item.get("values", []):
-                    try:
-                        value = float(raw)
-                    except (TypeError, ValueError):
-                        value = math.nan
-                    if not math.isfinite(value) or value < 0:
-                        raise SourceError(f"series {name}{labels} at {float(stamp):.3f}: "
-                                          f"{raw!r} is not a counter value")
-                    merged.setdefault(key, []).append((float(stamp), value))
+            for key, pts in _matrix(data, query):
+                merged.setdefault(key, []).extend(pts)
             t = stop
         out = []
         for (name, labels), pts in sorted(merged.items()):
@@ -130,3 +122,68 @@ class PrometheusSource:
             out.append(Series(name, kind_of.get(name, "prompt"), labels,
                               np.array([p[0] for p in pts]), np.array([p[1] for p in pts])))
         return out
+
+
+def _kind(value) -> str:
+    """How a JSON value reads in a refusal: ``null``, ``a list``, ``a string`` ..."""
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _no_answer(url: str, path: str, timeout_s: float, exc: BaseException) -> str:
+    """The refusal of a request that got no HTTP answer, naming why: refused, unknown host,
+    or the timeout."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, ConnectionRefusedError):
+        return f"Prometheus at {url} refused the connection ({path}): is it running on that port?"
+    if isinstance(reason, OSError) and reason.__class__.__name__ == "gaierror":
+        return f"Prometheus at {url}: the host name does not resolve ({reason})"
+    if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+        return f"Prometheus at {url} did not answer {path} within {timeout_s:g} s"
+    return f"Prometheus at {url} could not be reached ({path}): {reason}"
+
+
+def _matrix(data: dict, query: str):
+    """``(key, [(ts_s, value), ...])`` per series of a ``matrix`` answer to ``query``, where
+    ``key`` is ``(metric name, sorted labels)``.
+
+    Raises SourceError naming the query and series: not a matrix, a result or series of the
+    wrong shape, a sample time that is not a finite number, a value that is not a finite
+    counter value (>= 0)."""
+    if data.get("resultType") != "matrix":
+        raise SourceError(f"Prometheus answered {data.get('resultType')!r} for {query!r}, "
+                          "not a matrix of samples")
+    result = data.get("result")
+    if not isinstance(result, list):
+        raise SourceError(f"Prometheus answered a matrix for {query!r} whose result is "
+                          f"{_kind(result)}, not a list of series")
+    for i, item in enumerate(result):
+        metric = item.get("metric") if isinstance(item, dict) else None
+        values = item.get("values") if isinstance(item, dict) else None
+        if not isinstance(metric, dict) or not isinstance(values, list):
+            raise SourceError(f"series {i} of the answer to {query!r} is not an object with a "
+                              f"metric object and a values list (metric is {_kind(metric)}, "
+                              f"values {_kind(values)})")
+        labels = {str(k): str(v) for k, v in metric.items()}
+        name = labels.pop("__name__", "")
+        pts = []
+        for pair in values:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise SourceError(f"series {name}{labels}: sample {pair!r} is not a "
+                                  "[time, value] pair")
+            stamp, raw = pair
+            try:
+                ts_s = float(stamp)
+            except (TypeError, ValueError):
+                ts_s = math.nan
+            if not math.isfinite(ts_s):
+                raise SourceError(f"series {name}{labels}: sample time {stamp!r} is not a "
+                                  "UNIX time in seconds")
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                value = math.nan
+            if not math.isfinite(value) or value < 0:
+                raise SourceError(f"series {name}{labels} at {ts_s:.3f}: "
+                                  f"{raw!r} is not a counter value")
+            pts.append((ts_s, value))
+        yield (name, tuple(sorted(labels.items()))), pts

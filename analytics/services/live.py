@@ -59,11 +59,14 @@ def live_window(con, prometheus_url: str, model: str, history: str, start: datet
     if end_ts - first_live > MAX_WINDOW:
         raise ValueError(f"the window {first_live} to {end_ts} is longer than "
                          f"{MAX_WINDOW.days} days: read it in parts of at most that")
-    env = LiveEnvelope(hist, bin_s, alpha=alpha, base_model=base_model, k_above=k_above)
+    LiveEnvelope.split(hist, bin_s, alpha, k_above)  # a short history is refused first
     start_s, end_s = _epoch_s(first_live.to_pydatetime()), _epoch_s(end_ts.to_pydatetime())
+    # The source is read before the fit, so a server that is down or answers garbage is refused
+    # in the time of one request.
     series = PrometheusSource(prometheus_url, timeout_s).counters(
         engine, model, start_s - 2 * bin_s, end_s)  # a baseline sample before the window
     frame = live_bins.demand_bins(series, start_s, end_s, bin_s, w_prompt, w_completion)
+    env = LiveEnvelope(hist, bin_s, alpha=alpha, base_model=base_model, k_above=k_above)
     with forecast.single_threaded():
         yield from _steps(env, frame, first_live, end_ts, step, model)
 

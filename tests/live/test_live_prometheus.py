@@ -57,7 +57,7 @@ def test_bins_from_prometheus_equal_the_ingested_trace(tmp_path):
         con.close()
     with prometheus_server(tmp_path / "prom", text) as url:
         series = PrometheusSource(url).counters("vllm", MODEL, start - 120, end)
-        with pytest.raises(SourceError, match="did not answer"):
+        with pytest.raises(SourceError, match="refused the connection"):
             PrometheusSource("http://127.0.0.1:9", timeout_s=1).counters("vllm", MODEL, start, end)
     assert {s.name for s in series} == {"vllm:prompt_tokens_total", "vllm:generation_tokens_total"}
     bins = demand_bins(series, start, end, 300)
@@ -159,7 +159,7 @@ def test_live_refusals_are_plain(tmp_path, capsys):
                    "--history", "burstgpt1_week1_per_minute_tps", "--to", "2023-01-10T00:00:00",
                    "--timeout-s", "1"])
     doc = strict_loads(capsys.readouterr().out)
-    assert rc == 2 and "did not answer" in doc["error"] and "127.0.0.1:9" in doc["error"]
+    assert rc == 2 and "refused the connection" in doc["error"] and "127.0.0.1:9" in doc["error"]
 
 
 def test_a_window_past_the_bound_is_refused_before_any_fit(tmp_path, capsys):
@@ -196,3 +196,90 @@ def test_bins_name_gaps_and_never_count_a_missing_scrape_as_zero():
     # no series at all: every bin is a gap, never zero demand
     none = demand_bins([], t[0], t[-1], 300)
     assert none["gap"].all() and none["target"].isna().all()
+
+
+ANSWERS = {  # what a broken or foreign server answers, and what the refusal must name
+    "list": ("[1, 2]", "a JSON list"),
+    "no_data": ('{"status": "success"}', "without a data object (data is null)"),
+    "data_null": ('{"status": "success", "data": null}', "data is null"),
+    "result_null": ('{"status": "success", "data": {"resultType": "matrix", "result": null}}',
+                    "result is null, not a list of series"),
+    "metric_null": ('{"status": "success", "data": {"resultType": "matrix", "result": '
+                    '[{"metric": null, "values": []}]}}', "series 0 of the answer"),
+    "bad_pair": ('{"status": "success", "data": {"resultType": "matrix", "result": '
+                 '[{"metric": {"__name__": "vllm:prompt_tokens_total"}, "values": [[1]]}]}}',
+                 "is not a [time, value] pair"),
+    "bad_stamp": ('{"status": "success", "data": {"resultType": "matrix", "result": '
+                  '[{"metric": {"__name__": "vllm:prompt_tokens_total"}, '
+                  '"values": [["soon", "1"]]}]}}', "sample time 'soon' is not a UNIX time"),
+    "nan": ('{"status": "success", "data": {"resultType": "matrix", "result": '
+            '[{"metric": {"__name__": "vllm:prompt_tokens_total"}, '
+            '"values": [[1700000000, "NaN"]]}]}}', "'NaN' is not a counter value"),
+    "vector": ('{"status": "success", "data": {"resultType": "vector", "result": []}}',
+               "'vector'"),
+    "error": ('{"status": "error", "errorType": "bad_data", "error": "parse error"}',
+              "bad_data: parse error"),
+}
+
+
+@pytest.fixture(scope="module")
+def foreign_server():
+    """A real HTTP server on loopback that answers /api/v1/query with the body named by the
+    first path segment (a stand-in for a broken or foreign server: no Prometheus answers so)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = ANSWERS[self.path.split("/")[1]][0].encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("answer", sorted(ANSWERS))
+def test_a_garbled_answer_is_refused_naming_what_is_wrong(foreign_server, answer):
+    source = PrometheusSource(f"{foreign_server}/{answer}", timeout_s=5)
+    with pytest.raises(SourceError) as err:
+        source.counters("vllm", MODEL, 1_700_000_000, 1_700_000_600)
+    assert ANSWERS[answer][1] in str(err.value)
+
+
+def test_a_garbled_answer_and_bad_options_end_in_exit_2_before_any_fit(
+        tmp_path, capsys, foreign_server, monkeypatch):
+    db = tmp_path / "s.duckdb"
+    seed(db, WEEK)
+    fits = []
+    monkeypatch.setattr(LiveEnvelope, "__init__", lambda *a, **k: fits.append(1))
+    base = ["--db", str(db), "live", "--model", MODEL, "--history",
+            "burstgpt1_week1_per_minute_tps", "--to", "2023-01-10T00:00:00"]
+    rc = cli.main([*base, "--prometheus", f"{foreign_server}/result_null"])
+    doc = strict_loads(capsys.readouterr().out)
+    assert rc == 2 and "result is null" in doc["error"] and fits == []
+    rc = cli.main([*base, "--prometheus", "http://127.0.0.1:9", "--w-prompt", "0",
+                   "--w-completion", "0"])
+    assert rc == 2 and "both 0" in strict_loads(capsys.readouterr().out)["error"]
+    rc = cli.main([*base, "--prometheus", "http://127.0.0.1:9", "--timeout-s", "2"])
+    doc = strict_loads(capsys.readouterr().out)
+    assert rc == 2 and "refused the connection" in doc["error"]
+    for bad in (["--alpha", "1.5"], ["--alpha", "0"], ["--w-prompt", "nan"],
+                ["--w-completion", "-1"], ["--k-above", "0"], ["--bin-s", "-300"]):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([*base, "--prometheus", "http://127.0.0.1:9", *bad])
+        assert exit_.value.code == 2, bad
+        assert "must be" in capsys.readouterr().err, bad
+    with pytest.raises(SystemExit):
+        cli.main([*base[:4], " ", *base[5:], "--prometheus", "http://127.0.0.1:9"])
+    assert "give the model_name label" in capsys.readouterr().err
+    assert fits == []
