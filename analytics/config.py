@@ -133,6 +133,9 @@ class ParseOptions:
         without timestamps (``curl .../metrics >> file`` every N s): scrape k is placed at
         ``t0 + k * scrape_interval_s`` (an assumption the report states). None: such a file is
         refused at its second scrape.
+    t0_given : bool
+        Whether the user set ``t0`` (``--t0``, the Data page's start date): the report then
+        says the start time was given, not assumed.
 
     Raises
     ------
@@ -151,6 +154,7 @@ class ParseOptions:
     tp: int | None = None
     precision: str | None = None
     scrape_interval_s: float | None = None
+    t0_given: bool = False
 
     def __post_init__(self):
         if self.tz is not None:

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from analytics.config import GAP_STEPS
+from analytics.timegaps import logging_gaps
 
 METRICS = ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c", "sm_clock_mhz",
            "mem_clock_mhz")
@@ -260,30 +260,34 @@ def counter_deltas(values) -> tuple[np.ndarray, np.ndarray]:
 def energy_by_gpu(frame: pd.DataFrame, start=None, end=None) -> pd.DataFrame:
     """Energy of each GPU over ``[start, end]`` (both ends included; default: all samples).
 
-    Returns one row per GPU: host, gpu_id, gpu_uuid, gpu (label), samples, mean_power_w,
-    max_power_w, energy_counter_j (sum of :func:`counter_deltas` of ``energy_j``; None without
-    two counter readings; the counter runs on through a logging gap, so it covers gaps),
-    counter_resets, first_reset_ts (ISO text or None), energy_power_j (trapezoid of
-    ``power_w`` over the *measured* spans only, J; None without two power readings),
-    measured_s (seconds those spans cover), gaps / gap_s (logging gaps: a step between two
-    power samples longer than :data:`analytics.config.GAP_STEPS` times the GPU's median
-    sampling step; the energy there is unknown and not in ``energy_power_j``) and first_gap_start /
-    first_gap_end (ISO text or None).
+    Returns one row per GPU with a sample in the window: host, gpu_id, gpu_uuid, gpu (label),
+    samples, mean_power_w, max_power_w, energy_counter_j (sum of :func:`counter_deltas` of
+    ``energy_j``; None without two counter readings; the counter runs on through a logging gap,
+    so it covers gaps), counter_resets, first_reset_ts (ISO text or None), energy_power_j
+    (trapezoid of ``power_w`` over the *measured* spans only, J; None without two power
+    readings), measured_s (seconds those spans cover), gaps / gap_s (logging gaps,
+    :func:`analytics.timegaps.logging_gaps`, judged on the GPU's whole series and counted where
+    they overlap the window: a window that starts or ends inside a gap counts that part; the
+    energy there is unknown and not in ``energy_power_j``) and first_gap_start / first_gap_end
+    (ISO text or None, clipped to the window).
     """
-    if start is not None or end is not None:
-        ts = pd.to_datetime(frame["ts"])
-        keep = pd.Series(True, index=frame.index)
-        if start is not None:
-            keep &= ts >= pd.Timestamp(start)
-        if end is not None:
-            keep &= ts <= pd.Timestamp(end)
-        frame = frame[keep]
+    ts_all = pd.to_datetime(frame["ts"]) if not frame.empty else pd.Series(dtype="M8[ns]")
+    keep = pd.Series(True, index=frame.index)
+    lo = None if start is None else pd.Timestamp(start)
+    hi = None if end is None else pd.Timestamp(end)
+    if lo is not None:
+        keep &= ts_all >= lo
+    if hi is not None:
+        keep &= ts_all <= hi
     labels = gpu_labels(frame) if not frame.empty else pd.Series(dtype=object)
     rows = []
-    for key, g in gpu_groups(frame):
+    for key, whole in gpu_groups(frame):
+        g = whole[keep.loc[whole.index]]
+        if g.empty:
+            continue
         row = {"host": key.get("host"), "gpu_id": key.get("gpu_id"),
                "gpu_uuid": key.get("gpu_uuid"), "gpu": labels.loc[g.index[0]],
-               "samples": int(len(g)), **_energy_of(g)}
+               "samples": int(len(g)), **_energy_of(g), **_power_of(whole, lo, hi)}
         rows.append(row)
     cols = ["host", "gpu_id", "gpu_uuid", "gpu", "samples", "mean_power_w", "max_power_w",
             "energy_counter_j", "counter_resets", "first_reset_ts", "energy_power_j",
@@ -291,29 +295,60 @@ def energy_by_gpu(frame: pd.DataFrame, start=None, end=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _power_steps(g: pd.DataFrame):
+    """``(ts, power_w, step_s, gap)`` of one GPU's power samples (time order), or None with
+    fewer than two."""
+    if "power_w" not in g:
+        return None
+    p = g[["ts", "power_w"]].dropna()
+    if len(p) < 2:
+        return None
+    ts = pd.to_datetime(p["ts"]).reset_index(drop=True)
+    dt = np.diff((ts - ts.iloc[0]).dt.total_seconds().to_numpy())
+    return ts, p["power_w"].to_numpy(float), dt, logging_gaps(dt)
+
+
+def _power_of(whole: pd.DataFrame, lo, hi) -> dict:
+    """energy_power_j, measured_s, gaps, gap_s, first_gap_start / _end of one GPU over
+    ``[lo, hi]`` (None: open). Logging gaps are judged on the GPU's whole series: the power
+    integral takes the steps inside the window that are not gaps, and each gap counts where it
+    overlaps the window (a window that starts inside one counts that part)."""
+    out = {"energy_power_j": None, "measured_s": None, "gaps": 0, "gap_s": 0.0,
+           "first_gap_start": None, "first_gap_end": None}
+    steps = _power_steps(whole)
+    if steps is None:
+        return out
+    ts, w, dt, gap = steps
+    t = ts.to_numpy()
+    inside = np.ones(len(t), bool)
+    if lo is not None:
+        inside &= t >= lo.to_datetime64()
+    if hi is not None:
+        inside &= t <= hi.to_datetime64()
+    step_in = inside[1:] & inside[:-1]
+    if inside.sum() >= 2:
+        use = step_in & ~gap
+        out["energy_power_j"] = float(np.sum(((w[1:] + w[:-1]) / 2 * dt)[use]))
+        out["measured_s"] = float(dt[use].sum())
+    for i in np.flatnonzero(gap):
+        a = ts.iloc[i] if lo is None else max(ts.iloc[i], lo)
+        b = ts.iloc[i + 1] if hi is None else min(ts.iloc[i + 1], hi)
+        if b <= a:
+            continue
+        out["gaps"] += 1
+        out["gap_s"] += (b - a).total_seconds()
+        if out["first_gap_start"] is None:
+            out["first_gap_start"], out["first_gap_end"] = a.isoformat(), b.isoformat()
+    return out
+
+
 def _energy_of(g: pd.DataFrame) -> dict:
-    """Power statistics and the two energy estimates of one GPU's rows (time order)."""
+    """Power statistics and the counter's energy of one GPU's rows in a window (time order)."""
     out = {"mean_power_w": None, "max_power_w": None, "energy_counter_j": None,
-           "counter_resets": 0, "first_reset_ts": None, "energy_power_j": None,
-           "measured_s": None, "gaps": 0, "gap_s": 0.0, "first_gap_start": None,
-           "first_gap_end": None}
+           "counter_resets": 0, "first_reset_ts": None}
     if "power_w" in g:
-        p = g[["ts", "power_w"]].dropna()
-        out["mean_power_w"] = _num(p["power_w"].mean())
-        out["max_power_w"] = _num(p["power_w"].max())
-        if len(p) > 1:
-            ts = pd.to_datetime(p["ts"])
-            t = (ts - ts.iloc[0]).dt.total_seconds().to_numpy()
-            w = p["power_w"].to_numpy(float)
-            dt = np.diff(t)
-            gap = logging_gaps(dt)
-            out["energy_power_j"] = float(np.sum(((w[1:] + w[:-1]) / 2 * dt)[~gap]))
-            out["measured_s"] = float(dt[~gap].sum())
-            out["gaps"], out["gap_s"] = int(gap.sum()), float(dt[gap].sum())
-            if gap.any():
-                i = int(gap.argmax())
-                out["first_gap_start"] = ts.iloc[i].isoformat()
-                out["first_gap_end"] = ts.iloc[i + 1].isoformat()
+        out["mean_power_w"] = _num(g["power_w"].mean())
+        out["max_power_w"] = _num(g["power_w"].max())
     if "energy_j" in g:
         e = g[["ts", "energy_j"]].dropna()
         if len(e) > 1:
@@ -324,16 +359,6 @@ def _energy_of(g: pd.DataFrame) -> dict:
                 out["first_reset_ts"] = pd.Timestamp(e["ts"].iloc[int(resets.argmax())]
                                                      ).isoformat()
     return out
-
-
-def logging_gaps(dt: np.ndarray) -> np.ndarray:
-    """Which steps ``dt`` (s, between consecutive samples of one GPU, time order) are logging
-    gaps: longer than :data:`analytics.config.GAP_STEPS` times the median positive step (bool
-    array, same shape). Two samples (one step) never make a gap: there is no sampling step to judge by."""
-    pos = dt[dt > 0]
-    if len(dt) < 2 or not len(pos):
-        return np.zeros(len(dt), dtype=bool)
-    return dt > GAP_STEPS * float(np.median(pos))
 
 
 def summarize(frame: pd.DataFrame) -> list[dict]:
@@ -403,7 +428,8 @@ def window_averages(frame: pd.DataFrame, start, end, freshness: dict[str, float]
     Returns
     -------
     DataFrame, one row per (GPU, metric): host, gpu_id, gpu_uuid, gpu (``host/index`` label,
-    :func:`gpu_labels`), metric, whole, window, window_minus_whole, samples_in_window. A GPU is
+    :func:`gpu_labels`), metric, whole, window, window_minus_whole, samples_in_window (samples
+    in ``[start, end]``, both ends included as :func:`energy_by_gpu` counts them). A GPU is
     (host, index, UUID): scrapes of several nodes sharing indices stay apart.
 
     Raises
@@ -435,7 +461,7 @@ def window_averages(frame: pd.DataFrame, start, end, freshness: dict[str, float]
             rows.append({**ident, "metric": m, "whole": whole, "window": window,
                          "window_minus_whole": window - whole,
                          "samples_in_window": int(((tsm >= start.to_datetime64())
-                                                   & (tsm < end.to_datetime64())).sum())})
+                                                   & (tsm <= end.to_datetime64())).sum())})
     return pd.DataFrame(rows, columns=["host", "gpu_id", "gpu_uuid", "gpu", "metric", "whole",
                                        "window", "window_minus_whole", "samples_in_window"])
 

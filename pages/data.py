@@ -111,6 +111,7 @@ with st.expander("Parse options"):
 def parse_options() -> ParseOptions:
     """The parse options set above."""
     return ParseOptions(t0=datetime.combine(day0, time(), tzinfo=UTC), site=site, year=int(year),
+                        t0_given=day0 != DEFAULT_T0.date(),
                         fields=field_list(smi_fields), carbon_basis=carbon_basis,
                         tz=None if zone == no_zone else zone, hardware=bench_hw,
                         tp=int(bench_tp) if bench_hw else None,

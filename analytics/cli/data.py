@@ -52,7 +52,7 @@ def add_parsers(sub) -> None:
                         "transaction; rows already stored are dropped and counted, a key "
                         "stored with other values is refused, a file already ingested is a "
                         "duplicate)")
-    p.add_argument("--t0", type=t0, default=DEFAULT_T0,
+    p.add_argument("--t0", type=t0, default=None,
                    help="UTC start of relative timestamps (BurstGPT, Mooncake); default "
                         f"{DEFAULT_T0.isoformat()} - weekdays are then relative")
     p.add_argument("--site", default=None, help="site for carbon/weather/price files")
@@ -156,7 +156,8 @@ def ingest(args, settings) -> list[dict]:
     for path in args.paths:
         if (why := not_a_file(path)) is not None:
             raise BadInput(f"{path}: {why}")
-    opts = ParseOptions(t0=args.t0, site=args.site, year=args.year, fields=args.fields,
+    opts = ParseOptions(t0=args.t0 or DEFAULT_T0, t0_given=args.t0 is not None, site=args.site,
+                        year=args.year, fields=args.fields,
                         carbon_basis=args.carbon_basis, tz=args.tz, hardware=args.hardware,
                         tp=args.tp, precision=args.precision,
                         scrape_interval_s=args.scrape_interval_s)

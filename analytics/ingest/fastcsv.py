@@ -97,6 +97,7 @@ class Plan:
     direct_counts : name -> SQL aggregate over the stored canonical columns, computed in the
         direct read's one scan of the stored rows and put in ``state`` for ``warnings`` (e.g.
         BurstGPT's failed requests, which the batches count in ``rows``)
+    assumptions : what the plan assumes of every row (``Parsed.assumptions``: a zone)
     """
 
     columns: dict[str, str]
@@ -108,6 +109,7 @@ class Plan:
     timestampformat: str | None = None
     batch_only: str | None = None
     direct_counts: dict[str, str] = field(default_factory=dict)
+    assumptions: tuple[str, ...] = ()
 
 
 def eligible(path: Path, head: str, opts, expanded: Expanded | None = None) -> bool:
@@ -436,6 +438,7 @@ def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
     check_last_line(path, display, expanded if is_gzip(path) else None)
     empty = pl.DataFrame(schema=CANONICAL[plugin.TABLE])
     return Parsed(plugin.TABLE, plugin.NAME, empty, display, plan.resolution_s, (),
+                  assumptions=plan.assumptions,
                   stream=Streamed(path, display, plugin.TABLE, plan, checked,
                                   lambda: plugin.stream_plan(display, head, opts), tail))
 

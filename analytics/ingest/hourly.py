@@ -112,14 +112,24 @@ def check_hourly_spacing(frame: pl.DataFrame, column: str, display: str,
     sub-hourly one. The spacing judged is the median step between a series' rows (``keys``
     name a series), so absent hours in an hourly file do not count against it.
 
+    A file whose every series has one row cannot show its spacing (an Electricity Maps yearly
+    export of one year is one row): it is refused too, at its first row.
+
     Raises FormatError at the series' second row (line ``__row + header_line + 1``), column
     ``column``, saying what the spacing is and that hourly data is needed."""
     from analytics.ingest.csvcheck import FormatError
 
     groups = frame.partition_by(list(keys), as_dict=True, maintain_order=True) if keys \
         else {(): frame}
-    for part in groups.values():
-        part = part.filter(pl.col(ts).is_not_null()).sort(ts)
+    parts = [p.filter(pl.col(ts).is_not_null()).sort(ts) for p in groups.values()]
+    if parts and max(p.height for p in parts) == 1:
+        first = next(p for p in parts if p.height)
+        line = int(first[ROW][0]) + header_line + 1 if ROW in first.columns else header_line + 1
+        raise FormatError(display, line, column, (
+            "one row per series: its spacing cannot be told, and an Electricity Maps yearly or "
+            "monthly export looks just like one hour; headroom needs hourly rows (give at least "
+            "two hours, or download the hourly export)"))
+    for part in parts:
         if part.height < 2:
             continue
         steps = part[ts].diff().drop_nulls()

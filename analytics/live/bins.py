@@ -8,8 +8,9 @@ bins add up to the counted tokens exactly). Prompt and completion counters are w
 trace's target is (:class:`analytics.config.Weights`, w = 1 / 1 by default) and every series of
 the model (several engines, instances) is summed. A bin that some series has no sample in, or
 whose series has no sample before it to count from, or that a scrape gap touches (a step
-longer than :data:`analytics.config.GAP_STEPS` median scrape intervals: its increase cannot be
-placed in time), is a gap: its demand is unknown (None, with the reason), never 0.
+longer than :data:`analytics.config.GAP_STEPS` local scrape intervals,
+:mod:`analytics.timegaps`: its increase cannot be placed in time), is a gap: its demand is
+unknown (None, with the reason), never 0.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analytics.config import GAP_STEPS
 from analytics.live.source import Series
+from analytics.timegaps import logging_gaps
 
 
 def increases(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,11 +87,11 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
         for b in np.flatnonzero(covered & span & ~have):
             covered[b] = False
             why[b] = f"no sample of {s.name}{dict(s.labels)} in this bin"
-        # a scrape gap (a step over GAP_STEPS median scrape intervals): its increase cannot be
+        # a scrape gap (a step over GAP_STEPS local scrape intervals): its increase cannot be
         # placed in time, so every bin the step touches is a gap
         steps = np.diff(ts)
         if steps.size:
-            long_steps = np.flatnonzero(steps > GAP_STEPS * float(np.median(steps)))
+            long_steps = np.flatnonzero(logging_gaps(steps))
             for i in long_steps:
                 b0 = int(np.floor((ts[i] - first) / bin_s))
                 b1 = int(np.ceil((ts[i + 1] - first) / bin_s)) - 1

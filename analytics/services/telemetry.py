@@ -38,7 +38,8 @@ def summary_document(con, name: str, start=None, end=None,
     (:func:`analytics.telemetry.detect_serving_window`), else the whole dataset. Returns
     ``{"dataset", "window": {"start", "end", "source"}, "gpus": [...], "window_averages":
     [...]}`` with ISO 8601 UTC times and null for undefined numbers. Raises
-    ``store.UnknownDataset``, ValueError (a window that ends before it starts).
+    ``store.UnknownDataset``, ValueError (a window that ends before it starts, or holds no
+    sample: the message gives the span the samples cover).
     """
     frame = rows(con, name)
     if frame.empty:
@@ -54,6 +55,11 @@ def summary_document(con, name: str, start=None, end=None,
     start, end = pd.Timestamp(start), pd.Timestamp(end)
     averages = telemetry.window_averages(frame, start, end, freshness)
     energy = telemetry.energy_by_gpu(frame, start, end)
+    if energy.empty:
+        ts = pd.to_datetime(frame["ts"])
+        raise ValueError(f"{name}: no sample in the window {start.isoformat()} to "
+                         f"{end.isoformat()}; the samples run from {ts.min().isoformat()} to "
+                         f"{ts.max().isoformat()}")
     return {"dataset": name,
             "window": {"start": start.isoformat(), "end": end.isoformat(), "source": source},
             "gpus": _records(energy), "window_averages": _records(averages)}

@@ -42,6 +42,8 @@ __all__ = [
     "check_gzip_stream", "check_header_unique", "check_monotone", "check_nonnegative",
     "check_range", "check_rules", "check_unique", "file_stem", "site_assumption",
     "t0_assumption",
+    "offset_assumption",
+    "weekdays_note",
     "zone_assumption",
     "header_fields", "is_gzip", "is_parquet", "locate_structure_error", "Note", "NoteTally",
     "note_rows",
@@ -76,7 +78,17 @@ class Format(Protocol):
 def t0_assumption(opts, what: str = "the file's times count from the trace start") -> str:
     """The stated assumption of a format whose times are relative: where they were placed."""
     stamp = opts.t0.isoformat().replace("+00:00", "Z")
+    if getattr(opts, "t0_given", False):
+        return f"start time given: {what}, placed at t0 = {stamp} (as given at ingest)"
     return f"start time assumed: {what}, placed at t0 = {stamp} (give --t0 to set it)"
+
+
+def weekdays_note(opts) -> str:
+    """What the weekdays of a relative trace mean: relative to the assumed t0, or those of the
+    t0 the user gave."""
+    if getattr(opts, "t0_given", False):
+        return "weekdays are those of the t0 given at ingest"
+    return "weekdays are relative to t0 (the start time assumed)"
 
 
 def zone_assumption(tz: str | None, who: str) -> str:
@@ -86,6 +98,33 @@ def zone_assumption(tz: str | None, who: str) -> str:
         return f"time zone: {who} times have no offset; read as local time in {tz}, converted to UTC"
     return (f"time zone assumed: {who} times have no offset and were read as UTC "
             "(give --tz with the zone they were written in)")
+
+
+_OFFSET = r"([Zz]|[+-]\d{2}(:?\d{2})?)$"
+
+
+def offset_assumption(col, who: str, reading: str, header_line: int = 1,
+                      rows=None) -> str | None:
+    """The stated assumption about the time cells of ``col`` (a polars String column, in file
+    order, one per data row) written without an offset: None when each carries one (``Z``,
+    ``+hh:mm``, ``+hhmm``, ``+hh``); else how many do not, from which line, and ``reading``
+    (how they were read: ``"read as UTC"``). ``who`` names the column in the sentence;
+    ``rows`` (0-based data rows, e.g. ``__row``) places the lines, else the cells' order."""
+    import polars as pl
+
+    text = col.cast(pl.String).str.strip_chars()
+    naive = text.is_not_null() & (text != "") & ~text.str.contains(_OFFSET)
+    k = int(naive.sum())
+    if k == 0:
+        return None
+    n = int((text.is_not_null() & (text != "")).sum())
+    if k == n:
+        return f"time zone assumed: {who} times have no offset and were {reading}"
+    at = int(naive.arg_true()[0])
+    first = (at if rows is None else int(rows[at])) + header_line + 1
+    return (f"time zone assumed: {k:,} of {n:,} {who} times have no offset (the first at line "
+            f"{first}) and were {reading}; the other {n - k:,} were converted to UTC with their "
+            "own offset")
 
 
 def site_assumption(opts, site: str, where: str) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import polars as pl
 
 from analytics.ingest.fastcsv import Plan, carry_monotone
 from analytics.ingest.formats._common import (
+    ROW,
     FormatError,
     NoteTally,
     Parsed,
@@ -28,6 +29,7 @@ from analytics.ingest.formats._common import (
     check_nonnegative,
     header_fields,
     note_rows,
+    offset_assumption,
     parse_timestamps,
     read_csv_checked,
 )
@@ -57,11 +59,12 @@ class AzureLLM:
         if "GeneratedTokens" not in frame.columns:
             raise FormatError(display, 1, "GeneratedTokens", "missing column 'GeneratedTokens'")
         check_nonnegative(frame, ["ContextTokens", "GeneratedTokens"], display)
+        zone = offset_assumption(frame["TIMESTAMP"], "TIMESTAMP", _UTC_READING, rows=frame[ROW])
         frame = parse_timestamps(frame, "TIMESTAMP", display, "%Y-%m-%d %H:%M:%S%.f")
         back = check_monotone(frame, display, opts.max_backstep_s, "TIMESTAMP")
         empty = note_rows(frame, frame["GeneratedTokens"].is_null(), _EMPTY, "GeneratedTokens")
         return Parsed("requests", AzureLLM.NAME, _rows(frame), display, 1e-6,
-                      _warnings(empty, back))
+                      _warnings(empty, back), assumptions=(zone,) if zone else ())
 
     @staticmethod
     def stream_plan(display, head, opts) -> Plan | None:
@@ -111,10 +114,15 @@ class AzureLLM:
             return _warnings(empty.note(), state.get("back", 0))
 
         return Plan({c: types.get(c, "VARCHAR") for c in header}, select, rows, warnings, 1e-6,
-                    timestampformat=layout, batch_only="completion_tokens IS NULL")
+                    timestampformat=layout, batch_only="completion_tokens IS NULL",
+                    # the first value stands for all: one of the other kind fails strptime,
+                    # and the checked reader judges the file and states its own assumption
+                    assumptions=() if zone else (
+                        offset_assumption(pl.Series([value]), "TIMESTAMP", _UTC_READING),))
 
 
 _COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_UTC_READING = "read as UTC (the Azure traces are written in UTC; --tz does not apply)"
 _EMPTY = "empty GeneratedTokens: completion tokens left empty (NULL, not 0)"
 # the offsets DuckDB's strptime %z reads on the streamed path (+hh:mm, +hhmm); an hour-only
 # one (PostgreSQL's -05) leaves the file to the checked reader (analytics.ingest.rowcheck)

@@ -94,6 +94,74 @@ def failure_fields(doc: dict, completed: float, display: str, line: int) -> dict
     return {"failed_requests": n, "failed_share": share, "failed": share > HEAVY_FAILURE_SHARE}
 
 
+def failure_assumptions(records: list[tuple[int, dict]]) -> list[str]:
+    """What :func:`failure_fields` assumed over ``records`` (``(line, result)``): counts taken
+    as ``num_prompts - completed`` where a result has no ``failed`` field, and 0 where it has
+    neither, naming the lines."""
+    inferred = [ln for ln, d in records if d.get("failed") is None
+                and d.get("num_prompts") not in (None, "")]
+    none = [ln for ln, d in records if d.get("failed") is None
+            and d.get("num_prompts") in (None, "")]
+    out = []
+    if inferred:
+        out.append(f"failed requests counted as num_prompts - completed for {len(inferred)} "
+                   f"run(s) whose result has no failed field (line {_lines(inferred)})")
+    if none:
+        out.append(f"no failed requests assumed for {len(none)} run(s) whose result gives "
+                   f"neither failed nor num_prompts (line {_lines(none)})")
+    return out
+
+
+def file_sources(static: dict[str, str], frame: pl.DataFrame,
+                 records: list[tuple[int, dict]]) -> dict[str, str]:
+    """``Parsed.sources`` of a serving-benchmark result file: the fields of ``static`` (the
+    format's ``SOURCE_COLUMNS``) the frame has values in, with ``failed_requests`` naming what
+    this file's counts came from (``failed``, ``num_prompts - completed``, both, or none)."""
+    got = {f: c for f, c in static.items()
+           if f in frame.columns and frame[f].null_count() < frame.height}
+    given = sum(d.get("failed") is not None for _, d in records)
+    counted = sum(d.get("failed") is None and d.get("num_prompts") not in (None, "")
+                  for _, d in records)
+    got["failed_requests"] = (
+        "failed" if given == len(records) else "num_prompts - completed"
+        if counted == len(records) else "failed (else num_prompts - completed)"
+        if given + counted == len(records) else
+        "failed (else num_prompts - completed, else none: 0 assumed)")
+    return got
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(map(str, lines[:10])) + (f" and {len(lines) - 10} more"
+                                               if len(lines) > 10 else "")
+
+
+def completed_runs(records: list[tuple[int, dict]], display: str
+                   ) -> tuple[list[tuple[int, dict]], Note | None]:
+    """``records`` without the runs in which no request completed (``completed`` = 0: every
+    request failed, so there is no throughput or latency to keep), and the warning naming
+    them. Raises FormatError when no run completed a request."""
+    def none_done(doc: dict) -> bool:
+        try:
+            return float(doc.get("completed")) == 0
+        except (TypeError, ValueError):
+            return False
+
+    empty = [(ln, d) for ln, d in records if none_done(d)]
+    if not empty:
+        return records, None
+    if len(empty) == len(records):
+        ln, d = empty[0]
+        raise FormatError(display, ln, "completed", (
+            f"no request completed ({d.get('failed', d.get('num_prompts', '?'))} failed): "
+            "there is no throughput or latency to keep" + (
+                f" in any of the {len(records)} runs" if len(records) > 1 else "")))
+    lines = [ln for ln, _ in empty]
+    note = Note(f"{len(empty)} run(s) in which every request failed (completed = 0) left out: "
+                "no throughput or latency to keep; rerun them", column="completed",
+                lines=lines[:20], count=len(lines))
+    return [(ln, d) for ln, d in records if not none_done(d)], note
+
+
 def failure_note(rec: dict, line: int) -> Note:
     """The warning on a run with failed requests (``rec`` a bench record with
     ``failed_requests`` / ``failed_share`` / ``failed``), naming its line: kept usable below

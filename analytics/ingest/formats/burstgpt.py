@@ -35,6 +35,7 @@ from analytics.ingest.formats._common import (
     note_rows,
     raise_at_first,
     read_csv_checked,
+    weekdays_note,
 )
 
 _V1 = ["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"]
@@ -192,8 +193,8 @@ def _warnings(back: int, n_failed: int, fields: set[str], notes: list, opts) -> 
     warnings = []
     if back:
         warnings.append(f"{back} rows step back in time within the tolerance")
-    warnings.append(f"{n_failed} failed requests (Response tokens = 0) flagged; weekdays are "
-                    "relative to t0 (the start time assumed)")
+    warnings.append(f"{n_failed} failed requests (Response tokens = 0) flagged; "
+                    f"{weekdays_note(opts)}")
     if "Elapsed time" not in fields:
         warnings.append("BurstGPT v1 has no latency or session columns (v3 has them)")
     return tuple([*warnings, *(n for n in notes if n is not None)])
@@ -262,7 +263,7 @@ class Daily:
             pl.col("req").alias("requests"),
         )
         return Parsed("demand_series", Daily.NAME, out, display, 86400.0,
-                      ("weekdays are relative to t0 (the start time assumed)",))
+                      (weekdays_note(opts),))
 
 
 def _refuse_repeated(frame: pl.DataFrame, col: str, unit: str, display: str) -> None:

@@ -43,6 +43,7 @@ from analytics.ingest.formats._common import (
     header_fields,
     is_parquet,
     note_rows,
+    offset_assumption,
     parse_timestamps,
     read_csv_checked,
     read_head,
@@ -70,13 +71,19 @@ _SEQUENCES = {"requests": ([], False), "demand_series": ([], True),
               "prices": (["site"], True)}
 
 
-def _naive_times(col: pl.Series) -> bool:
-    """Whether a ``ts`` column holds times without an offset (text without ``Z`` / ``+hh:mm``
-    on its first value, or a Parquet timestamp without a zone): their zone is then assumed."""
+def _zone_assumption(frame: pl.DataFrame, tz: str | None, header_line: int) -> str | None:
+    """The stated assumption about ``ts`` values without an offset (ISO 8601 text without ``Z``
+    / ``+hh:mm``, counted over every row, or a Parquet timestamp without a zone): their zone is
+    assumed (UTC, or ``tz``). None when every value carries its offset."""
+    col = frame["ts"]
     if col.dtype == pl.String:
-        first = col.drop_nulls().head(1).str.strip_chars()
-        return bool(first.len()) and not first.str.contains(r"([Zz]|[+-]\d{2}(:?\d{2})?)$")[0]
-    return isinstance(col.dtype, pl.Datetime) and col.dtype.time_zone is None
+        reading = (f"read as local time in {tz}, converted to UTC" if tz else
+                   "read as UTC (give --tz with the zone they were written in)")
+        return offset_assumption(col, "the file's ts", reading, header_line,
+                                 frame[ROW] if ROW in frame.columns else None)
+    if isinstance(col.dtype, pl.Datetime) and col.dtype.time_zone is None:
+        return zone_assumption(tz, "the file's ts")
+    return None
 
 
 def _ts_text(frame: pl.DataFrame, display: str, table: str, tz: str | None, notes: list,
@@ -166,7 +173,7 @@ class Canonical:
             if nulls.any():
                 raise FormatError(display, header_line + 1 + int(frame[ROW][int(nulls.arg_true()[0])]),
                                   c, "empty value")
-        naive = _naive_times(frame["ts"])
+        zone_note = _zone_assumption(frame, opts.tz, header_line)
         frame = _ts_text(frame, display, table, opts.tz, notes, header_line)
         numeric = [c for c in ("prompt_tokens", "completion_tokens", "tokens", "requests", "bin_s",
                                "gco2_per_kwh", "latency_s") if c in frame.columns]
@@ -194,5 +201,5 @@ class Canonical:
         return Parsed(table, Canonical.NAME, out, display, resolution,
                       tuple(w for w in [*warnings, *notes] if w is not None),
                       sources={c: c for c in out.columns if c in frame.columns},
-                      assumptions=(zone_assumption(opts.tz, "the file's ts"),) if naive else (),
+                      assumptions=(zone_note,) if zone_note else (),
                       lines=frame["__line"])

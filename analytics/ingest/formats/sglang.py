@@ -29,8 +29,11 @@ from analytics.ingest.formats._common import FormatError, Note, Parsed
 from analytics.ingest.formats.bench import (
     TABLE,
     cell_number,
+    completed_runs,
+    failure_assumptions,
     failure_fields,
     failure_note,
+    file_sources,
     finish_frame,
     json_records,
     params_from_name,
@@ -64,7 +67,8 @@ class SGLangBench:
 
     @staticmethod
     def parse(path, display, opts) -> Parsed:
-        records = json_records(Path(path), display, "SGLang bench_serving run")
+        records, left_out = completed_runs(
+            json_records(Path(path), display, "SGLang bench_serving run"), display)
         hw_raw = opts.hardware or next((d.get("hardware") or d.get("gpu") for _, d in records
                                         if d.get("hardware") or d.get("gpu")), None)
         if not hw_raw:
@@ -79,12 +83,13 @@ class SGLangBench:
                 measured_lines.append(line)
         frame = finish_frame(recs, display)
         notes: list = [f"{len(recs)} SGLang run(s), one per JSON line; no power measured",
-                       *fail_notes]
+                       *fail_notes, *([left_out] if left_out else [])]
         assumed = [f"hardware assumed: {frame['hardware'][0]} (given at ingest: the file "
                    "carries none)" if not any(d.get("hardware") or d.get("gpu")
                                               for _, d in records) else None,
                    f"precision assumed: {frame['precision'][0]}"
                    + ("" if opts.precision else " (the file gives none; --precision)")]
+        assumed += failure_assumptions(records)
         if opts.tp is None and not any("tp" in d for _, d in records):
             assumed.append("tensor parallel assumed: tp = 1 (not in the file; give --tp)")
         if measured_lines:
@@ -93,7 +98,8 @@ class SGLangBench:
                 "in flight (concurrency_measured = true); the request rate is kept as a rate",
                 column="concurrency", lines=measured_lines[:20], count=len(measured_lines)))
         return Parsed(TABLE, SGLangBench.NAME, frame, display, 0.0, tuple(notes),
-                      assumptions=tuple(a for a in assumed if a))
+                      assumptions=tuple(a for a in assumed if a),
+                      sources=file_sources(SGLangBench.SOURCE_COLUMNS, frame, records))
 
 
 def _load(doc: dict, line: int, display: str

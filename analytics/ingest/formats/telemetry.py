@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+import numpy as np
 import polars as pl
 
 from analytics.config import GAP_STEPS
@@ -48,6 +49,7 @@ from analytics.ingest.formats._common import (
     zone_assumption,
 )
 from analytics.ingest.localtime import localize_sequence, note_clock_steps
+from analytics.timegaps import logging_gaps
 
 _SMI_FIELDS = {
     # power: ``power.draw`` (older drivers; on driver >= 535 it is the 1-s average), else
@@ -319,10 +321,9 @@ def sample_notes(frame: pl.DataFrame, column_of=lambda col: col) -> list[Note]:
                 column=column_of(col), lines=lines))
     step = frame.with_columns(
         (pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6).alias("__dt"))
-    median = step.filter(pl.col("__dt") > 0).group_by(keys).agg(
-        pl.col("__dt").median().alias("__med"), pl.len().alias("__n"))
-    gaps = step.join(median, on=keys, how="inner", nulls_equal=True).filter(
-        (pl.col("__n") >= 2) & (pl.col("__dt") > GAP_STEPS * pl.col("__med")))
+    gaps = pl.concat([part.filter(pl.Series(np.r_[False, logging_gaps(
+        part["__dt"].to_numpy()[1:])])) for part in (
+        step.partition_by(keys, maintain_order=True) if keys else [step])])
     if gaps.height:
         longest = float(gaps["__dt"].max())
         notes.append(Note(

@@ -22,8 +22,11 @@ from analytics.ingest.formats._common import FormatError, Note, Parsed
 from analytics.ingest.formats.bench import (
     TABLE,
     cell_number,
+    completed_runs,
+    failure_assumptions,
     failure_fields,
     failure_note,
+    file_sources,
     finish_frame,
     json_records,
     params_from_name,
@@ -39,7 +42,7 @@ class VllmBench:
         "out_len": "total_output_tokens / completed", "request_rate": "request_rate",
         "concurrency": "max_concurrency", "throughput_tok_s": "output_throughput",
         "ttft_ms": "median_ttft_ms", "itl_ms": "median_itl_ms", "latency_s": "median_e2el_ms",
-        "power_w": "power_w (metadata)", "failed_requests": "failed",
+        "power_w": "power_w (metadata)", "failed_requests": "failed (else num_prompts - completed)",
         "failed_share": "failed / (completed + failed)"}
 
     @staticmethod
@@ -51,7 +54,10 @@ class VllmBench:
     @staticmethod
     def parse(path, display, opts) -> Parsed:
         recs, notes = [], []
-        records = json_records(Path(path), display, "vllm bench result")
+        records, left_out = completed_runs(
+            json_records(Path(path), display, "vllm bench result"), display)
+        if left_out:
+            notes.append(left_out)
         for line, doc in records:
             rec, conc_note = _vllm_record(doc, line, display, opts)
             recs.append(rec)
@@ -67,7 +73,7 @@ class VllmBench:
             notes.append(Note(f"no hardware in the result: {opts.hardware} as given at ingest",
                               column="hardware", lines=given[:20], count=len(given)))
         frame = finish_frame(recs, display)
-        assumed = []
+        assumed = failure_assumptions(records)
         if given:
             assumed.append(f"hardware assumed: {opts.hardware} (given at ingest) for "
                            f"{len(given)} run(s) whose result names no GPU")
@@ -82,7 +88,8 @@ class VllmBench:
                            "absent: Little's law (request throughput x mean e2e latency)")
         return Parsed(TABLE, VllmBench.NAME, frame, display, 0.0,
                       (f"{head}; power_w only if given in metadata", *notes),
-                      assumptions=tuple(assumed))
+                      assumptions=tuple(assumed),
+                      sources=file_sources(VllmBench.SOURCE_COLUMNS, frame, records))
 
 
 def _file_hardware(doc: dict) -> str | None:
