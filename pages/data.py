@@ -70,7 +70,8 @@ with st.expander("Parse options"):
                          value=DEFAULT_T0.date(), key="t0_date", persist_state="session")
     st.caption("BurstGPT counts seconds from 0:00 of its first day and publishes no dates, so "
                "weekdays are **relative** to this date (default: a Monday).")
-    site = st.text_input("Site (carbon / weather / prices; default from the file name)",
+    site = st.text_input("Site (carbon / weather / prices) or host (telemetry); default from "
+                         "the file name",
                          key="site", persist_state="session") or None
     year = st.number_input("Year for typical-year (EPW) weather", 1990, 2100, 2022, key="year",
                            persist_state="session")

@@ -55,7 +55,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--t0", type=t0, default=None,
                    help="UTC start of relative timestamps (BurstGPT, Mooncake); default "
                         f"{DEFAULT_T0.isoformat()} - weekdays are then relative")
-    p.add_argument("--site", default=None, help="site for carbon/weather/price files")
+    p.add_argument("--site", default=None,
+                   help="site of carbon, weather and price files; host of a telemetry file "
+                        "(nvidia-smi, DCGM) that names none (default: from the file name)")
     p.add_argument("--year", type=int, default=2022, help="year given to TMY weather records")
     p.add_argument("--fields", type=field_list, default=None,
                    help="field list of a header-less log, in order: the --query-gpu list an "

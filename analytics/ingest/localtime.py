@@ -23,7 +23,7 @@ betrays a clock set back (a likely repeated DST hour).
 from __future__ import annotations
 
 import zoneinfo
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
@@ -155,20 +155,34 @@ def localize_sequence(frame: pl.DataFrame, col: str, tz: str, *, by: list[str] |
 
 def note_clock_steps(frame: pl.DataFrame, col: str, *, by: list[str] | None = None,
                      unique: bool = False, header_line: int = 1,
-                     column: str | None = None) -> Note | None:
-    """Without a zone: a Note naming rows of a time-ordered log where the clock steps back by up
-    to an hour (or repeats, with ``unique``) - the signature of the hour repeated when daylight
-    saving ends - or None. Steps of more than an hour are left to the format's own checks."""
+                     column: str | None = None) -> list[Note]:
+    """Without a zone: Notes naming rows of a time-ordered log where the clock steps back.
+
+    A step back of 30 min to an hour (or, with ``unique``, a repeated time in a series sampled
+    every 30 min or slower: an hourly file's repeated hour) is the signature of the hour
+    repeated when daylight saving ends. A shorter step back is not (a 10-s step in a 1-s log:
+    rows out of order, joined clocks) and gets its own note. Steps of more than an hour are
+    left to the format's own checks. Returns the notes that apply (none, one or both)."""
     by = by or []
     step = pl.col(col).diff()
     step = step.over(by) if by else step
-    hour = pl.duration(hours=1)
-    bad = (step >= -hour) & ((step <= pl.duration()) if unique else (step < pl.duration()))
-    mask = frame.select(bad.fill_null(False)).to_series()
-    return note_rows(frame, mask, "the clock steps back (or repeats) by up to an hour: likely "
-                     "the hour repeated when daylight saving ends; times were read as UTC - "
-                     "give the zone they were written in (--tz, Data page 'Time zone')",
-                     column or col, header_line)
+    steps = frame.select(step.alias("__s")).to_series()
+    forward = steps.filter(steps > timedelta(0))
+    coarse = forward.len() > 0 and forward.median() >= timedelta(minutes=30)
+    hour, half = pl.duration(hours=1), pl.duration(minutes=30)
+    dst = (step >= -hour) & ((step <= -half) | ((step == pl.duration()) if unique and coarse
+                                                 else pl.lit(False)))
+    small = (step > -half) & (step < pl.duration())
+    dst_mask = frame.select(dst.fill_null(False)).to_series()
+    small_mask = frame.select(small.fill_null(False)).to_series()
+    notes = [note_rows(frame, dst_mask, "the clock steps back (or repeats) by up to an hour: "
+                       "likely the hour repeated when daylight saving ends; times were read as "
+                       "UTC - give the zone they were written in (--tz, Data page 'Time zone')",
+                       column or col, header_line),
+             note_rows(frame, small_mask, "the clock steps back by less than 30 min: rows out "
+                       "of time order (not a daylight-saving change); kept and sorted by time",
+                       column or col, header_line)]
+    return [n for n in notes if n is not None]
 
 
 def zone_offset_h(tz: str, at: datetime) -> float:

@@ -92,21 +92,27 @@ def dataset_summary(con, name: str) -> dict:
 def _provenance(cur, dataset_id: int) -> dict:
     """``sources`` (canonical field -> the file's column; a field read from different columns
     in different files lists them joined by `` | ``) and ``assumptions`` (each once, in file
-    order) over every file of one dataset (``dataset_files``, schema 15; files stored before
-    it recorded neither: ``provenance_unknown_files`` counts them)."""
+    order; in a dataset of several files, one that not every file made names the files it
+    holds for: ``in a.csv, b.csv: ...``) over every file of one dataset (``dataset_files``,
+    schema 15; files stored before it recorded neither: ``provenance_unknown_files`` counts
+    them)."""
     sources: dict[str, list[str]] = {}
-    assumed: list[str] = []
-    unknown = 0
-    for src, ass in _run(cur, "SELECT sources, assumptions FROM dataset_files "
-                              "WHERE dataset_id = ? ORDER BY added_at, rowid",
-                         [dataset_id]).fetchall():
+    by: dict[str, list[str]] = {}  # assumption -> the files that made it, in file order
+    unknown = known = 0
+    for src, ass, file in _run(cur, "SELECT sources, assumptions, file FROM dataset_files "
+                                    "WHERE dataset_id = ? ORDER BY added_at, rowid",
+                               [dataset_id]).fetchall():
         if src is None:
             unknown += 1
             continue
+        known += 1
         for field, col in json.loads(src).items():
             if col not in sources.setdefault(field, []):
                 sources[field].append(col)
-        assumed += [a for a in json.loads(ass or "[]") if a not in assumed]
+        for a in json.loads(ass or "[]"):
+            by.setdefault(a, []).append(file)
+    assumed = [a if len(files) == known else f"in {', '.join(dict.fromkeys(files))}: {a}"
+               for a, files in by.items()]
     out = {"sources": {f: " | ".join(c) for f, c in sources.items()}, "assumptions": assumed}
     if unknown:
         out["provenance_unknown_files"] = unknown

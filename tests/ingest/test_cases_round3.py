@@ -96,7 +96,8 @@ def test_sacct_elapsedraw_and_epoch_times(tmp_path):
     with pytest.raises(FormatError) as exc:
         parse_file(path)
     assert (exc.value.line, exc.value.column) == (2, "Start")
-    assert "mixes epoch-second times" in exc.value.reason
+    assert "mixes epoch-second times (line 2, Submit) and date-times (line 2, Start)" in \
+        exc.value.reason
 
 
 # ------------------------------------------------------------------ case 35: appended DCGM scrapes

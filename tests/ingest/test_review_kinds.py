@@ -13,6 +13,7 @@ from harness import case_file, shared
 from test_carbon_hourly import NEW_HEADER, NEW_ROWS
 
 from analytics import cli
+from analytics.config import ParseOptions
 from analytics.ingest.formats import FormatError, parse_file
 
 
@@ -159,3 +160,53 @@ def test_a_logger_that_changed_its_rate_has_no_gap(tmp_path, capsys):
         f"2024/05/10 14:03:{s:02d}.000, 0, 100.00 W, 50 %" for s in range(0, 20)]) + "\n")
     gaps = [w for w in parse_file(f).warnings if "logging gap" in str(w)]
     assert gaps and tuple(gaps[0].lines) == (28,)
+
+
+def test_an_assumption_of_one_appended_file_names_that_file(tmp_path, capsys):
+    rows = [f"2024-05-10T00:00:{s:02d}{z},10,5" for s, z in ((0, "Z"), (1, "Z"))]
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("ts,prompt_tokens,completion_tokens\n" + "\n".join(rows) + "\n")
+    b.write_text("ts,prompt_tokens,completion_tokens\n2024-05-10T00:00:02,10,5\n")
+    db = tmp_path / "s.duckdb"
+    assert cli.main(["--db", str(db), "ingest", str(a), "--name", "d"]) == 0
+    assert cli.main(["--db", str(db), "ingest", str(b), "--append", "d"]) == 0
+    capsys.readouterr()
+    rc, doc = run_cli(capsys, "--db", db, "summary", "d")
+    assert rc == 0 and doc["assumptions"] == [
+        f"in {b}: time zone assumed: the file's ts times have no offset and were read as UTC "
+        "(give --tz with the zone they were written in)"]
+
+
+def test_a_short_step_back_is_not_called_a_dst_repeat(tmp_path):
+    head = "timestamp, index, power.draw [W]\n"
+    secs = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 2, 13, 14]  # 10 s back at line 15
+    f = tmp_path / "smi.csv"
+    f.write_text(head + "".join(f"2024/05/10 14:00:{s:02d}.000, 0, 100.00 W\n" for s in secs))
+    notes = [w for w in parse_file(f).warnings if "steps back" in str(w)]
+    assert len(notes) == 1 and "less than 30 min" in notes[0].message
+    assert tuple(notes[0].lines) == (15,) and "daylight saving ends" not in notes[0].message
+    # the fall-back hour: 01:59:59 then 01:00:00 is still named as one
+    f.write_text(head + "2024/11/03 01:59:58.000, 0, 100.00 W\n2024/11/03 01:59:59.000, 0, "
+                 "100.00 W\n2024/11/03 01:00:00.000, 0, 100.00 W\n2024/11/03 01:00:01.000, 0, "
+                 "100.00 W\n")
+    notes = [w for w in parse_file(f).warnings if "steps back" in str(w)]
+    assert len(notes) == 1 and "daylight saving ends" in notes[0].message
+    assert tuple(notes[0].lines) == (4,)
+
+
+def test_elapsed_raw_that_disagrees_with_end_minus_start_is_named(tmp_path):
+    # case 22's jobs with the ElapsedRaw sacct prints for them: read without --tz, job 8002's
+    # End - Start is 3 h but Slurm counted the repeated hour (14,400 s)
+    lines = case_file("22-sacct-dst-local-times.txt").read_text().splitlines()
+    raw = {"8002": 14400, "8001": 1800, "8010": 3600}
+    out = [lines[0] + "|ElapsedRaw"]
+    for line in lines[1:4]:
+        out.append(f"{line}|{raw[line.split('|')[0]]}")
+    f = tmp_path / "sacct.txt"
+    f.write_text("\n".join(out) + "\n")
+    p = parse_file(f)
+    said = [w for w in p.warnings if "differs from End - Start" in str(w)]
+    assert said and tuple(said[0].lines) == (2, 3) and "up to 3,600 s" in said[0].message
+    assert p.frame["elapsed_s"].to_list() == [14400.0, 1800.0, 3600.0]
+    p = parse_file(f, opts=ParseOptions(tz="America/New_York"))
+    assert not [w for w in p.warnings if "differs from End - Start" in str(w)]

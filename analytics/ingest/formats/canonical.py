@@ -193,9 +193,9 @@ class Canonical:
             if missing else []
         if opts.tz is None:
             by, unique = _SEQUENCES.get(table, ([], False))
-            warnings.append(note_clock_steps(frame, "ts", by=[c for c in by if c in frame.columns],
+            warnings.extend(note_clock_steps(frame, "ts", by=[c for c in by if c in frame.columns],
                                              unique=unique, header_line=header_line)
-                            if unique else None)
+                            if unique else [])
         if table in SITE_VALUE:
             warnings.extend(_site_notes(frame, table, header_line))
         return Parsed(table, Canonical.NAME, out, display, resolution,

@@ -221,10 +221,10 @@ class Sacct:
                         times[col] = None
                         continue
                     if _EPOCH_S.match(raw):  # SLURM_TIME_FORMAT=%s: epoch seconds, UTC
-                        epoch_line = epoch_line or lineno
+                        epoch_line = epoch_line or (lineno, col)
                         times[col] = datetime.fromtimestamp(int(raw), UTC).replace(tzinfo=None)
                     else:
-                        clock_line = clock_line or lineno
+                        clock_line = clock_line or (lineno, col)
                         try:
                             times[col] = datetime.fromisoformat(raw)
                         except ValueError as exc:
@@ -232,9 +232,9 @@ class Sacct:
                                               "YYYY-MM-DDTHH:MM:SS or epoch seconds") from exc
                     if epoch_line and clock_line:
                         raise FormatError(display, lineno, col, (
-                            "the file mixes epoch-second times (line "
-                            f"{epoch_line}) and date-times (line {clock_line}); export with "
-                            "one SLURM_TIME_FORMAT"))
+                            "the file mixes epoch-second times (line {}, {}) and date-times "
+                            "(line {}, {}); export with one SLURM_TIME_FORMAT").format(
+                                *epoch_line, *clock_line))
                 if times["Submit"] is None and "Submit" in header:
                     raise FormatError(display, lineno, "Submit", "empty submit time")
                 n, kind, mig = _sacct_gpus(row, gpu_col, display, lineno)
@@ -273,6 +273,11 @@ class Sacct:
                          "profile)")
         if "Submit" not in header:
             warns.append(f"no Submit/Start/End columns: times empty, run time from {elapsed_col}")
+        if elapsed_col and (off := _elapsed_mismatch(frame)) is not None:
+            warns.append(Note(f"{elapsed_col} differs from End - Start by more than 1 s (up to "
+                              f"{off[1]:,.0f} s): suspended time, a clock change or an edited "
+                              f"file; elapsed_s is {elapsed_col}, the times are kept as read",
+                              column=elapsed_col, lines=off[0]))
         if epoch and opts.tz:
             warns.append(f"time zone {opts.tz} not applied: the times are epoch seconds, UTC by "
                          "definition")
@@ -289,6 +294,15 @@ class Sacct:
             else (zone_assumption(opts.tz, "sacct"),)
         return Parsed("jobs", Sacct.NAME, frame, display, 1.0, (*warns, *notes),  # __row: lines
                       sources=sources, assumptions=assumed)
+
+
+def _elapsed_mismatch(frame: pl.DataFrame) -> tuple[list[int], float] | None:
+    """``(lines, largest difference in s)`` of jobs whose ``elapsed_s`` differs from
+    ``end_ts - start_ts`` by more than 1 s (both known), or None."""
+    diff = ((pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds() - pl.col("elapsed_s")
+            ).abs()
+    off = frame.filter(diff > 1).select((pl.col(ROW) + 2).alias("line"), diff.alias("d"))
+    return None if off.is_empty() else (off["line"].to_list(), float(off["d"].max()))
 
 
 #: how ``sacct`` GPU counts are read, per column family (Slurm sacct man page: TRES since 20.11

@@ -165,8 +165,8 @@ def _smi_clock(frame: pl.DataFrame, tz: str | None) -> tuple[pl.DataFrame, list]
     if tz is not None:
         return localize_sequence(frame, "ts", tz, by=["host", "gpu_id"], unique=True,
                                  column="timestamp")
-    note = note_clock_steps(frame, "ts", by=["host", "gpu_id"], unique=True, column="timestamp")
-    return frame, [note] if note else []
+    return frame, note_clock_steps(frame, "ts", by=["host", "gpu_id"], unique=True,
+                                   column="timestamp")
 
 
 def _smi_layout(path, display, opts) -> tuple[list[str], dict[str, str], int, list[str]]:
