@@ -280,23 +280,26 @@ def need_prometheus() -> None:
 
 
 @contextlib.contextmanager
-def prometheus_server(folder: Path, openmetrics: str, start_s: float = 30):
-    """A real Prometheus server on a free loopback port over a TSDB back-filled from the
-    OpenMetrics text ``openmetrics`` (``promtool tsdb create-blocks-from openmetrics``; the
-    retention is 100 years, so old traces are kept), yielding its URL once ``/-/ready``
-    answers; stopped afterwards. ``folder`` holds the input, the TSDB and the log."""
+def prometheus_server(folder: Path, openmetrics: str | None, start_s: float = 30,
+                      port: int | None = None):
+    """A real Prometheus server on a free loopback port (or ``port``) over a TSDB back-filled
+    from the OpenMetrics text ``openmetrics`` (``promtool tsdb create-blocks-from openmetrics``;
+    the retention is 100 years, so old traces are kept), yielding its URL once ``/-/ready``
+    answers; stopped afterwards. ``folder`` holds the input, the TSDB and the log; with
+    ``openmetrics`` None the TSDB already there is served again (a restarted server)."""
     import urllib.request
 
     need_prometheus()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "input.om").write_text(openmetrics)
-    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics",
-                    str(folder / "input.om"), str(folder / "tsdb")], check=True,
-                   capture_output=True, timeout=120)
+    if openmetrics is not None:
+        (folder / "input.om").write_text(openmetrics)
+        subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics",
+                        str(folder / "input.om"), str(folder / "tsdb")], check=True,
+                       capture_output=True, timeout=120)
     (folder / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n"
                                            "scrape_configs: []\n")
-    port = free_port()
-    with open(folder / "prometheus.log", "w") as log:
+    port = port or free_port()
+    with open(folder / "prometheus.log", "a") as log:
         proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={folder / 'prometheus.yml'}",
              f"--storage.tsdb.path={folder / 'tsdb'}", "--storage.tsdb.retention.time=100y",

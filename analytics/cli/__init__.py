@@ -105,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(db_path=args.db or env.db_path, data_dir=env.data_dir)
     try:
         result = args.run(args, settings)
+        if isinstance(result, output.JsonLines):  # one compact strict-JSON object per line,
+            for doc in result:                    # each as it comes (a refusal after some
+                print(output.dumps_line(doc), flush=True)  # lines ends the stream)
+            return 0
     except (ValueError, KeyError, RuntimeError, BadInput) as exc:
         code = _exit_code(exc)
         if code is None:
@@ -114,10 +118,6 @@ def main(argv: list[str] | None = None) -> int:
         plain_key = isinstance(exc, KeyError) and not isinstance(
             exc, _loaded("analytics.store.core", "UnknownDataset"))
         return _fail(code, exc.args[0] if plain_key else str(exc))
-    if isinstance(result, output.JsonLines):  # one compact strict-JSON object per line
-        for doc in result:
-            print(output.dumps_line(doc), flush=True)
-        return 0
     print(output.dumps(result))
     return 0
 

@@ -47,8 +47,17 @@ def add_parsers(sub) -> None:
                    help="stored demand the envelope starts from (its bins before --from)")
     p.add_argument("--from", dest="start", type=_utc, default=None,
                    help="first bin, ISO 8601 UTC (default: the bin after the history's last)")
-    p.add_argument("--to", dest="end", type=_utc, required=True,
-                   help="end of the window, ISO 8601 UTC (a past window: read and exit)")
+    p.add_argument("--to", dest="end", type=_utc, default=None,
+                   help="end of the window, ISO 8601 UTC (a past window: read and exit; with "
+                        "--follow: follow until then)")
+    p.add_argument("--follow", action="store_true",
+                   help="keep going as bins close, storing each bin under --run (a restart "
+                        "resumes and back-fills what it missed)")
+    p.add_argument("--run", dest="run_name", default=None, metavar="NAME",
+                   help="the live run's name in the store (default live:MODEL)")
+    p.add_argument("--lag-s", type=nonneg, default=30.0,
+                   help="seconds after a bin's end before it is read (default 30: two 15-s "
+                        "scrapes)")
     p.add_argument("--bin-s", type=count, default=300, help="bin width in seconds (default 300)")
     p.add_argument("--alpha", type=open_unit, default=0.1, help="miscoverage (default 0.1)")
     p.add_argument("--base-model", default="hgb", choices=LazyChoices(_models), metavar="MODEL",
@@ -78,6 +87,10 @@ def live(args, settings):
     if args.w_prompt == 0 and args.w_completion == 0:
         raise BadInput("--w-prompt and --w-completion are both 0: the demand would be 0 in "
                        "every bin")
+    if args.follow:
+        return JsonLines(_follow(args, settings, url))
+    if args.end is None:
+        raise BadInput("give --to (a past window) or --follow")
     with open_store(settings.db_path) as con:
         try:
             rows = list(live_service.live_window(
@@ -87,3 +100,23 @@ def live(args, settings):
         except SourceError as exc:
             raise BadInput(str(exc)) from exc
     return JsonLines(rows)
+
+
+def _follow(args, settings, url: str):
+    """The bins of ``headroom live --follow`` as they close; source failures go to stderr as
+    JSON lines (``{"event": "source_error", ...}``) while it retries."""
+    import sys
+
+    from analytics.cli.output import dumps_line
+    from analytics.live.follow import LiveConfig
+    from analytics.services import live as live_service
+
+    config = LiveConfig(args.model, args.history, args.engine, args.bin_s, args.alpha,
+                        args.base_model, args.k_above, args.w_prompt, args.w_completion)
+    f = live_service.follower(settings.db_path, url, config, args.run_name or f"live:{args.model}",
+                              args.start, args.timeout_s, args.lag_s)
+    try:
+        yield from live_service.follow(
+            f, args.end, on_event=lambda e: print(dumps_line(e), file=sys.stderr, flush=True))
+    except KeyboardInterrupt:  # Ctrl-C ends a follow: every bin so far is stored
+        return

@@ -56,9 +56,16 @@ def dumps(doc: Any) -> str:
     return json.dumps(strict(doc), indent=2, default=str, allow_nan=False)
 
 
-class JsonLines(list):
+class JsonLines:
     """A command result printed as JSON Lines (``headroom live``): one compact strict-JSON
-    object per line (:func:`dumps_line`), not one indented document."""
+    object per line (:func:`dumps_line`), not one indented document, each printed as it comes
+    (``rows`` may be a generator that never ends: ``headroom live --follow``)."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __iter__(self):
+        return iter(self.rows)
 
 
 def dumps_line(doc: Any) -> str:

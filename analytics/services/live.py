@@ -3,6 +3,7 @@ judged bin by bin against an envelope started from a stored history (``headroom 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -11,7 +12,8 @@ import pandas as pd
 from analytics.envelope import forecast
 from analytics.live import bins as live_bins
 from analytics.live.envelope import LiveEnvelope
-from analytics.live.source import PrometheusSource
+from analytics.live.follow import Follower, LiveConfig
+from analytics.live.source import PrometheusSource, SourceError
 from analytics.services import demand
 
 #: The longest window one call reads (a bounded route: 31 days of 5-minute bins are 8,928).
@@ -20,6 +22,26 @@ MAX_WINDOW = pd.Timedelta(days=31)
 
 def _epoch_s(t: datetime) -> float:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def history_of(con, history: str, bin_s: int, w_prompt: float = 1.0, w_completion: float = 1.0,
+               start: datetime | None = None) -> tuple[pd.DataFrame, pd.Timestamp]:
+    """``(bins, first live bin)``: the stored dataset ``history`` on the live bins (``ts``,
+    ``target``: its bins before ``start``) and the bin the live series starts at (``start``,
+    default the bin after the history's last). Raises ValueError when ``start`` does not follow
+    the history's last bin, and store.UnknownDataset."""
+    grid = demand.grid(con, demand.GridRequest(history, bin_s, w_prompt, w_completion))
+    grid = grid[["ts", "target"]].copy()
+    grid["ts"] = pd.to_datetime(grid["ts"])
+    step = pd.Timedelta(seconds=bin_s)
+    first_live = grid["ts"].iloc[-1] + step if start is None else pd.Timestamp(start)
+    hist = grid[grid["ts"] < first_live]
+    if hist.empty or hist["ts"].iloc[-1] + step != first_live:
+        last = None if hist.empty else hist["ts"].iloc[-1]
+        raise ValueError(f"the live window starts at {first_live}, but the history {history!r} "
+                         f"ends with the bin at {last}: start it right after the history "
+                         "(--from the bin after its last, or leave --from out)")
+    return hist, first_live
 
 
 def live_window(con, prometheus_url: str, model: str, history: str, start: datetime | None,
@@ -42,23 +64,14 @@ def live_window(con, prometheus_url: str, model: str, history: str, start: datet
     analytics.live.source.SourceError : Prometheus does not answer or answers garbage
     store.UnknownDataset : no dataset ``history``
     """
-    grid = demand.grid(con, demand.GridRequest(history, bin_s, w_prompt, w_completion))
-    grid = grid[["ts", "target"]].copy()
-    grid["ts"] = pd.to_datetime(grid["ts"])
-    step = pd.Timedelta(seconds=bin_s)
-    first_live = grid["ts"].iloc[-1] + step if start is None else pd.Timestamp(start)
-    hist = grid[grid["ts"] < first_live]
-    if hist.empty or hist["ts"].iloc[-1] + step != first_live:
-        last = None if hist.empty else hist["ts"].iloc[-1]
-        raise ValueError(f"the live window starts at {first_live}, but the history {history!r} "
-                         f"ends with the bin at {last}: start it right after the history "
-                         "(--from the bin after its last, or leave --from out)")
+    hist, first_live = history_of(con, history, bin_s, w_prompt, w_completion, start)
     end_ts = pd.Timestamp(end)
     if end_ts <= first_live:
         raise ValueError(f"the window {first_live} to {end_ts} holds no bin")
     if end_ts - first_live > MAX_WINDOW:
         raise ValueError(f"the window {first_live} to {end_ts} is longer than "
                          f"{MAX_WINDOW.days} days: read it in parts of at most that")
+    step = pd.Timedelta(seconds=bin_s)
     LiveEnvelope.split(hist, bin_s, alpha, k_above)  # a short history is refused first
     start_s, end_s = _epoch_s(first_live.to_pydatetime()), _epoch_s(end_ts.to_pydatetime())
     # The source is read before the fit, so a server that is down or answers garbage is refused
@@ -68,11 +81,12 @@ def live_window(con, prometheus_url: str, model: str, history: str, start: datet
     frame = live_bins.demand_bins(series, start_s, end_s, bin_s, w_prompt, w_completion)
     env = LiveEnvelope(hist, bin_s, alpha=alpha, base_model=base_model, k_above=k_above)
     with forecast.single_threaded():
-        yield from _steps(env, frame, first_live, end_ts, step, model)
+        yield from bin_records(env, frame, first_live, end_ts, step, model)
 
 
-def _steps(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step, model: str):
-    """The records of :func:`live_window`, one envelope step per bin of ``frame``."""
+def bin_records(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step, model: str):
+    """The records of :func:`live_window`, one envelope step per bin of ``frame`` in
+    ``[first_live, end_ts)``."""
     for row in frame.itertuples(index=False):
         if row.ts < first_live or row.ts + step > end_ts:
             continue
@@ -83,3 +97,57 @@ def _steps(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step, mod
                "completion_tokens": None if row.gap else float(row.completion_tokens),
                "samples": int(row.samples), "resets": int(row.resets),
                "base_model": env.base_model}
+
+
+def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
+             start: datetime | None = None, timeout_s: float = 10.0,
+             lag_s: float = 30.0) -> Follower:
+    """The :class:`~analytics.live.follow.Follower` of run ``name`` on the store at
+    ``db_path`` (short-lived connections per poll): a stored run resumes from its last bin
+    (its first bin is the stored one; a ``start`` that differs is refused), a new one starts at
+    ``start`` (default: the bin after the history's last).
+
+    Raises ValueError (a start that does not follow the history, a history too short, a run
+    stored with other options), store.UnknownDataset."""
+    from analytics import store
+    from analytics.services import open_store
+
+    with open_store(db_path) as con:
+        stored = store.live_run(con, name)
+        first = None if stored is None else pd.Timestamp(stored["first_ts"])
+        if first is not None and start is not None and pd.Timestamp(start) != first:
+            raise ValueError(f"live run {name!r} started at {first.isoformat()}: leave --from "
+                             "out to resume it, or give another --run name")
+        hist, first_live = history_of(con, config.history, config.bin_s, config.w_prompt,
+                                      config.w_completion, first or start)
+    return Follower(lambda write: open_store(db_path, write),
+                    PrometheusSource(prometheus_url, timeout_s), config, name, hist, first_live,
+                    lag_s)
+
+
+def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=time.sleep,
+           on_event=None, max_backoff_s: float = 60.0) -> Iterator[dict]:
+    """The records of the bins ``f`` closes, as they close (``until``: stop once the bin
+    ending then is closed; None: never stop). Between bins it sleeps until the next one is
+    due. A source that does not answer is retried with back-off (1, 2, 4 ... up to
+    ``max_backoff_s`` seconds), each failure told to ``on_event({"event": "source_error",
+    "error", "retry_in_s"})``; what it missed is back-filled on the next answer, so no bin is
+    lost."""
+    stop = None if until is None else pd.Timestamp(until)
+    if stop is not None and stop.tzinfo is not None:
+        stop = stop.tz_convert("UTC").tz_localize(None)
+    backoff = 1.0
+    while stop is None or f.next_ts + f.step <= stop:
+        try:
+            records = f.poll(clock(), until=stop)
+        except SourceError as exc:
+            if on_event is not None:
+                on_event({"event": "source_error", "error": str(exc), "retry_in_s": backoff})
+            sleep(backoff)
+            backoff = min(2 * backoff, max_backoff_s)
+            continue
+        backoff = 1.0
+        yield from records
+        if not records:
+            due = _epoch_s((f.next_ts + f.step).to_pydatetime()) + f.lag_s
+            sleep(max(min(due - clock(), f.config.bin_s), 0.05))

@@ -52,6 +52,14 @@ from analytics.store.core import (  # noqa: F401
     migrate_file,
     transaction,
 )
+from analytics.store.live import (  # noqa: F401
+    live_bins,
+    live_run,
+    live_runs,
+    live_stamp,
+    save_live_bins,
+    start_live_run,
+)
 from analytics.store.reads import (  # noqa: F401
     SITE_TABLES,
     bench_runs,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from analytics.schema import COLUMNS
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
                 ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid"),
@@ -168,4 +168,23 @@ MIGRATIONS: dict[int, list[str]] = {
          "ALTER TABLE dataset_files ADD COLUMN IF NOT EXISTS assumptions VARCHAR",
          "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS failed_requests INTEGER",
          "ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS failed_share DOUBLE"],
+    # the live road (issue 29): a run's configuration, and every closed bin with the band it
+    # was judged against (analytics.store.live)
+    16: ["""CREATE TABLE IF NOT EXISTS live_runs (
+          name VARCHAR PRIMARY KEY,
+          config VARCHAR NOT NULL,
+          first_ts TIMESTAMP NOT NULL,
+          started_at TIMESTAMP NOT NULL
+        )""",
+         """CREATE TABLE IF NOT EXISTS live_bins (
+          name VARCHAR NOT NULL,
+          ts TIMESTAMP NOT NULL,
+          demand DOUBLE, prompt_tokens DOUBLE, completion_tokens DOUBLE,
+          point DOUBLE, lower DOUBLE, upper DOUBLE, alpha_t DOUBLE,
+          covered BOOLEAN, above BOOLEAN, alarm BOOLEAN, alarm_reason VARCHAR,
+          coverage_so_far DOUBLE, gap_reason VARCHAR, samples INTEGER, resets INTEGER,
+          martingale DOUBLE,
+          closed_at TIMESTAMP NOT NULL,
+          PRIMARY KEY (name, ts)
+        )"""],
 }

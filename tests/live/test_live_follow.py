@@ -1,0 +1,151 @@
+"""``headroom live --follow`` (issue 29 items 2, 3, 8 and the reliability paragraph): bins are
+closed as time passes and stored as they close; Prometheus stopped mid-run changes nothing and
+loses no bin (back-filled when it answers again); a restarted follower resumes from the store
+with the same band; and the stored run equals the one-shot window over the same span.
+
+A real Prometheus (Debian ``prometheus``) serves the BurstGPT week as an engine's counters,
+back-filled with ``promtool``; the follower's clock is the test's (the week is in the past),
+so no test waits for a bin to close."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from harness import counter_openmetrics, free_port, prometheus_server, seed, strict_loads
+
+from analytics import cli, store
+from analytics.live.follow import LiveConfig
+from analytics.live.source import SourceError
+from analytics.services import demand
+from analytics.services import live as live_service
+
+WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
+HISTORY = "burstgpt1_week1_per_minute_tps"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory):
+    """(store with the week, the week's per-minute counters as OpenMetrics, the first live
+    bin): the live part is the week's last two days."""
+    folder = tmp_path_factory.mktemp("week")
+    db = folder / "s.duckdb"
+    seed(db, WEEK)
+    con = store.connect(db, read_only=True)
+    try:
+        minutes = demand.grid(con, demand.GridRequest(HISTORY, 60))
+        grid = demand.grid(con, demand.GridRequest(HISTORY, 300))
+    finally:
+        con.close()
+    split = pd.to_datetime(grid["ts"]).iloc[0] + pd.Timedelta(days=5)
+    m_ts = ((pd.to_datetime(minutes["ts"]) - pd.Timestamp(0)) / pd.Timedelta(seconds=1)).to_numpy()
+    scrapes = np.arange(m_ts[0], m_ts[-1] + 61, 60.0)
+    values = np.concatenate([[0.0], np.cumsum(minutes["target"].to_numpy(float))])
+    values = values[np.searchsorted(m_ts, scrapes, side="left").clip(0, len(m_ts))]
+    text = counter_openmetrics({("vllm:prompt_tokens", MODEL): (scrapes, values),
+                                ("vllm:generation_tokens", MODEL): (scrapes, 0 * values)})
+    return db, text, split
+
+
+def _s(t: pd.Timestamp) -> float:
+    return (t - pd.Timestamp(0)).total_seconds()
+
+
+def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
+        week, tmp_path):
+    db0, text, split = week
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(db0.read_bytes())
+    config = LiveConfig(MODEL, HISTORY)
+    port = free_port()
+    lag = 30.0
+    with prometheus_server(tmp_path / "prom", text, port=port) as url:
+        f = live_service.follower(db, url, config, "r1", split, lag_s=lag)
+        assert f.first_ts == split and f.resumed_bins == 0
+        got = f.poll(_s(split + pd.Timedelta(hours=2)) + lag)
+        assert [r["ts"] for r in got][:1] == [split.isoformat()] and len(got) == 24
+        assert f.poll(_s(split + pd.Timedelta(hours=2)) + lag) == []  # nothing new: nothing
+        assert f.poll(_s(split + pd.Timedelta(hours=2, minutes=4)) + lag) == []  # not closed
+    # Prometheus is down: the poll is refused and the store is as it was
+    with pytest.raises(SourceError, match="refused the connection"):
+        f.poll(_s(split + pd.Timedelta(hours=3)) + lag)
+    con = store.connect(db, read_only=True)
+    try:
+        assert store.live_run(con, "r1")["bins"] == 24
+    finally:
+        con.close()
+    with prometheus_server(tmp_path / "prom", None, port=port) as url:  # the same TSDB again
+        back = f.poll(_s(split + pd.Timedelta(hours=3)) + lag)  # back-fills the missed hour
+        assert len(back) == 12 and back[0]["ts"] == (split + pd.Timedelta(hours=2)).isoformat()
+        # headroom restarts: a new follower resumes from the stored bins, the same band
+        again = live_service.follower(db, url, config, "r1", lag_s=lag)  # no --from: resumes
+        assert again.resumed_bins == 36 and again.next_ts == split + pd.Timedelta(hours=3)
+        more = again.poll(_s(split + pd.Timedelta(hours=4)) + lag)
+        con = store.connect(db, read_only=True)
+        try:
+            one_shot = list(live_service.live_window(
+                con, url, MODEL, HISTORY, split, (split + pd.Timedelta(hours=4)).to_pydatetime()))
+            stored = store.live_bins(con, "r1")
+        finally:
+            con.close()
+    assert len(more) == 12 and len(stored) == len(one_shot) == 48
+    keys = ("demand", "point", "lower", "upper", "alpha_t", "covered", "alarm",
+            "coverage_so_far")
+    for k in keys:  # the followed, stopped, back-filled and resumed run is the one-shot window
+        assert stored[k].tolist() == pytest.approx([r[k] for r in one_shot], abs=1e-9), k
+    assert not stored["gap_reason"].notna().any()
+    # a stored run with other options is refused, naming them
+    with pytest.raises(ValueError, match="alpha 0.1, now 0.2"):
+        live_service.follower(db, url, LiveConfig(MODEL, HISTORY, alpha=0.2), "r1")
+
+
+def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(week, tmp_path, capsys):
+    db0, text, split = week
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(db0.read_bytes())
+    base = ["--db", str(db), "live", "--model", MODEL, "--history", HISTORY, "--follow",
+            "--run", "cli"]
+    with prometheus_server(tmp_path / "prom", text) as url:
+        rc = cli.main([*base, "--prometheus", url, "--from", split.isoformat(), "--to",
+                       (split + pd.Timedelta(hours=1)).isoformat()])
+        first = [strict_loads(x) for x in capsys.readouterr().out.splitlines()]
+        rc2 = cli.main([*base, "--prometheus", url, "--to",
+                        (split + pd.Timedelta(hours=2)).isoformat()])
+        second = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        rc3 = cli.main([*base, "--prometheus", url, "--from", split.isoformat(), "--to",
+                        (split + pd.Timedelta(hours=3)).isoformat(), "--alpha", "0.2"])
+        refused = strict_loads(capsys.readouterr().out)
+    assert (rc, rc2, len(first), len(second)) == (0, 0, 12, 12)
+    assert second[0]["ts"] == (split + pd.Timedelta(hours=1)).isoformat()  # resumed, not redone
+    assert rc3 == 2 and "was started with other options" in refused["error"]
+    con = store.connect(db, read_only=True)
+    try:
+        run = store.live_run(con, "cli")
+    finally:
+        con.close()
+    assert (run["bins"], run["config"]["model"]) == (24, MODEL)
+    assert run["last_ts"] == (split + pd.Timedelta(hours=1, minutes=55)).to_pydatetime()
+
+
+def test_follow_retries_a_silent_source_with_back_off_and_says_so(week, tmp_path):
+    db0, _, split = week
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(db0.read_bytes())
+    f = live_service.follower(db, "http://127.0.0.1:9", LiveConfig(MODEL, HISTORY), "down",
+                              split, timeout_s=1)
+    events, sleeps = [], []
+
+    def sleep(s):
+        sleeps.append(s)
+        if len(sleeps) >= 5:
+            raise KeyboardInterrupt  # stop the test's follow after five retries
+
+    with pytest.raises(KeyboardInterrupt):
+        list(live_service.follow(f, None, clock=lambda: _s(split) + 86400, sleep=sleep,
+                                 on_event=events.append))
+    assert sleeps == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert [e["retry_in_s"] for e in events] == sleeps
+    assert all("refused the connection" in e["error"] for e in events)
