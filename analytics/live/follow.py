@@ -105,8 +105,8 @@ class Follower:
              until: pd.Timestamp | None = None) -> list[dict]:
         """Close, judge and store the bins due by ``now_s`` (UNIX s) that are not stored yet,
         oldest first (at most ``max_bins``, none that ends after ``until``, and at most
-        :data:`~analytics.services.live.MAX_WINDOW` of them); returns their records (:func:`analytics.services.live.
-        live_window`'s fields).
+        :data:`~analytics.services.live.MAX_WINDOW` of them); returns their records
+        (:func:`analytics.services.live.live_window`'s fields).
 
         Raises analytics.live.source.SourceError (nothing stepped, nothing stored) and
         store errors (the follower rebuilds itself from the store before it raises)."""
