@@ -281,12 +281,15 @@ def need_prometheus() -> None:
 
 @contextlib.contextmanager
 def prometheus_server(folder: Path, openmetrics: str | None, start_s: float = 30,
-                      port: int | None = None):
+                      port: int | None = None, scrape: str | None = None,
+                      rules: Path | None = None):
     """A real Prometheus server on a free loopback port (or ``port``) over a TSDB back-filled
     from the OpenMetrics text ``openmetrics`` (``promtool tsdb create-blocks-from openmetrics``;
     the retention is 100 years, so old traces are kept), yielding its URL once ``/-/ready``
     answers; stopped afterwards. ``folder`` holds the input, the TSDB and the log; with
-    ``openmetrics`` None the TSDB already there is served again (a restarted server)."""
+    ``openmetrics`` None the TSDB already there is served again (a restarted server).
+    ``scrape`` (``host:port``) adds a job ``headroom`` scraping that target's ``/metrics``
+    every second, ``rules`` a rules file evaluated every second."""
     import urllib.request
 
     need_prometheus()
@@ -296,8 +299,12 @@ def prometheus_server(folder: Path, openmetrics: str | None, start_s: float = 30
         subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics",
                         str(folder / "input.om"), str(folder / "tsdb")], check=True,
                        capture_output=True, timeout=120)
-    (folder / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n"
-                                           "scrape_configs: []\n")
+    config = {"global": {"scrape_interval": "1s" if scrape else "15s",
+                         "evaluation_interval": "1s"},
+              "scrape_configs": [{"job_name": "headroom", "static_configs": [
+                  {"targets": [scrape]}]}] if scrape else [],
+              **({"rule_files": [str(rules)]} if rules else {})}
+    (folder / "prometheus.yml").write_text(json.dumps(config))  # YAML is a superset of JSON
     port = port or free_port()
     with open(folder / "prometheus.log", "a") as log:
         proc = subprocess.Popen(

@@ -110,7 +110,10 @@ def _commands(kind: str, name: str, names: dict, sites: str, out) -> dict[tuple,
             # the live road on every kind as its history: refused before any fit (a window
             # past the 31-day bound, a dataset that is no demand), never a traceback
             ("live", None): ("live", "--prometheus", "http://127.0.0.1:9", "--model", "m",
-                             "--history", name, "--to", "2030-01-01T00:00:00")}
+                             "--history", name, "--to", "2030-01-01T00:00:00"),
+            ("live", "follow"): ("live", "--prometheus", "http://127.0.0.1:9", "--model", "m",
+                                 "--history", name, "--follow", "--to", "2000-01-01T00:00:00",
+                                 "--run", f"matrix-{kind}")}
     for target in TARGETS:
         # the one-hour Azure trace at 10 s (its 5-minute default leaves 2 calibration bins: a
         # refusal, exit 2); the others at their default bin
@@ -139,6 +142,7 @@ def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
         assert (code[command, "gpu_seconds"] == 0) == (kind == "gpu_seconds"), command
     assert (code["telemetry", None] == 0) == (kind == "telemetry")
     assert code["live", None] == 2 and ran["live", None][1]["error"]
+    assert code["live", "follow"] == 2 and ran["live", "follow"][1]["error"]
     if kind != "jobs":  # case 07's jobs never started: a refusal too, naming why
         assert code["powersim", "jobs"] == 2
     if kind in ("requests", "series"):

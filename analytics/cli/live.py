@@ -9,7 +9,9 @@ from analytics.cli.common import LazyChoices, count, nonneg, open_unit, positive
 from analytics.cli.telemetry import _utc
 
 COMMANDS = {"live": "a model's demand from Prometheus, bin by bin against its envelope "
-                    "(JSON Lines)"}
+                    "(JSON Lines)",
+            "live-config": "write the Prometheus alerting rules and the Grafana dashboard over "
+                           "headroom's /metrics"}
 #: The Prometheus URL is operator configuration: this flag, or the environment.
 ENV_URL = "HEADROOM_PROMETHEUS_URL"
 
@@ -71,6 +73,37 @@ def add_parsers(sub) -> None:
     p.add_argument("--timeout-s", type=positive, default=10.0,
                    help="seconds one request to Prometheus may take")
     p.set_defaults(run=live)
+    c = sub.add_parser("live-config", help=COMMANDS["live-config"])
+    c.add_argument("--out", required=True, metavar="DIR",
+                   help="folder to write headroom-alerts.yml and headroom-dashboard.json into")
+    c.set_defaults(run=live_config)
+
+
+def live_config(args, settings):
+    """Write :func:`analytics.live.exposition.alert_rules` (YAML) and
+    :func:`~analytics.live.exposition.dashboard` (JSON) into ``--out``; the document names the
+    files, the series they use and the scrape to add to Prometheus."""
+    from pathlib import Path
+
+    import yaml
+
+    from analytics.cli.common import BadInput
+    from analytics.live import exposition
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {out}: not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    rules, board = out / "headroom-alerts.yml", out / "headroom-dashboard.json"
+    rules.write_text(yaml.safe_dump(exposition.alert_rules(), sort_keys=False))
+    board.write_text(exposition.dashboard_json())
+    return {"rules": str(rules), "dashboard": str(board),
+            "series": [*exposition.METRICS, *exposition.CONSTANTS, "headroom_live_runs"],
+            "scrape": {"job_name": "headroom", "metrics_path": "/metrics",
+                       "static_configs": [{"targets": ["HOST:8501"]}]},
+            "note": "add the scrape to prometheus.yml (HOST:8501: where make run serves the "
+                    "app), the rules file under rule_files, and import the dashboard in "
+                    "Grafana choosing the Prometheus data source"}
 
 
 def live(args, settings):
@@ -114,7 +147,7 @@ def _follow(args, settings, url: str):
     config = LiveConfig(args.model, args.history, args.engine, args.bin_s, args.alpha,
                         args.base_model, args.k_above, args.w_prompt, args.w_completion)
     f = live_service.follower(settings.db_path, url, config, args.run_name or f"live:{args.model}",
-                              args.start, args.timeout_s, args.lag_s)
+                              args.start, args.timeout_s, args.lag_s, args.end)
     try:
         yield from live_service.follow(
             f, args.end, on_event=lambda e: print(dumps_line(e), file=sys.stderr, flush=True))

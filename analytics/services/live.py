@@ -20,6 +20,12 @@ from analytics.services import demand
 MAX_WINDOW = pd.Timedelta(days=31)
 
 
+def _naive_utc(t) -> pd.Timestamp:
+    """``t`` as a naive UTC Timestamp (an aware one converted)."""
+    t = pd.Timestamp(t)
+    return t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t
+
+
 def _epoch_s(t: datetime) -> float:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
@@ -101,14 +107,15 @@ def bin_records(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step
 
 def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
              start: datetime | None = None, timeout_s: float = 10.0,
-             lag_s: float = 30.0) -> Follower:
+             lag_s: float = 30.0, until: datetime | None = None) -> Follower:
     """The :class:`~analytics.live.follow.Follower` of run ``name`` on the store at
     ``db_path`` (short-lived connections per poll): a stored run resumes from its last bin
     (its first bin is the stored one; a ``start`` that differs is refused), a new one starts at
     ``start`` (default: the bin after the history's last).
 
-    Raises ValueError (a start that does not follow the history, a history too short, a run
-    stored with other options), store.UnknownDataset."""
+    Raises ValueError (a start that does not follow the history, an ``until`` before the next
+    bin's end, a history too short, a run stored with other options; all before the fit),
+    store.UnknownDataset."""
     from analytics import store
     from analytics.services import open_store
 
@@ -120,6 +127,11 @@ def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
                              "out to resume it, or give another --run name")
         hist, first_live = history_of(con, config.history, config.bin_s, config.w_prompt,
                                       config.w_completion, first or start)
+        nxt = first_live if stored is None or stored["last_ts"] is None else \
+            pd.Timestamp(stored["last_ts"]) + pd.Timedelta(seconds=config.bin_s)
+    if until is not None and _naive_utc(until) < nxt + pd.Timedelta(seconds=config.bin_s):
+        raise ValueError(f"--to {_naive_utc(until).isoformat()} is before the end of the next "
+                         f"bin to close ({nxt.isoformat()}): nothing to follow")
     return Follower(lambda write: open_store(db_path, write),
                     PrometheusSource(prometheus_url, timeout_s), config, name, hist, first_live,
                     lag_s)
@@ -133,9 +145,7 @@ def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=ti
     ``max_backoff_s`` seconds), each failure told to ``on_event({"event": "source_error",
     "error", "retry_in_s"})``; what it missed is back-filled on the next answer, so no bin is
     lost."""
-    stop = None if until is None else pd.Timestamp(until)
-    if stop is not None and stop.tzinfo is not None:
-        stop = stop.tz_convert("UTC").tz_localize(None)
+    stop = None if until is None else _naive_utc(until)
     backoff = 1.0
     while stop is None or f.next_ts + f.step <= stop:
         try:

@@ -107,6 +107,19 @@ def test_a_rebound_name_reaches_nothing_and_the_operators_name_works(served, bro
     assert _raw_request(port, f"GET / HTTP/1.1\nHost: {REBIND}:{port}\n").endswith("400 Bad Request")
 
 
+def test_the_served_metrics_route_answers_prometheus_text_under_the_host_guard(served):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = served["port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+        assert resp.headers["Content-Type"].startswith("text/plain")
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert fams["headroom_live_runs"].samples[0].value == 0  # a fresh store: no live run
+    assert _raw_request(port, f"GET /metrics HTTP/1.1\nHost: {REBIND}:{port}\n").endswith(
+        "400 Bad Request")
+
+
 def test_state_changing_requests_from_another_origin_are_refused(served):
     port = served["port"]
     host = f"127.0.0.1:{port}"
