@@ -75,7 +75,8 @@ PAGES = {
     "What-ifs": [_page("placement.py", "Placement", ":material/memory:"),
                  _page("power.py", "Power", ":material/electric_bolt:"),
                  _page("serving.py", "Serving", ":material/eco:")],
-    "Telemetry": [_page("telemetry.py", "Telemetry", ":material/monitor_heart:")],
+    "Telemetry": [_page("telemetry.py", "Telemetry", ":material/monitor_heart:"),
+                  _page("live.py", "Live", ":material/sensors:")],
 }
 
 

@@ -161,3 +161,45 @@ def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=ti
         if not records:
             due = _epoch_s((f.next_ts + f.step).to_pydatetime()) + f.lag_s
             sleep(max(min(due - clock(), f.config.bin_s), 0.05))
+
+
+#: Bins the Live page draws (two days of 5-minute bins); the coverage so far counts them all.
+VIEW_BINS = 576
+
+
+def runs(con) -> list[dict]:
+    """The stored live runs, newest first (:func:`analytics.store.live_runs`), with their
+    options flattened in: ``name``, ``model``, ``history``, ``alpha``, ``bin_s``, ``bins``,
+    ``alarms`` (bins with the alarm up), ``gaps`` (bins of unknown demand), ``first_ts`` and
+    ``last_ts`` (ISO text or None)."""
+    from analytics import store
+
+    out = []
+    for r in store.live_runs(con):
+        cfg = r["config"]
+        out.append({"name": r["name"], "model": cfg["model"], "history": cfg["history"],
+                    "alpha": cfg["alpha"], "bin_s": cfg["bin_s"], "bins": r["bins"],
+                    "alarms": r["alarms"], "gaps": r["gaps"],
+                    "first_ts": pd.Timestamp(r["first_ts"]).isoformat(),
+                    "last_ts": None if r["last_ts"] is None
+                    else pd.Timestamp(r["last_ts"]).isoformat()})
+    return out
+
+
+def run_view(con, name: str, last_n: int = VIEW_BINS) -> dict:
+    """What the Live page shows of run ``name``: ``run`` (:func:`runs`' record), ``bins`` (the
+    last ``last_n`` stored bins, a DataFrame of :data:`analytics.store.live.BIN_COLUMNS` with
+    ``ts``), ``last`` (the newest bin as a dict, or None), ``gaps`` (bins of unknown demand
+    among all), ``coverage_so_far`` (over every bin of the run with known demand: the
+    measured coverage) and ``target`` (1 - alpha). Raises KeyError for an unknown run."""
+    from analytics import store
+
+    run = next((r for r in runs(con) if r["name"] == name), None)
+    if run is None:
+        raise KeyError(f"no live run {name!r} in the store")
+    bins = store.live_bins(con, name, limit=last_n)
+    last = None if bins.empty else bins.iloc[-1].to_dict()
+    return {"run": run, "bins": bins, "last": last, "gaps": run["gaps"],
+            "coverage_so_far": None if last is None or pd.isna(last["coverage_so_far"])
+            else float(last["coverage_so_far"]),
+            "target": 1 - float(run["alpha"])}

@@ -25,16 +25,19 @@ BIN_COLUMNS = ("demand", "prompt_tokens", "completion_tokens", "point", "lower",
 
 def live_run(con, name: str) -> dict | None:
     """The stored run ``name``: ``{"name", "config" (dict), "first_ts", "started_at", "bins",
-    "last_ts", "alarms"}``, or None."""
+    "last_ts", "alarms", "gaps"}`` (bins with the alarm up, bins of unknown demand), or
+    None."""
     with con.cursor() as cur:
         row = _run(cur, "SELECT r.name, r.config, r.first_ts, r.started_at, count(b.ts), "
-                        "max(b.ts), count(*) FILTER (WHERE b.alarm) FROM live_runs r "
+                        "max(b.ts), count(*) FILTER (WHERE b.alarm), "
+                        "count(b.ts) FILTER (WHERE b.demand IS NULL) FROM live_runs r "
                         "LEFT JOIN live_bins b USING (name) WHERE r.name = ? "
                         "GROUP BY ALL", [name]).fetchone()
     if row is None:
         return None
     return {"name": row[0], "config": json.loads(row[1]), "first_ts": row[2],
-            "started_at": row[3], "bins": int(row[4]), "last_ts": row[5], "alarms": int(row[6])}
+            "started_at": row[3], "bins": int(row[4]), "last_ts": row[5], "alarms": int(row[6]),
+            "gaps": int(row[7])}
 
 
 def live_runs(con) -> list[dict]:

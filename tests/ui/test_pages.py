@@ -15,7 +15,7 @@ WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
 
 @pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py",
                                   "pages/capacity.py", "pages/dispatch.py",
-                                  "pages/telemetry.py"])
+                                  "pages/telemetry.py", "pages/live.py"])
 def test_every_page_renders_on_empty_store(app_env, page):
     at = new_app().run()
     at.switch_page(page).run()
@@ -24,7 +24,8 @@ def test_every_page_renders_on_empty_store(app_env, page):
                                  "pages/coverage.py": "Coverage",
                                  "pages/capacity.py": "Capacity",
                                  "pages/dispatch.py": "Dispatch",
-                                 "pages/telemetry.py": "Telemetry"}[page]
+                                 "pages/telemetry.py": "Telemetry",
+                                 "pages/live.py": "Live"}[page]
 
 
 def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):

@@ -42,6 +42,7 @@ from analytics.ui.charts.demand import (
     rolling_coverage_chart,
     split_chart,
 )
+from analytics.ui.charts.live import live_chart
 from analytics.ui.charts.power import (
     jobs_daily_chart,
     power_daily_chart,
@@ -100,6 +101,7 @@ __all__ = [
     "serving_profile_chart",
     "serving_sensitivity_chart",
     "serving_timeseries_chart",
+    "live_chart",
     "support_chart",
     "telemetry_chart", "METRIC_LABELS",
     "value_sensitivity_chart",

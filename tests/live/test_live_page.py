@@ -1,0 +1,59 @@
+"""The Live page (issue 29 item 7): a stored run's newest bins, coverage so far and alarm,
+through AppTest; and in real headless Chromium a new bin, stored by the follower while the
+page is open, arrives without a reload (the page's fragment refreshes it)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from harness import ARTIFACTS, browser_page, metrics, new_app, prometheus_server, read_metric, \
+    streamlit_server, wait_metrics_change
+from test_live_follow import HISTORY, MODEL, _s, week  # noqa: F401 - the shared week fixture
+
+from analytics.live.follow import LiveConfig
+from analytics.services import live as live_service
+
+
+def _followed(week, tmp_path, url):  # noqa: F811
+    db0, _, split = week
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(db0.read_bytes())
+    f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY), "fleet", split)
+    return db, f, split, f.poll(_s(split + pd.Timedelta(hours=2)) + 30)
+
+
+def test_live_page_shows_the_stored_run(week, tmp_path, monkeypatch, app_env):  # noqa: F811
+    with prometheus_server(tmp_path / "prom", week[1]) as url:
+        db, _, _, records = _followed(week, tmp_path, url)
+    monkeypatch.setenv("HEADROOM_DB", str(db))
+    at = new_app().run()
+    at.switch_page("pages/live.py").run()
+    assert not at.exception
+    shown = metrics(at)
+    assert shown["bins closed"] == "24"
+    assert shown["coverage so far"] == f"{records[-1]['coverage_so_far']:.1%}"
+    assert shown["newest demand"] == f"{records[-1]['demand']:,.0f}"
+    assert not at.error  # no alarm on the week's quiet hours
+    assert at.get("plotly_chart")
+
+
+@pytest.mark.browser
+def test_a_new_bin_arrives_on_the_open_page_without_a_reload(week, tmp_path):  # noqa: F811
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    with prometheus_server(tmp_path / "prom", week[1]) as url:
+        db, f, split, _ = _followed(week, tmp_path, url)
+        with streamlit_server(db, raw, tmp_path / "streamlit.log",
+                              env={"HEADROOM_LIVE_REFRESH_S": "1"}) as app, \
+                browser_page() as (_, page):
+            page.goto(f"{app}/live")
+            page.get_by_text("bins closed").first.wait_for()
+            before = {"bins closed": read_metric(page, "bins closed")}
+            assert before == {"bins closed": "24"}
+            navigations = []
+            page.on("framenavigated", lambda frame: navigations.append(frame.url))
+            assert len(f.poll(_s(split + pd.Timedelta(hours=2, minutes=5)) + 30)) == 1
+            wait_metrics_change(page, before)
+            assert read_metric(page, "bins closed") == "25"
+            assert navigations == []  # no reload: the fragment brought the bin
+            page.screenshot(path=str(ARTIFACTS / "live.png"), full_page=True)
