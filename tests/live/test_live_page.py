@@ -6,8 +6,16 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from harness import ARTIFACTS, browser_page, metrics, new_app, prometheus_server, read_metric, \
-    streamlit_server, wait_metrics_change
+from harness import (
+    ARTIFACTS,
+    browser_page,
+    metrics,
+    new_app,
+    prometheus_server,
+    read_metric,
+    streamlit_server,
+    wait_metrics_change,
+)
 from test_live_follow import HISTORY, MODEL, _s, week  # noqa: F401 - the shared week fixture
 
 from analytics.live.follow import LiveConfig
