@@ -55,7 +55,7 @@ def newest() -> None:
     if last["alarm"]:
         st.error(f"Alarm: {widgets.plain(last['alarm_reason'])} (bin of "
                  f"{pd.Timestamp(last['ts']):%Y-%m-%d %H:%M} UTC).")
-    c = st.columns(4)
+    c = st.columns(5)
     cov = view["coverage_so_far"]
     c[0].metric("coverage so far", "n/a" if cov is None else f"{cov:.1%}",
                 help=f"Share of the run's {run['bins'] - run['gaps']:,} bins with known demand "
@@ -68,6 +68,14 @@ def newest() -> None:
     c[3].metric("newest demand", "unknown" if pd.isna(demand) else f"{demand:,.0f}",
                 help=f"weighted tokens in the bin; band {last['lower']:,.0f} to "
                      f"{last['upper']:,.0f}" if not pd.isna(last["upper"]) else None)
+    jpt = last.get("j_per_token")
+    gpt = last.get("gco2_per_token")
+    c[4].metric("J/token", "n/a" if jpt is None or pd.isna(jpt) else f"{jpt:.3g}",
+                help=("energy the run's GPUs used in the newest bin (DCGM energy counter) per "
+                      "token" + ("" if gpt is None or pd.isna(gpt) else
+                                 f"; {gpt * 1000:.3g} mgCO2/token at the site's hourly carbon "
+                                 "intensity")) if run.get("energy") else
+                "no GPUs named: start the run with --energy-selector to measure it")
     if cov is not None and run["bins"] - run["gaps"] >= 100 and cov < view["target"] - 0.05:
         st.warning(f"Coverage so far {cov:.1%} is below the {view['target']:.0%} the band aims "
                    "at: the history no longer describes this traffic; refit on a newer one.")
@@ -75,8 +83,7 @@ def newest() -> None:
         st.caption(f"Newest bin unknown: {widgets.plain(last['gap_reason'])}")
     st.plotly_chart(charts.live_chart(view["bins"], run["model"], float(run["alpha"]),
                                       bin_label), key="live_chart")
-    st.caption(f"The last {len(view['bins']):,} bins; refreshed every {live_data.REFRESH_S} s. "
-               "Energy per token is not shown: no DCGM energy is joined to a live run yet.")
+    st.caption(f"The last {len(view['bins']):,} bins; refreshed every {live_data.REFRESH_S} s.")
 
 
 newest()

@@ -70,6 +70,13 @@ def add_parsers(sub) -> None:
                    help="weight of a prompt token in the target (default 1)")
     p.add_argument("--w-completion", type=nonneg, default=1.0,
                    help="weight of a completion token in the target (default 1)")
+    p.add_argument("--energy-selector", type=_selector, default=None, metavar="MATCHERS",
+                   help="PromQL label matchers of the GPUs serving the model (e.g. "
+                        "'Hostname=\"gpu-node-1\"'): their DCGM energy counter gives J/token")
+    p.add_argument("--carbon-site", default=None, metavar="SITE",
+                   help="a site whose hourly carbon intensity the store holds: gCO2/token")
+    p.add_argument("--carbon-basis", default=None, choices=("LCA", "direct"),
+                   help="carbon basis when the site has both (default LCA)")
     p.add_argument("--timeout-s", type=positive, default=10.0,
                    help="seconds one request to Prometheus may take")
     p.set_defaults(run=live)
@@ -126,13 +133,32 @@ def live(args, settings):
         raise BadInput("give --to (a past window) or --follow")
     with open_store(settings.db_path) as con:
         try:
-            rows = list(live_service.live_window(
-                con, url, args.model, args.history, args.start, args.end, args.engine,
-                args.bin_s, args.alpha, args.base_model, args.k_above, args.w_prompt,
-                args.w_completion, args.timeout_s))
+            rows = list(live_service.live_window(con, url, _config(args), args.start, args.end,
+                                                 args.timeout_s))
         except SourceError as exc:
             raise BadInput(str(exc)) from exc
     return JsonLines(rows)
+
+
+def _config(args):
+    """The :class:`~analytics.live.follow.LiveConfig` of the options."""
+    from analytics.live.follow import LiveConfig
+
+    return LiveConfig(args.model, args.history, args.engine, args.bin_s, args.alpha,
+                      args.base_model, args.k_above, args.w_prompt, args.w_completion,
+                      args.energy_selector, args.carbon_site, args.carbon_basis)
+
+
+def _selector(text: str) -> str:
+    """PromQL label matchers (:func:`analytics.live.source.check_selector`)."""
+    import argparse
+
+    from analytics.live.source import check_selector
+
+    try:
+        return check_selector(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _follow(args, settings, url: str):
@@ -141,12 +167,10 @@ def _follow(args, settings, url: str):
     import sys
 
     from analytics.cli.output import dumps_line
-    from analytics.live.follow import LiveConfig
     from analytics.services import live as live_service
 
-    config = LiveConfig(args.model, args.history, args.engine, args.bin_s, args.alpha,
-                        args.base_model, args.k_above, args.w_prompt, args.w_completion)
-    f = live_service.follower(settings.db_path, url, config, args.run_name or f"live:{args.model}",
+    f = live_service.follower(settings.db_path, url, _config(args),
+                              args.run_name or f"live:{args.model}",
                               args.start, args.timeout_s, args.lag_s, args.end)
     try:
         yield from live_service.follow(

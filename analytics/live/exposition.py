@@ -7,7 +7,7 @@ labelled ``run``, ``model`` and ``alpha`` (the run's miscoverage, so bands of se
 apart). :func:`alert_rules` and :func:`dashboard` write a Prometheus alerting-rules file and a
 Grafana dashboard over those series; :data:`METRICS` names them all once.
 
-Energy per token (item 6) is not exported yet: no stored run joins DCGM energy to its tokens.
+Energy per token (item 6) is exported for runs that name their GPUs (``--energy-selector``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 #: Exported series: name -> (help text, the stored bin's field). The gauges carry the last
-#: closed bin's values; ``headroom_demand`` is absent for a bin whose demand is unknown.
+#: closed bin's values; a series is absent for a bin where its value is unknown (a gap, no GPUs named).
 METRICS = {
     "headroom_demand": ("weighted tokens of the last closed bin (the envelope's target; w = "
                         "w_prompt / w_completion of the run)", "demand"),
@@ -31,6 +31,15 @@ METRICS = {
                        "alarm"),
     "headroom_aci_alpha_t": ("ACI's working miscoverage after the last closed bin", "alpha_t"),
     "headroom_bin_timestamp_seconds": ("start of the last closed bin (UNIX s)", "ts"),
+    "headroom_energy_joules": ("energy the run's GPUs used in the last closed bin (DCGM energy "
+                               "counter, J)", "energy_j"),
+    "headroom_energy_per_token_joules": ("energy per token (prompt + completion) in the last "
+                                         "closed bin (J)", "j_per_token"),
+    "headroom_energy_per_output_token_joules": ("energy per completion token in the last "
+                                                "closed bin (J)", "j_per_output_token"),
+    "headroom_carbon_per_token_grams": ("operational carbon per token in the last closed bin "
+                                        "(gCO2; the site's hourly carbon intensity)",
+                                        "gco2_per_token"),
 }
 #: Per-run constants exported beside them: name -> help text.
 CONSTANTS = {
@@ -127,7 +136,7 @@ def alert_rules(stale_bins: int = 3, coverage_slack: float = 0.05,
 def dashboard() -> dict:
     """A Grafana dashboard (JSON model; import it and pick the Prometheus data source) over
     :data:`METRICS`: demand against the band, the alarm, coverage so far against 1 - alpha,
-    and the ACI step, for the models chosen in its ``model`` variable."""
+    the ACI step and energy per token, for the models chosen in its ``model`` variable."""
     ds = {"type": "prometheus", "uid": "${datasource}"}
     sel = '{model=~"$model"}'
 
@@ -162,6 +171,10 @@ def dashboard() -> dict:
                 (f"headroom_coverage_so_far{sel}", "coverage {{model}}"),
                 (f"1 - headroom_envelope_alpha{sel}", "target {{model}}")], unit="percentunit"),
             panel(5, "ACI working alpha", 18, [(f"headroom_aci_alpha_t{sel}", "{{model}}")]),
+            panel(6, "Energy per token (J)", 18, [
+                (f"headroom_energy_per_token_joules{sel}", "J/token {{model}}"),
+                (f"headroom_energy_per_output_token_joules{sel}", "J/output token {{model}}")],
+                unit="J"),
         ],
     }
 

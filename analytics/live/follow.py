@@ -7,10 +7,18 @@ where the run stopped, with the same band, ACI step and alarm state: the replay 
 arithmetic as the first pass). :meth:`Follower.poll` closes every bin that ended at least
 ``lag_s`` before ``now`` and is not stored yet: a follower that was stopped, or could not
 reach Prometheus, back-fills what it missed from the stored samples (``/api/v1/query`` over
-the missed span, at most :data:`analytics.services.live.MAX_WINDOW` per poll). The source is
+the missed span, at most :data:`MAX_WINDOW` per poll). The source is
 read before the envelope steps and the bins are stored in one transaction, so a source that
 does not answer changes nothing, and a store that refuses the write leaves the follower to
 be rebuilt from what is stored.
+
+Energy per token (item 6): with ``energy_selector`` (PromQL label matchers naming the GPUs that
+serve the model: operator configuration), each bin also gets the energy those GPUs used, from
+DCGM's cumulative energy counter (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ; increases per
+bin with resets handled like the token counters, gaps named): ``energy_j``, ``j_per_token``
+(over prompt + completion tokens), ``j_per_output_token`` (over completion tokens, ML.ENERGY's
+measure) and, with a ``carbon_site`` whose hourly carbon intensity the store holds,
+``gco2_per_kwh`` of the bin's hour and ``gco2_per_token`` = ``j_per_token`` / 3.6e6 x it.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import pandas as pd
 from analytics.envelope import forecast
 from analytics.live import bins as live_bins
 from analytics.live.envelope import LiveEnvelope
-from analytics.live.source import PrometheusSource
+from analytics.live.source import ENERGY_COUNTER, PrometheusSource
 
 
 @dataclass(frozen=True)
@@ -42,9 +50,79 @@ class LiveConfig:
     k_above: int = 4
     w_prompt: float = 1.0
     w_completion: float = 1.0
+    energy_selector: str | None = None
+    carbon_site: str | None = None
+    carbon_basis: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+#: The longest window one read covers (a bounded route: 31 days of 5-minute bins are 8,928).
+MAX_WINDOW = pd.Timedelta(days=31)
+#: Joules in a kilowatt-hour.
+J_PER_KWH = 3.6e6
+
+
+def epoch_s(t) -> float:
+    """``t`` (a naive time is UTC) in UNIX seconds."""
+    t = pd.Timestamp(t)
+    return (t if t.tzinfo else t.tz_localize("UTC")).timestamp()
+
+
+def window_frame(source: PrometheusSource, config: LiveConfig, start_s: float,
+                 end_s: float) -> pd.DataFrame:
+    """The bins ``[start_s, end_s)`` of ``config``'s model from ``source``
+    (:func:`analytics.live.bins.demand_bins`; samples from two bins before, as baselines),
+    with ``energy_j`` and ``energy_gap_reason`` when the config names the GPUs
+    (``energy_selector``; else None). Raises SourceError."""
+    c = config
+    series = source.counters(c.engine, c.model, start_s - 2 * c.bin_s, end_s)
+    frame = live_bins.demand_bins(series, start_s, end_s, c.bin_s, c.w_prompt, c.w_completion)
+    frame["energy_j"], frame["energy_gap_reason"] = None, None
+    if c.energy_selector:
+        energy = source.energy(c.energy_selector, start_s - 2 * c.bin_s, end_s)
+        if not energy:
+            frame["energy_gap_reason"] = (f"no {ENERGY_COUNTER} series matches "
+                                          f"{c.energy_selector}")
+        else:  # mJ counters: the same increases, resets and gaps as the token counters
+            e = live_bins.demand_bins(energy, start_s, end_s, c.bin_s, 1e-3, 0.0)
+            frame["energy_j"] = e["target"].to_numpy()
+            frame["energy_gap_reason"] = e["gap_reason"].to_numpy()
+    return frame
+
+
+def _ratio(num, den):
+    return None if num is None or den is None or not den > 0 else float(num) / float(den)
+
+
+def bin_records(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step,
+                config: LiveConfig, carbon: pd.Series | None = None):
+    """One record per bin of ``frame`` in ``[first_live, end_ts)``, the envelope stepped on
+    each: :class:`~analytics.live.envelope.LiveBin`'s fields and ``model``,
+    ``prompt_tokens``, ``completion_tokens``, ``samples``, ``resets``, ``base_model``,
+    ``energy_j``, ``j_per_token``, ``j_per_output_token``, ``gco2_per_kwh`` and
+    ``gco2_per_token`` (None where unknown; ``carbon``: hourly gCO2/kWh by hour start)."""
+    for row in frame.itertuples(index=False):
+        if row.ts < first_live or row.ts + step > end_ts:
+            continue
+        demand_v = None if row.gap else float(row.target)
+        b = env.step(row.ts, demand_v, row.gap_reason)
+        prompt = None if row.gap else float(row.prompt_tokens)
+        completion = None if row.gap else float(row.completion_tokens)
+        energy = None if row.energy_j is None or pd.isna(row.energy_j) else float(row.energy_j)
+        per_token = _ratio(energy, None if prompt is None else prompt + completion)
+        ci = None if carbon is None else carbon.get(row.ts.floor("h"))
+        ci = None if ci is None or pd.isna(ci) else float(ci)
+        yield {**b.as_dict(), "model": config.model, "prompt_tokens": prompt,
+               "completion_tokens": completion, "samples": int(row.samples),
+               "resets": int(row.resets), "base_model": env.base_model,
+               "energy_j": energy, "j_per_token": per_token,
+               "j_per_output_token": _ratio(energy, completion),
+               "energy_gap_reason": None if energy is not None else row.energy_gap_reason,
+               "gco2_per_kwh": ci,
+               "gco2_per_token": None if per_token is None or ci is None
+               else per_token / J_PER_KWH * ci}
 
 
 class Follower:
@@ -60,6 +138,8 @@ class Follower:
     history : DataFrame ``ts``, ``target`` of the stored history on the run's bins
     first_ts : the first live bin (the bin after the history's last)
     lag_s : seconds after a bin's end before it is read (the source's scrape and ingest delay)
+    carbon : hourly carbon intensity (gCO2/kWh) of ``config.carbon_site`` by hour start, or
+        None
 
     Raises
     ------
@@ -67,12 +147,14 @@ class Follower:
     """
 
     def __init__(self, connect: Callable, source: PrometheusSource, config: LiveConfig,
-                 name: str, history: pd.DataFrame, first_ts: pd.Timestamp, lag_s: float = 30.0):
+                 name: str, history: pd.DataFrame, first_ts: pd.Timestamp, lag_s: float = 30.0,
+                 carbon: pd.Series | None = None):
         from analytics import store
 
         self.connect, self.source, self.config, self.name = connect, source, config, name
         self.lag_s, self.step = float(lag_s), pd.Timedelta(seconds=config.bin_s)
         self.history, self.first_ts = history, pd.Timestamp(first_ts)
+        self.carbon = carbon
         LiveEnvelope.split(history, config.bin_s, config.alpha, config.k_above)
         with connect(True) as con:
             store.start_live_run(con, name, config.as_dict(), self.first_ts.to_pydatetime())
@@ -105,13 +187,11 @@ class Follower:
              until: pd.Timestamp | None = None) -> list[dict]:
         """Close, judge and store the bins due by ``now_s`` (UNIX s) that are not stored yet,
         oldest first (at most ``max_bins``, none that ends after ``until``, and at most
-        :data:`~analytics.services.live.MAX_WINDOW` of them); returns their records
-        (:func:`analytics.services.live.live_window`'s fields).
+        :data:`MAX_WINDOW` of them); returns their records (:func:`bin_records`).
 
         Raises analytics.live.source.SourceError (nothing stepped, nothing stored) and
         store errors (the follower rebuilds itself from the store before it raises)."""
         from analytics import store
-        from analytics.services.live import MAX_WINDOW, _epoch_s, bin_records
 
         end = min(self.due_end(now_s), self.next_ts + MAX_WINDOW)
         if max_bins is not None:
@@ -120,13 +200,10 @@ class Follower:
             end = min(end, pd.Timestamp(until))
         if end <= self.next_ts:
             return []
-        c = self.config
-        start_s, end_s = _epoch_s(self.next_ts.to_pydatetime()), _epoch_s(end.to_pydatetime())
-        series = self.source.counters(c.engine, c.model, start_s - 2 * c.bin_s, end_s)
-        frame = live_bins.demand_bins(series, start_s, end_s, c.bin_s, c.w_prompt,
-                                      c.w_completion)
+        frame = window_frame(self.source, self.config, epoch_s(self.next_ts), epoch_s(end))
         with forecast.single_threaded():
-            records = list(bin_records(self.env, frame, self.next_ts, end, self.step, c.model))
+            records = list(bin_records(self.env, frame, self.next_ts, end, self.step,
+                                       self.config, self.carbon))
         try:
             with self.connect(True) as con:
                 store.save_live_bins(con, self.name, records)

@@ -104,14 +104,29 @@ class PrometheusSource:
         if engine not in COUNTERS:
             raise ValueError(f"unknown engine {engine!r}: one of {', '.join(COUNTERS)}")
         kind_of = {n: k for k, names in COUNTERS[engine].items() for n in names}
-        names = "|".join(kind_of)  # metric names hold letters, digits, '_' and ':' only
         model_q = json.dumps(model, ensure_ascii=False)[1:-1]  # PromQL strings escape as JSON
+        return self.read(kind_of, f'model_name="{model_q}"', start_s, end_s)
+
+    def energy(self, selector: str, start_s: float, end_s: float) -> list[Series]:
+        """Every sample in ``(start_s, end_s]`` of DCGM's energy counter
+        (:data:`ENERGY_COUNTER`, mJ since the driver loaded) on the GPUs the PromQL label
+        matchers ``selector`` pick (``Hostname="node-1"``: operator configuration, checked by
+        :func:`check_selector`). Raises SourceError, ValueError (a selector that is not label
+        matchers)."""
+        return self.read({ENERGY_COUNTER: "prompt"}, check_selector(selector), start_s, end_s)
+
+    def read(self, kind_of: dict[str, str], matchers: str, start_s: float,
+             end_s: float) -> list[Series]:
+        """The samples in ``(start_s, end_s]`` of the metrics named in ``kind_of`` (name ->
+        the :attr:`Series.kind` given to it) under the label ``matchers``, read in chunks of
+        :data:`CHUNK_S`, one :class:`Series` per metric and label set. Raises SourceError."""
+        names = "|".join(kind_of)  # metric names hold letters, digits, '_' and ':' only
         merged: dict[tuple, list] = {}
         t = start_s
         while t < end_s:
             stop = min(t + CHUNK_S, end_s)
             span = max(int(math.ceil(stop - t)), 1)
-            query = f'{{__name__=~"{names}",model_name="{model_q}"}}[{span}s]'
+            query = f'{{__name__=~"{names}",{matchers}}}[{span}s]'
             data = self._get("/api/v1/query", {"query": query, "time": f"{stop:.3f}"})
             for key, pts in _matrix(data, query):
                 merged.setdefault(key, []).extend(pts)
@@ -122,6 +137,22 @@ class PrometheusSource:
             out.append(Series(name, kind_of.get(name, "prompt"), labels,
                               np.array([p[0] for p in pts]), np.array([p[1] for p in pts])))
         return out
+
+
+#: DCGM exporter's cumulative energy counter (mJ since the driver loaded; DCGM field 156).
+ENERGY_COUNTER = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
+
+
+def check_selector(selector: str) -> str:
+    """``selector`` when it is PromQL label matchers (``a="x", b=~"y.*"``), without braces;
+    else ValueError naming it."""
+    import re
+
+    if not re.fullmatch(f"{_MATCHER}(,{_MATCHER})*", selector or ""):
+        raise ValueError(f"{selector!r} is not PromQL label matchers such as "
+                         'Hostname="gpu-node-1" or pod=~"vllm-llama-.*"')
+    return selector.strip()
 
 
 def _kind(value) -> str:

@@ -5,29 +5,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pandas as pd
 
 from analytics.envelope import forecast
-from analytics.live import bins as live_bins
 from analytics.live.envelope import LiveEnvelope
-from analytics.live.follow import Follower, LiveConfig
+from analytics.live.follow import (  # noqa: F401 - MAX_WINDOW: the bound, named here too
+    MAX_WINDOW,
+    Follower,
+    LiveConfig,
+    bin_records,
+    epoch_s,
+    window_frame,
+)
 from analytics.live.source import PrometheusSource, SourceError
 from analytics.services import demand
-
-#: The longest window one call reads (a bounded route: 31 days of 5-minute bins are 8,928).
-MAX_WINDOW = pd.Timedelta(days=31)
 
 
 def _naive_utc(t) -> pd.Timestamp:
     """``t`` as a naive UTC Timestamp (an aware one converted)."""
     t = pd.Timestamp(t)
     return t.tz_convert("UTC").tz_localize(None) if t.tzinfo is not None else t
-
-
-def _epoch_s(t: datetime) -> float:
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
 def history_of(con, history: str, bin_s: int, w_prompt: float = 1.0, w_completion: float = 1.0,
@@ -50,59 +49,65 @@ def history_of(con, history: str, bin_s: int, w_prompt: float = 1.0, w_completio
     return hist, first_live
 
 
-def live_window(con, prometheus_url: str, model: str, history: str, start: datetime | None,
-                end: datetime, engine: str = "vllm", bin_s: int = 300, alpha: float = 0.1,
-                base_model: str = "hgb", k_above: int = 4, w_prompt: float = 1.0,
-                w_completion: float = 1.0, timeout_s: float = 10.0) -> Iterator[dict]:
-    """One record per bin of ``[start, end)`` (``start`` default: the bin after the history's
-    last): ``ts``, ``model``, ``demand`` (the weighted-token target, w = ``w_prompt`` /
-    ``w_completion``; None in a gap), ``prompt_tokens``, ``completion_tokens``, ``point``,
-    ``lower``, ``upper``, ``alpha_t``, ``covered``, ``above``, ``alarm``, ``coverage_so_far``,
-    ``samples``, ``resets``, ``gap_reason`` (:class:`analytics.live.envelope.LiveBin`).
+def carbon_of(con, config: LiveConfig) -> pd.Series | None:
+    """The hourly carbon intensity (gCO2/kWh, by hour start) of ``config.carbon_site`` in the
+    store, in ``config.carbon_basis`` (default: life-cycle, LCA, when the site has several
+    bases), or None without a site. Raises ValueError for a site the store has no carbon
+    intensity for."""
+    from analytics import store
 
-    The envelope starts from the stored dataset ``history`` on the same bins (its bins before
-    ``start``); the live window must begin right after them.
+    if not config.carbon_site:
+        return None
+    cat = store.site_catalog(con)
+    rows = cat[(cat["tbl"] == "carbon_intensity") & (cat["site"] == config.carbon_site)]
+    if rows.empty:
+        have = sorted(cat.loc[cat["tbl"] == "carbon_intensity", "site"].unique())
+        raise ValueError(f"no carbon intensity for site {config.carbon_site!r} in the store "
+                         f"(sites with one: {', '.join(have) or 'none'}): ingest its hourly "
+                         "file, or leave --carbon-site out")
+    bases = sorted(b for b in rows["basis"].dropna().unique())
+    basis = config.carbon_basis or ("LCA" if "LCA" in bases or len(bases) > 1 else None)
+    hourly = store.site_hourly(con, "carbon_intensity", config.carbon_site, basis)
+    return pd.Series(hourly["value"].to_numpy(float), index=pd.to_datetime(hourly["ts"]))
+
+
+def live_window(con, prometheus_url: str, config: LiveConfig, start: datetime | None,
+                end: datetime, timeout_s: float = 10.0) -> Iterator[dict]:
+    """One record per bin of ``[start, end)`` (``start`` default: the bin after the history's
+    last), :func:`analytics.live.follow.bin_records`: ``ts``, ``model``, ``demand`` (the
+    weighted-token target; None in a gap), ``prompt_tokens``, ``completion_tokens``,
+    ``point``, ``lower``, ``upper``, ``alpha_t``, ``covered``, ``above``, ``alarm``,
+    ``coverage_so_far``, ``samples``, ``resets``, ``gap_reason``, and the energy fields when
+    ``config`` names the GPUs. Nothing is stored.
+
+    The envelope starts from the stored dataset ``config.history`` on the same bins (its bins
+    before ``start``); the live window must begin right after them.
 
     Raises
     ------
     ValueError : the window does not follow the history, is empty or longer than
-        :data:`MAX_WINDOW`, or the history is too short
+        :data:`MAX_WINDOW`, the history is too short, or the carbon site is not stored
     analytics.live.source.SourceError : Prometheus does not answer or answers garbage
     store.UnknownDataset : no dataset ``history``
     """
-    hist, first_live = history_of(con, history, bin_s, w_prompt, w_completion, start)
+    c = config
+    hist, first_live = history_of(con, c.history, c.bin_s, c.w_prompt, c.w_completion, start)
     end_ts = pd.Timestamp(end)
     if end_ts <= first_live:
         raise ValueError(f"the window {first_live} to {end_ts} holds no bin")
     if end_ts - first_live > MAX_WINDOW:
         raise ValueError(f"the window {first_live} to {end_ts} is longer than "
                          f"{MAX_WINDOW.days} days: read it in parts of at most that")
-    step = pd.Timedelta(seconds=bin_s)
-    LiveEnvelope.split(hist, bin_s, alpha, k_above)  # a short history is refused first
-    start_s, end_s = _epoch_s(first_live.to_pydatetime()), _epoch_s(end_ts.to_pydatetime())
+    LiveEnvelope.split(hist, c.bin_s, c.alpha, c.k_above)  # a short history is refused first
+    carbon = carbon_of(con, c)
     # The source is read before the fit, so a server that is down or answers garbage is refused
     # in the time of one request.
-    series = PrometheusSource(prometheus_url, timeout_s).counters(
-        engine, model, start_s - 2 * bin_s, end_s)  # a baseline sample before the window
-    frame = live_bins.demand_bins(series, start_s, end_s, bin_s, w_prompt, w_completion)
-    env = LiveEnvelope(hist, bin_s, alpha=alpha, base_model=base_model, k_above=k_above)
+    frame = window_frame(PrometheusSource(prometheus_url, timeout_s), c, epoch_s(first_live),
+                         epoch_s(end_ts))
+    env = LiveEnvelope(hist, c.bin_s, alpha=c.alpha, base_model=c.base_model, k_above=c.k_above)
     with forecast.single_threaded():
-        yield from bin_records(env, frame, first_live, end_ts, step, model)
-
-
-def bin_records(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step, model: str):
-    """The records of :func:`live_window`, one envelope step per bin of ``frame`` in
-    ``[first_live, end_ts)``."""
-    for row in frame.itertuples(index=False):
-        if row.ts < first_live or row.ts + step > end_ts:
-            continue
-        demand_v = None if row.gap else float(row.target)
-        b = env.step(row.ts, demand_v, row.gap_reason)
-        yield {**b.as_dict(), "model": model,
-               "prompt_tokens": None if row.gap else float(row.prompt_tokens),
-               "completion_tokens": None if row.gap else float(row.completion_tokens),
-               "samples": int(row.samples), "resets": int(row.resets),
-               "base_model": env.base_model}
+        yield from bin_records(env, frame, first_live, end_ts, pd.Timedelta(seconds=c.bin_s),
+                               c, carbon)
 
 
 def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
@@ -127,6 +132,7 @@ def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
                              "out to resume it, or give another --run name")
         hist, first_live = history_of(con, config.history, config.bin_s, config.w_prompt,
                                       config.w_completion, first or start)
+        carbon = carbon_of(con, config)
         nxt = first_live if stored is None or stored["last_ts"] is None else \
             pd.Timestamp(stored["last_ts"]) + pd.Timedelta(seconds=config.bin_s)
     if until is not None and _naive_utc(until) < nxt + pd.Timedelta(seconds=config.bin_s):
@@ -134,7 +140,7 @@ def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
                          f"bin to close ({nxt.isoformat()}): nothing to follow")
     return Follower(lambda write: open_store(db_path, write),
                     PrometheusSource(prometheus_url, timeout_s), config, name, hist, first_live,
-                    lag_s)
+                    lag_s, carbon)
 
 
 def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=time.sleep,
@@ -159,7 +165,7 @@ def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=ti
         backoff = 1.0
         yield from records
         if not records:
-            due = _epoch_s((f.next_ts + f.step).to_pydatetime()) + f.lag_s
+            due = epoch_s(f.next_ts + f.step) + f.lag_s
             sleep(max(min(due - clock(), f.config.bin_s), 0.05))
 
 
@@ -170,7 +176,8 @@ VIEW_BINS = 576
 def runs(con) -> list[dict]:
     """The stored live runs, newest first (:func:`analytics.store.live_runs`), with their
     options flattened in: ``name``, ``model``, ``history``, ``alpha``, ``bin_s``, ``bins``,
-    ``alarms`` (bins with the alarm up), ``gaps`` (bins of unknown demand), ``first_ts`` and
+    ``alarms`` (bins with the alarm up), ``gaps`` (bins of unknown demand), ``energy`` (the
+    GPUs' label matchers, or None), ``carbon_site``, ``first_ts`` and
     ``last_ts`` (ISO text or None)."""
     from analytics import store
 
@@ -180,6 +187,7 @@ def runs(con) -> list[dict]:
         out.append({"name": r["name"], "model": cfg["model"], "history": cfg["history"],
                     "alpha": cfg["alpha"], "bin_s": cfg["bin_s"], "bins": r["bins"],
                     "alarms": r["alarms"], "gaps": r["gaps"],
+                    "energy": cfg.get("energy_selector"), "carbon_site": cfg.get("carbon_site"),
                     "first_ts": pd.Timestamp(r["first_ts"]).isoformat(),
                     "last_ts": None if r["last_ts"] is None
                     else pd.Timestamp(r["last_ts"]).isoformat()})

@@ -5,7 +5,8 @@ the configuration (JSON: model, engine, history dataset, bin width, alpha, point
 k_above, weights), the first live bin and when it was started. Each closed bin is a
 ``live_bins`` row: the demand (None in a gap, with the reason), the band it was judged
 against, the ACI step, the alarm, the coverage so far: every update is kept, so the coverage
-the page and ``headroom live`` show is a measured number. Bins are written once per poll in
+the page and ``headroom live`` show is a measured number; with the GPUs named, each bin's
+energy (J), J/token and gCO2/token too. Bins are written once per poll in
 one transaction; a bin already stored is kept as it was (a resumed follower re-reads what it
 missed, never rewrites). Live bins are not data: writing them does not move the data version
 (the pages' caches of datasets stay valid); the Live page keys on :func:`live_stamp`.
@@ -20,7 +21,8 @@ from analytics.store.core import _now, _run, transaction
 #: The columns of a stored bin, in table order after ``name`` and ``ts``.
 BIN_COLUMNS = ("demand", "prompt_tokens", "completion_tokens", "point", "lower", "upper",
                "alpha_t", "covered", "above", "alarm", "alarm_reason", "coverage_so_far",
-               "gap_reason", "samples", "resets", "martingale")
+               "gap_reason", "samples", "resets", "martingale", "energy_j", "j_per_token",
+               "j_per_output_token", "gco2_per_kwh", "gco2_per_token", "energy_gap_reason")
 
 
 def live_run(con, name: str) -> dict | None:

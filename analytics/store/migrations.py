@@ -184,6 +184,8 @@ MIGRATIONS: dict[int, list[str]] = {
           covered BOOLEAN, above BOOLEAN, alarm BOOLEAN, alarm_reason VARCHAR,
           coverage_so_far DOUBLE, gap_reason VARCHAR, samples INTEGER, resets INTEGER,
           martingale DOUBLE,
+          energy_j DOUBLE, j_per_token DOUBLE, j_per_output_token DOUBLE,
+          gco2_per_kwh DOUBLE, gco2_per_token DOUBLE, energy_gap_reason VARCHAR,
           closed_at TIMESTAMP NOT NULL,
           PRIMARY KEY (name, ts)
         )"""],

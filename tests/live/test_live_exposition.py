@@ -17,7 +17,7 @@ import urllib.request
 import pandas as pd
 import pytest
 from harness import PROMTOOL, prometheus_server, strict_loads
-from test_live_follow import HISTORY, MODEL, _s, week  # noqa: F401 - the shared week fixture
+from test_live_follow import GPUS, HISTORY, MODEL, SITE, _s, week  # noqa: F401 - the fixture
 
 from analytics import cli, store
 from analytics.live import exposition
@@ -33,7 +33,8 @@ def followed(week, tmp_path_factory):  # noqa: F811 - the fixture imported above
     db = folder / "s.duckdb"
     db.write_bytes(db0.read_bytes())
     with prometheus_server(folder / "prom", text) as url:
-        f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY), "r", split)
+        f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY, energy_selector=GPUS,
+                                                      carbon_site=SITE), "r", split)
         records = f.poll(_s(split + pd.Timedelta(hours=2)) + 30)
     return db, records
 
@@ -56,7 +57,11 @@ def test_metrics_parse_and_carry_the_last_bin(followed):
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     last = records[-1]
     labels = {"run": "r", "model": MODEL, "alpha": "0.1"}
+    assert last["j_per_output_token"] is None  # no completion tokens: the series is absent
+    assert not fams["headroom_energy_per_output_token_joules"].samples
     for name, (_, field) in exposition.METRICS.items():
+        if field == "j_per_output_token":
+            continue
         (sample,) = fams[name].samples
         assert sample.labels == labels, name
         want = (pd.Timestamp(last["ts"]) - pd.Timestamp(0)).total_seconds() if field == "ts" \

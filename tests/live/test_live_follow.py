@@ -23,6 +23,10 @@ from analytics.services import demand
 from analytics.services import live as live_service
 
 WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
+CARBON = "green_dcc/carbon_intensity/US-CAL-CISO_2023_hourly.csv.gz"  # 2023: the week's year
+SITE = "US-CAL-CISO"
+#: The test's GPUs: a DCGM energy counter of 0.25 J per token over a 2 x 100 W floor.
+J_PER_TOKEN, FLOOR_W, GPUS = 0.25, 100.0, 'Hostname="gpu-node-1"'
 HISTORY = "burstgpt1_week1_per_minute_tps"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -33,7 +37,7 @@ def week(tmp_path_factory):
     bin): the live part is the week's last two days."""
     folder = tmp_path_factory.mktemp("week")
     db = folder / "s.duckdb"
-    seed(db, WEEK)
+    seed(db, WEEK, CARBON)
     con = store.connect(db, read_only=True)
     try:
         minutes = demand.grid(con, demand.GridRequest(HISTORY, 60))
@@ -47,6 +51,13 @@ def week(tmp_path_factory):
     values = values[np.searchsorted(m_ts, scrapes, side="left").clip(0, len(m_ts))]
     text = counter_openmetrics({("vllm:prompt_tokens", MODEL): (scrapes, values),
                                 ("vllm:generation_tokens", MODEL): (scrapes, 0 * values)})
+    # two GPUs' DCGM energy counters (mJ), in the exporter's own name and labels
+    energy_mj = 1e3 * (J_PER_TOKEN * values + FLOOR_W * (scrapes - scrapes[0])) / 2
+    dcgm = ["# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION mJ",
+            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION gauge"]
+    dcgm += [f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{Hostname="gpu-node-1",gpu="{g}"}} '
+             f"{v:.17g} {t:.3f}" for g in (0, 1) for t, v in zip(scrapes, energy_mj, strict=True)]
+    text = text.replace("# EOF\n", "\n".join(dcgm) + "\n# EOF\n")
     return db, text, split
 
 
@@ -59,7 +70,7 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
     db0, text, split = week
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
-    config = LiveConfig(MODEL, HISTORY)
+    config = LiveConfig(MODEL, HISTORY, energy_selector=GPUS, carbon_site=SITE)
     port = free_port()
     lag = 30.0
     with prometheus_server(tmp_path / "prom", text, port=port) as url:
@@ -87,7 +98,7 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
         con = store.connect(db, read_only=True)
         try:
             one_shot = list(live_service.live_window(
-                con, url, MODEL, HISTORY, split, (split + pd.Timedelta(hours=4)).to_pydatetime()))
+                con, url, config, split, (split + pd.Timedelta(hours=4)).to_pydatetime()))
             stored = store.live_bins(con, "r1")
         finally:
             con.close()
@@ -97,6 +108,23 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
     for k in keys:  # the followed, stopped, back-filled and resumed run is the one-shot window
         assert stored[k].tolist() == pytest.approx([r[k] for r in one_shot], abs=1e-9), k
     assert not stored["gap_reason"].notna().any()
+    # energy per token from the GPUs' counters, carbon from the site's stored hours (LCA)
+    tokens = stored["prompt_tokens"] + stored["completion_tokens"]
+    assert stored["energy_j"].tolist() == pytest.approx(
+        (J_PER_TOKEN * tokens + FLOOR_W * 300).tolist(), rel=1e-9)
+    per_token = np.where(tokens > 0, stored["energy_j"] / tokens.where(tokens > 0), np.nan)
+    assert (tokens == 0).any()  # a bin without tokens has no J/token (None), not infinity
+    assert stored["j_per_token"].tolist() == pytest.approx(per_token.tolist(), nan_ok=True)
+    assert stored["j_per_output_token"].isna().all()  # the week's counters are prompt only
+    con = store.connect(db, read_only=True)
+    try:
+        hours = store.site_hourly(con, "carbon_intensity", SITE, "LCA").set_index("ts")["value"]
+    finally:
+        con.close()
+    ci = hours.reindex(pd.to_datetime(stored["ts"]).dt.floor("h")).to_numpy()
+    assert stored["gco2_per_kwh"].tolist() == pytest.approx(ci.tolist())
+    assert stored["gco2_per_token"].tolist() == pytest.approx(
+        (stored["j_per_token"] / 3.6e6 * ci).tolist(), nan_ok=True)
     # a stored run with other options is refused, naming them
     with pytest.raises(ValueError, match="alpha 0.1, now 0.2"):
         live_service.follower(db, url, LiveConfig(MODEL, HISTORY, alpha=0.2), "r1")

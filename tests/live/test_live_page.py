@@ -16,7 +16,7 @@ from harness import (
     streamlit_server,
     wait_metrics_change,
 )
-from test_live_follow import HISTORY, MODEL, _s, week  # noqa: F401 - the shared week fixture
+from test_live_follow import GPUS, HISTORY, MODEL, _s, week  # noqa: F401 - the fixture
 
 from analytics.live.follow import LiveConfig
 from analytics.services import live as live_service
@@ -26,7 +26,8 @@ def _followed(week, tmp_path, url):  # noqa: F811
     db0, _, split = week
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
-    f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY), "fleet", split)
+    f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY, energy_selector=GPUS),
+                              "fleet", split)
     return db, f, split, f.poll(_s(split + pd.Timedelta(hours=2)) + 30)
 
 
@@ -41,6 +42,7 @@ def test_live_page_shows_the_stored_run(week, tmp_path, monkeypatch, app_env):  
     assert shown["bins closed"] == "24"
     assert shown["coverage so far"] == f"{records[-1]['coverage_so_far']:.1%}"
     assert shown["newest demand"] == f"{records[-1]['demand']:,.0f}"
+    assert shown["J/token"] == f"{records[-1]['j_per_token']:.3g}"
     assert not at.error  # no alarm on the week's quiet hours
     assert at.get("plotly_chart")
 
