@@ -83,7 +83,11 @@ def newest() -> None:
         st.caption(f"Newest bin unknown: {widgets.plain(last['gap_reason'])}")
     st.plotly_chart(charts.live_chart(view["bins"], run["model"], float(run["alpha"]),
                                       bin_label), key="live_chart")
-    st.caption(f"The last {len(view['bins']):,} bins; refreshed every {live_data.REFRESH_S} s.")
+    refits = view["bins"].dropna(subset=["refit"])
+    st.caption(f"The last {len(view['bins']):,} bins; refreshed every {live_data.REFRESH_S} s."
+               + ("" if refits.empty else
+                  f" Last refit at the bin of {pd.Timestamp(refits['ts'].iloc[-1]):%m-%d %H:%M} "
+                  f"UTC: {widgets.plain(refits['refit'].iloc[-1])}."))
 
 
 newest()

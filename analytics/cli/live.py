@@ -77,6 +77,11 @@ def add_parsers(sub) -> None:
                    help="a site whose hourly carbon intensity the store holds: gCO2/token")
     p.add_argument("--carbon-basis", default=None, choices=("LCA", "direct"),
                    help="carbon basis when the site has both (default LCA)")
+    p.add_argument("--refit-every-h", type=nonneg, default=24.0,
+                   help="refit the envelope on the history and the live bins every this many "
+                        "hours of live bins (default 24; 0: never)")
+    p.add_argument("--no-refit-on-alarm", action="store_true",
+                   help="do not refit when the alarm is raised")
     p.add_argument("--timeout-s", type=positive, default=10.0,
                    help="seconds one request to Prometheus may take")
     p.set_defaults(run=live)
@@ -146,7 +151,8 @@ def _config(args):
 
     return LiveConfig(args.model, args.history, args.engine, args.bin_s, args.alpha,
                       args.base_model, args.k_above, args.w_prompt, args.w_completion,
-                      args.energy_selector, args.carbon_site, args.carbon_basis)
+                      args.energy_selector, args.carbon_site, args.carbon_basis,
+                      int(round(args.refit_every_h * 3600)), not args.no_refit_on_alarm)
 
 
 def _selector(text: str) -> str:

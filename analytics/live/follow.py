@@ -39,7 +39,9 @@ from analytics.live.source import ENERGY_COUNTER, PrometheusSource
 class LiveConfig:
     """One live run's options: the model's ``model_name`` label, the engine whose metric names
     are read, the stored ``history`` dataset the envelope starts from, the bin width (s), the
-    miscoverage, the point model, the alarm's run length and the target's weights."""
+    miscoverage, the point model, the alarm's run length, the target's weights, the GPUs and
+    site of energy per token, and when the envelope is refitted (every ``refit_every_s`` of
+    live bins, 0: never; and at an alarm's first bin)."""
 
     model: str
     history: str
@@ -53,6 +55,8 @@ class LiveConfig:
     energy_selector: str | None = None
     carbon_site: str | None = None
     carbon_basis: str | None = None
+    refit_every_s: int = 86400
+    refit_on_alarm: bool = True
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -62,6 +66,9 @@ class LiveConfig:
 MAX_WINDOW = pd.Timedelta(days=31)
 #: Joules in a kilowatt-hour.
 J_PER_KWH = 3.6e6
+#: Days of bins a refit reads at most (the history and the live bins so far): memory and fit
+#: time stay bounded however long a run lasts.
+REFIT_MAX_DAYS = 28
 
 
 def epoch_s(t) -> float:
@@ -99,30 +106,37 @@ def _ratio(num, den):
 def bin_records(env: LiveEnvelope, frame: pd.DataFrame, first_live, end_ts, step,
                 config: LiveConfig, carbon: pd.Series | None = None):
     """One record per bin of ``frame`` in ``[first_live, end_ts)``, the envelope stepped on
-    each: :class:`~analytics.live.envelope.LiveBin`'s fields and ``model``,
-    ``prompt_tokens``, ``completion_tokens``, ``samples``, ``resets``, ``base_model``,
-    ``energy_j``, ``j_per_token``, ``j_per_output_token``, ``gco2_per_kwh`` and
-    ``gco2_per_token`` (None where unknown; ``carbon``: hourly gCO2/kWh by hour start)."""
+    each (:func:`bin_record`)."""
     for row in frame.itertuples(index=False):
         if row.ts < first_live or row.ts + step > end_ts:
             continue
-        demand_v = None if row.gap else float(row.target)
-        b = env.step(row.ts, demand_v, row.gap_reason)
-        prompt = None if row.gap else float(row.prompt_tokens)
-        completion = None if row.gap else float(row.completion_tokens)
-        energy = None if row.energy_j is None or pd.isna(row.energy_j) else float(row.energy_j)
-        per_token = _ratio(energy, None if prompt is None else prompt + completion)
-        ci = None if carbon is None else carbon.get(row.ts.floor("h"))
-        ci = None if ci is None or pd.isna(ci) else float(ci)
-        yield {**b.as_dict(), "model": config.model, "prompt_tokens": prompt,
-               "completion_tokens": completion, "samples": int(row.samples),
-               "resets": int(row.resets), "base_model": env.base_model,
-               "energy_j": energy, "j_per_token": per_token,
-               "j_per_output_token": _ratio(energy, completion),
-               "energy_gap_reason": None if energy is not None else row.energy_gap_reason,
-               "gco2_per_kwh": ci,
-               "gco2_per_token": None if per_token is None or ci is None
-               else per_token / J_PER_KWH * ci}
+        yield bin_record(env, row, config, carbon)
+
+
+def bin_record(env: LiveEnvelope, row, config: LiveConfig,
+               carbon: pd.Series | None = None) -> dict:
+    """Close one bin (``row`` of :func:`window_frame`) on ``env``: its record,
+    :class:`~analytics.live.envelope.LiveBin`'s fields and ``model``, ``prompt_tokens``,
+    ``completion_tokens``, ``samples``, ``resets``, ``base_model``, ``energy_j``,
+    ``j_per_token``, ``j_per_output_token``, ``energy_gap_reason``, ``gco2_per_kwh`` and
+    ``gco2_per_token`` (None where unknown; ``carbon``: hourly gCO2/kWh by hour start)."""
+    demand_v = None if row.gap else float(row.target)
+    b = env.step(row.ts, demand_v, row.gap_reason)
+    prompt = None if row.gap else float(row.prompt_tokens)
+    completion = None if row.gap else float(row.completion_tokens)
+    energy = None if row.energy_j is None or pd.isna(row.energy_j) else float(row.energy_j)
+    per_token = _ratio(energy, None if prompt is None else prompt + completion)
+    ci = None if carbon is None else carbon.get(row.ts.floor("h"))
+    ci = None if ci is None or pd.isna(ci) else float(ci)
+    return {**b.as_dict(), "model": config.model, "prompt_tokens": prompt,
+            "completion_tokens": completion, "samples": int(row.samples),
+            "resets": int(row.resets), "base_model": env.base_model,
+            "energy_j": energy, "j_per_token": per_token,
+            "j_per_output_token": _ratio(energy, completion),
+            "energy_gap_reason": None if energy is not None else row.energy_gap_reason,
+            "gco2_per_kwh": ci,
+            "gco2_per_token": None if per_token is None or ci is None
+            else per_token / J_PER_KWH * ci, "refit": None}
 
 
 class Follower:
@@ -161,22 +175,55 @@ class Follower:
         self._build()
 
     def _build(self) -> None:
-        """The envelope from the history, with every stored bin of the run replayed."""
+        """The envelope from the history, with every stored bin of the run replayed (its
+        refits redone at the same bins: the replay is the first pass's arithmetic)."""
         from analytics import store
 
         c = self.config
         self.env = LiveEnvelope(self.history, c.bin_s, alpha=c.alpha, base_model=c.base_model,
                                 k_above=c.k_above)
+        self.live_ts, self.live_y, self.since_refit, self.refits = [], [], 0, 0
+        self.alarm_was_up = False
         with self.connect(False) as con:
             stored = store.live_bins(con, self.name)
         self.next_ts = self.first_ts
         with forecast.single_threaded():
             for row in stored.itertuples(index=False):
                 demand = None if pd.isna(row.demand) else float(row.demand)
-                self.env.step(pd.Timestamp(row.ts), demand, row.gap_reason)
+                b = self.env.step(pd.Timestamp(row.ts), demand, row.gap_reason)
+                self._after(b.ts, b.demand, b.point, b.alarm)
                 self.next_ts = pd.Timestamp(row.ts) + self.step
         self.resumed_bins = len(stored)
         self.last = stored.iloc[-1].to_dict() if len(stored) else None
+
+    def _after(self, ts, demand: float | None, point: float, alarm: bool) -> str | None:
+        """Keep a closed bin for later refits and refit when it is due (:data:`LiveConfig`:
+        the schedule, or an alarm's first bin); returns the refit's reason, or None."""
+        self.live_ts.append(pd.Timestamp(ts))
+        self.live_y.append(point if demand is None else demand)  # a gap reads its forecast
+        keep = REFIT_MAX_DAYS * 86400 // self.config.bin_s
+        if len(self.live_ts) > 2 * keep:
+            del self.live_ts[:-keep], self.live_y[:-keep]
+        self.since_refit += 1
+        c = self.config
+        why = None
+        if alarm and c.refit_on_alarm and not self.alarm_was_up:
+            why = "the alarm"
+        elif c.refit_every_s and self.since_refit * c.bin_s >= c.refit_every_s:
+            why = f"the schedule (every {c.refit_every_s / 3600:g} h of live bins)"
+        self.alarm_was_up = alarm
+        if why is None:
+            return None
+        hist = pd.concat([self.history[["ts", "target"]],
+                          pd.DataFrame({"ts": self.live_ts, "target": self.live_y})],
+                         ignore_index=True).tail(max(len(self.history), keep))
+        new = LiveEnvelope(hist, c.bin_s, alpha=c.alpha, base_model=c.base_model,
+                           k_above=c.k_above)
+        new.known, new.inside = self.env.known, self.env.inside  # coverage is the run's
+        self.env, self.since_refit = new, 0
+        self.refits += 1
+        return (f"refitted after this bin on {len(hist):,} bins (the history and the live "
+                f"bins so far): {why}")
 
     def due_end(self, now_s: float) -> pd.Timestamp:
         """The end of the last bin closed by ``now_s`` (UNIX s) with ``lag_s`` to spare."""
@@ -201,9 +248,14 @@ class Follower:
         if end <= self.next_ts:
             return []
         frame = window_frame(self.source, self.config, epoch_s(self.next_ts), epoch_s(end))
+        records = []
         with forecast.single_threaded():
-            records = list(bin_records(self.env, frame, self.next_ts, end, self.step,
-                                       self.config, self.carbon))
+            for row in frame.itertuples(index=False):
+                if row.ts < self.next_ts or row.ts + self.step > end:
+                    continue
+                rec = bin_record(self.env, row, self.config, self.carbon)
+                rec["refit"] = self._after(row.ts, rec["demand"], rec["point"], rec["alarm"])
+                records.append(rec)
         try:
             with self.connect(True) as con:
                 store.save_live_bins(con, self.name, records)

@@ -22,7 +22,8 @@ from analytics.store.core import _now, _run, transaction
 BIN_COLUMNS = ("demand", "prompt_tokens", "completion_tokens", "point", "lower", "upper",
                "alpha_t", "covered", "above", "alarm", "alarm_reason", "coverage_so_far",
                "gap_reason", "samples", "resets", "martingale", "energy_j", "j_per_token",
-               "j_per_output_token", "gco2_per_kwh", "gco2_per_token", "energy_gap_reason")
+               "j_per_output_token", "gco2_per_kwh", "gco2_per_token", "energy_gap_reason",
+               "refit")
 
 
 def live_run(con, name: str) -> dict | None:

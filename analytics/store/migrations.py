@@ -186,6 +186,7 @@ MIGRATIONS: dict[int, list[str]] = {
           martingale DOUBLE,
           energy_j DOUBLE, j_per_token DOUBLE, j_per_output_token DOUBLE,
           gco2_per_kwh DOUBLE, gco2_per_token DOUBLE, energy_gap_reason VARCHAR,
+          refit VARCHAR,
           closed_at TIMESTAMP NOT NULL,
           PRIMARY KEY (name, ts)
         )"""],

@@ -177,3 +177,42 @@ def test_follow_retries_a_silent_source_with_back_off_and_says_so(week, tmp_path
     assert sleeps == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert [e["retry_in_s"] for e in events] == sleeps
     assert all("refused the connection" in e["error"] for e in events)
+
+
+def test_a_scheduled_refit_is_said_and_redone_on_resume(week, tmp_path):
+    db0, text, split = week
+    hourly = LiveConfig(MODEL, HISTORY, refit_every_s=3600)
+    dbs = {k: tmp_path / f"{k}.duckdb" for k in ("straight", "resumed")}
+    for db in dbs.values():
+        db.write_bytes(db0.read_bytes())
+    with prometheus_server(tmp_path / "prom", text) as url:
+        a = live_service.follower(dbs["straight"], url, hourly, "r", split)
+        straight = a.poll(_s(split + pd.Timedelta(hours=3)) + 30)
+        b = live_service.follower(dbs["resumed"], url, hourly, "r", split)
+        first = b.poll(_s(split + pd.Timedelta(hours=1, minutes=30)) + 30)
+        b2 = live_service.follower(dbs["resumed"], url, hourly, "r")  # restarted: replays
+        replayed = b2.refits
+        rest = b2.poll(_s(split + pd.Timedelta(hours=3)) + 30)
+        con = store.connect(dbs["straight"], read_only=True)
+        try:  # the same bins with one fixed envelope (the one-shot window does not refit)
+            fixed = list(live_service.live_window(con, url, hourly, split,
+                                                  (split + pd.Timedelta(hours=3)).to_pydatetime()))
+        finally:
+            con.close()
+    said = [i for i, r in enumerate(straight) if r["refit"]]
+    assert said == [11, 23, 35]  # after each hour of live bins
+    assert "the schedule (every 1 h of live bins)" in straight[11]["refit"]
+    assert (replayed, b2.resumed_bins) == (1, 18)  # the replay redid the first refit
+    resumed = first + rest
+    for k in ("point", "lower", "upper", "alpha_t", "coverage_so_far"):
+        assert [r[k] for r in resumed] == pytest.approx([r[k] for r in straight], abs=1e-9), k
+    # an alarm's first bin refits too (once per alarm: not while it stays up)
+    nxt = pd.Timestamp(straight[-1]["ts"])
+    steps = [(nxt + k * pd.Timedelta(minutes=5), alarm) for k, alarm in
+             enumerate((True, True, False, True), start=1)]
+    said_alarm = [a._after(ts, 5e4, 1e4, alarm) for ts, alarm in steps]
+    assert [w is not None and w.endswith("the alarm") for w in said_alarm] == \
+        [True, False, False, True]
+    # before the first refit the bands are the fixed envelope's, after it another fit's
+    assert [r["upper"] for r in straight[:12]] == pytest.approx([r["upper"] for r in fixed[:12]])
+    assert [r["point"] for r in straight[12:]] != pytest.approx([r["point"] for r in fixed[12:]])
