@@ -42,6 +42,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("live", help=COMMANDS["live"])
     p.add_argument("--prometheus", default=None, metavar="URL",
                    help=f"the Prometheus server (default ${ENV_URL})")
+    p.add_argument("--scrape", default=None, metavar="URL",
+                   help="no Prometheus: scrape the engine's own /metrics every 15 s (with "
+                        "--follow; no back-fill: what headroom missed is a gap)")
     p.add_argument("--model", required=True, type=_label, help="the model_name label of the engine's metrics")
     p.add_argument("--engine", default="vllm", choices=LazyChoices(_engines),
                    help="whose metric names: %(choices)s")
@@ -126,9 +129,18 @@ def live(args, settings):
     from analytics.services import live as live_service
     from analytics.services import open_store
 
-    url = args.prometheus or os.environ.get(ENV_URL)
-    if not url:
-        raise BadInput(f"no Prometheus server: give --prometheus URL or set ${ENV_URL}")
+    url = args.prometheus or (None if args.scrape else os.environ.get(ENV_URL))
+    if args.scrape and url:
+        raise BadInput("give one source: --prometheus URL or --scrape URL")
+    if args.scrape and not args.follow:
+        raise BadInput("--scrape reads the engine as it runs, with no past samples: use it "
+                       "with --follow (a past window needs --prometheus)")
+    if args.scrape and args.energy_selector:
+        raise BadInput("--energy-selector reads DCGM's energy counter from a Prometheus: "
+                       "give --prometheus, or leave --energy-selector out")
+    if not url and not args.scrape:
+        raise BadInput(f"no Prometheus server: give --prometheus URL (or set ${ENV_URL}), or "
+                       "--scrape an engine's /metrics with --follow")
     if args.w_prompt == 0 and args.w_completion == 0:
         raise BadInput("--w-prompt and --w-completion are both 0: the demand would be 0 in "
                        "every bin")
@@ -172,12 +184,23 @@ def _follow(args, settings, url: str):
     JSON lines (``{"event": "source_error", ...}``) while it retries."""
     import sys
 
+    from analytics.cli.common import BadInput
     from analytics.cli.output import dumps_line
+    from analytics.live.source import SourceError
     from analytics.services import live as live_service
 
-    f = live_service.follower(settings.db_path, url, _config(args),
-                              args.run_name or f"live:{args.model}",
-                              args.start, args.timeout_s, args.lag_s, args.end)
+    try:
+        if args.scrape:
+            from analytics.live.scrape import ScrapeSource
+
+            source = ScrapeSource(args.scrape, args.timeout_s)
+        else:
+            source = url
+        f = live_service.follower(settings.db_path, source, _config(args),
+                                  args.run_name or f"live:{args.model}",
+                                  args.start, args.timeout_s, args.lag_s, args.end)
+    except SourceError as exc:  # a URL that is not http(s)
+        raise BadInput(str(exc)) from exc
     try:
         yield from live_service.follow(
             f, args.end, on_event=lambda e: print(dumps_line(e), file=sys.stderr, flush=True))

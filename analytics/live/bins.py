@@ -52,7 +52,8 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
     -------
     DataFrame, one row per bin: ``ts`` (bin start, naive UTC), ``prompt_tokens``,
     ``completion_tokens``, ``target`` (weighted; None in a gap), ``samples``, ``resets``,
-    ``gap`` (bool) and ``gap_reason`` (None, or which series lacks samples there).
+    ``gap`` (bool) and ``gap_reason`` (None, or which series lacks samples there); its
+    ``attrs["last_sample_s"]`` is the latest sample of any series (None without one).
     """
     first = int(np.floor(start_s / bin_s)) * bin_s
     last = int(np.ceil(end_s / bin_s)) * bin_s
@@ -84,6 +85,7 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
         span[max(lo, 0):max(min(hi + 1, n), 0)] = True
         seen[span | have] = True
         starts_inside = 0 <= lo < n and ts[0] > first + lo * bin_s
+        ends_inside = 0 <= hi < n and ts[-1] < first + (hi + 1) * bin_s
         for b in np.flatnonzero(covered & span & ~have):
             covered[b] = False
             why[b] = f"no sample of {s.name}{dict(s.labels)} in this bin"
@@ -103,13 +105,20 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
         if starts_inside and covered[lo]:
             covered[lo] = False
             why[lo] = f"{s.name}{dict(s.labels)} starts inside this bin: its earlier tokens unknown"
+        if ends_inside and covered[hi]:
+            covered[hi] = False
+            why[hi] = (f"{s.name}{dict(s.labels)} has no sample since {ts[-1]:.0f} (UNIX s), "
+                       "inside this bin: its last tokens are not counted")
     for b in np.flatnonzero(~seen):
         covered[b] = False
         why[b] = "no counter series of this model covers this bin"
     target = w_prompt * prompt + w_completion * completion
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "ts": pd.to_datetime(first + bin_s * np.arange(n), unit="s"),
         "prompt_tokens": np.where(covered, prompt, np.nan),
         "completion_tokens": np.where(covered, completion, np.nan),
         "target": np.where(covered, target, np.nan), "samples": samples, "resets": resets,
         "gap": ~covered, "gap_reason": why})
+    out.attrs["last_sample_s"] = max((float(s.ts_s[-1]) for s in series if len(s.ts_s)),
+                                     default=None)
+    return out

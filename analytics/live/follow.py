@@ -66,6 +66,9 @@ class LiveConfig:
 MAX_WINDOW = pd.Timedelta(days=31)
 #: Joules in a kilowatt-hour.
 J_PER_KWH = 3.6e6
+#: Seconds past a bin's due time (its end + ``lag_s``) it waits for a sample at or after its
+#: end before it closes without one (then as a gap, with the reason).
+GRACE_S = 300.0
 #: Days of bins a refit reads at most (the history and the live bins so far): memory and fit
 #: time stay bounded however long a run lasts.
 REFIT_MAX_DAYS = 28
@@ -78,17 +81,19 @@ def epoch_s(t) -> float:
 
 
 def window_frame(source: PrometheusSource, config: LiveConfig, start_s: float,
-                 end_s: float) -> pd.DataFrame:
+                 end_s: float, read_until_s: float | None = None) -> pd.DataFrame:
     """The bins ``[start_s, end_s)`` of ``config``'s model from ``source``
-    (:func:`analytics.live.bins.demand_bins`; samples from two bins before, as baselines),
-    with ``energy_j`` and ``energy_gap_reason`` when the config names the GPUs
-    (``energy_selector``; else None). Raises SourceError."""
+    (:func:`analytics.live.bins.demand_bins`; samples from two bins before, as baselines, to
+    ``read_until_s``, default ``end_s``: a later sample places the last bin's increase and
+    tells the follower the bin is complete), with ``energy_j`` and ``energy_gap_reason`` when
+    the config names the GPUs (``energy_selector``; else None). Raises SourceError."""
     c = config
-    series = source.counters(c.engine, c.model, start_s - 2 * c.bin_s, end_s)
+    until = max(end_s, read_until_s or end_s)
+    series = source.counters(c.engine, c.model, start_s - 2 * c.bin_s, until)
     frame = live_bins.demand_bins(series, start_s, end_s, c.bin_s, c.w_prompt, c.w_completion)
     frame["energy_j"], frame["energy_gap_reason"] = None, None
     if c.energy_selector:
-        energy = source.energy(c.energy_selector, start_s - 2 * c.bin_s, end_s)
+        energy = source.energy(c.energy_selector, start_s - 2 * c.bin_s, until)
         if not energy:
             frame["energy_gap_reason"] = (f"no {ENERGY_COUNTER} series matches "
                                           f"{c.energy_selector}")
@@ -225,6 +230,16 @@ class Follower:
         return (f"refitted after this bin on {len(hist):,} bins (the history and the live "
                 f"bins so far): {why}")
 
+    def _ready_end(self, last_sample_s: float | None, now_s: float) -> pd.Timestamp:
+        """The end of the last bin that may close: one the source has a sample at or after
+        the end of (its last increase is counted), or, :data:`GRACE_S` past its due time, any
+        (a source that stopped answering: its bins are gaps, said)."""
+        by_grace = self.due_end(now_s - GRACE_S)
+        if last_sample_s is None:
+            return by_grace
+        b = self.config.bin_s
+        return max(pd.Timestamp(math.floor(last_sample_s / b) * b, unit="s"), by_grace)
+
     def due_end(self, now_s: float) -> pd.Timestamp:
         """The end of the last bin closed by ``now_s`` (UNIX s) with ``lag_s`` to spare."""
         b = self.config.bin_s
@@ -247,7 +262,9 @@ class Follower:
             end = min(end, pd.Timestamp(until))
         if end <= self.next_ts:
             return []
-        frame = window_frame(self.source, self.config, epoch_s(self.next_ts), epoch_s(end))
+        frame = window_frame(self.source, self.config, epoch_s(self.next_ts), epoch_s(end),
+                             now_s)
+        end = min(end, self._ready_end(frame.attrs.get("last_sample_s"), now_s))
         records = []
         with forecast.single_threaded():
             for row in frame.itertuples(index=False):

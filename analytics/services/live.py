@@ -110,11 +110,13 @@ def live_window(con, prometheus_url: str, config: LiveConfig, start: datetime | 
                                c, carbon)
 
 
-def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
+def follower(db_path, source, config: LiveConfig, name: str,
              start: datetime | None = None, timeout_s: float = 10.0,
              lag_s: float = 30.0, until: datetime | None = None) -> Follower:
     """The :class:`~analytics.live.follow.Follower` of run ``name`` on the store at
-    ``db_path`` (short-lived connections per poll): a stored run resumes from its last bin
+    ``db_path`` (short-lived connections per poll), reading ``source``: a Prometheus URL (or
+    a source object: :class:`~analytics.live.scrape.ScrapeSource`, an engine's own
+    ``/metrics`` scraped by :func:`follow`). A stored run resumes from its last bin
     (its first bin is the stored one; a ``start`` that differs is refused), a new one starts at
     ``start`` (default: the bin after the history's last).
 
@@ -139,8 +141,8 @@ def follower(db_path, prometheus_url: str, config: LiveConfig, name: str,
         raise ValueError(f"--to {_naive_utc(until).isoformat()} is before the end of the next "
                          f"bin to close ({nxt.isoformat()}): nothing to follow")
     return Follower(lambda write: open_store(db_path, write),
-                    PrometheusSource(prometheus_url, timeout_s), config, name, hist, first_live,
-                    lag_s, carbon)
+                    PrometheusSource(source, timeout_s) if isinstance(source, str) else source,
+                    config, name, hist, first_live, lag_s, carbon)
 
 
 def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=time.sleep,
@@ -150,11 +152,15 @@ def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=ti
     due. A source that does not answer is retried with back-off (1, 2, 4 ... up to
     ``max_backoff_s`` seconds), each failure told to ``on_event({"event": "source_error",
     "error", "retry_in_s"})``; what it missed is back-filled on the next answer, so no bin is
-    lost."""
+    lost. A source that is scraped (an engine's ``/metrics``: ``scrape``) is scraped every
+    ``scrape_interval_s`` between polls; what it missed is a gap, said per bin."""
     stop = None if until is None else _naive_utc(until)
+    scrape = getattr(f.source, "scrape", None)
     backoff = 1.0
     while stop is None or f.next_ts + f.step <= stop:
         try:
+            if scrape is not None:
+                scrape()
             records = f.poll(clock(), until=stop)
         except SourceError as exc:
             if on_event is not None:
@@ -165,8 +171,11 @@ def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=ti
         backoff = 1.0
         yield from records
         if not records:
-            due = epoch_s(f.next_ts + f.step) + f.lag_s
-            sleep(max(min(due - clock(), f.config.bin_s), 0.05))
+            # the next bin's due time; past it (a sample after its end still to come), the
+            # next scrape (a scraped engine) or a few seconds (Prometheus)
+            wait = epoch_s(f.next_ts + f.step) + f.lag_s - clock()
+            step = f.source.scrape_interval_s if scrape is not None else max(f.lag_s / 4, 1.0)
+            sleep(min(wait, f.config.bin_s, step) if wait > 0 else step)
 
 
 #: Bins the Live page draws (two days of 5-minute bins); the coverage so far counts them all.

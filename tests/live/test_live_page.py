@@ -9,6 +9,7 @@ import pytest
 from harness import (
     ARTIFACTS,
     browser_page,
+    close_browsers,
     metrics,
     new_app,
     prometheus_server,
@@ -20,6 +21,15 @@ from test_live_follow import GPUS, HISTORY, MODEL, _s, week  # noqa: F401 - the 
 
 from analytics.live.follow import LiveConfig
 from analytics.services import live as live_service
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_chromium():
+    """Stop the shared Chromium after this module (as tests/e2e's conftest does): Playwright's
+    sync API keeps an event loop on the main thread, which would refuse later tests'
+    ``asyncio.run`` (a Dask handshake in tests/sweep did)."""
+    yield
+    close_browsers()
 
 
 def _followed(week, tmp_path, url):  # noqa: F811
