@@ -78,11 +78,14 @@ def save_live_bins(con, name: str, records: list[dict]) -> int:
     if not rows:
         return 0
     marks = ", ".join("?" for _ in range(len(BIN_COLUMNS) + 3))
+    stamps = [r[1] for r in rows]
     with con.cursor() as c, transaction(c) as cur:
-        before = _run(cur, "SELECT count(*) FROM live_bins WHERE name = ?", [name]).fetchone()[0]
+        # the bins already stored, over the incoming span only (the primary key's range)
+        kept = _run(cur, "SELECT count(*) FROM live_bins WHERE name = ? AND ts BETWEEN "
+                         "?::TIMESTAMP AND ?::TIMESTAMP", [name, min(stamps), max(stamps)]
+                    ).fetchone()[0]
         cur.executemany(f"INSERT INTO live_bins VALUES ({marks}) ON CONFLICT DO NOTHING", rows)
-        after = _run(cur, "SELECT count(*) FROM live_bins WHERE name = ?", [name]).fetchone()[0]
-    return int(after - before)
+    return len(rows) - int(kept)
 
 
 def live_bins(con, name: str, since=None, limit: int | None = None):
