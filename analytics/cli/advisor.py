@@ -124,7 +124,7 @@ def _fitted(args, settings):
     log("loading or fitting the cost model on the stored benchmarks")
     bars = []  # made at the first report: a stored fit shows no bar
 
-    def progress(done, total):
+    def progress(done, total, _label=""):
         if not bars:
             bars.append(tqdm(total=total, file=sys.stderr, desc="cost-model folds", unit="fold"))
         bars[0].update(done - bars[0].n)

@@ -161,4 +161,4 @@ def envelope_atlas(args, settings) -> dict:
         return atlas.run_atlas(inputs, args.alphas,
                                store_path=None if args.no_store else settings.db_path,
                                backend=resolve_backend(args.cluster),
-                               progress=lambda done, _total: bar.update(done - bar.n))
+                               progress=lambda done, _total, *_label: bar.update(done - bar.n))

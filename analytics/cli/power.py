@@ -154,7 +154,8 @@ def run(args, settings) -> dict:
     with tqdm(total=n_cells * args.replications, file=sys.stderr, desc="sweep",
               unit="run") as bar:
         return power.document(inputs, scenario, args.seed, args.sweep_utilizations, args.shares,
-                              args.replications, lambda done, _total: bar.update(done - bar.n),
+                              args.replications,
+                              lambda done, _total, *_label: bar.update(done - bar.n),
                               schedulers=args.sweep_schedulers,
                               checkpoints=args.sweep_checkpoints,
                               store_path=None if args.no_store else settings.db_path,

@@ -151,7 +151,7 @@ def atlas_inputs(con, datasets: tuple[str, ...] = (), bins: tuple[int, ...] = ()
 def run_atlas(inputs: AtlasInputs, alphas: tuple[float, ...] = atlas.DEFAULT_ALPHAS, *,
               envelope: envelope_pipeline.EnvelopeParams = demand.DEFAULT_ENVELOPE,
               store_path=None, backend: str | None = None,
-              progress: Callable[[int, int], None] | None = None,
+              progress: Callable[..., None] | None = None,
               cancel: Callable[[], bool] | None = None) -> dict:
     """Run the atlas's cells on the sweep runner and flatten them.
 

@@ -216,7 +216,7 @@ def sweep_key_inputs(con, inputs, fit_seed: int = 0, clock_offset_h: float | Non
 
 def sweep(inputs, base, utilizations: tuple[float, ...], replications: int = 2, seed: int = 0,
           shares: tuple[float, ...] = SWEEP_SHARES,
-          progress: Callable[[int, int], None] | None = None, *,
+          progress: Callable[..., None] | None = None, *,
           schedulers: tuple[str, ...] = (), checkpoints: tuple = (),
           store_path=None, key_inputs: dict | None = None, backend: str | None = None,
           cancel: Callable[[], bool] | None = None) -> tuple[pd.DataFrame, dict, dict]:
@@ -251,7 +251,7 @@ def sweep(inputs, base, utilizations: tuple[float, ...], replications: int = 2, 
 
 def document(inputs, scenario, seed: int = 0, sweep_utilizations: tuple[float, ...] = (),
              shares: tuple[float, ...] = SWEEP_SHARES, replications: int = 2,
-             progress: Callable[[int, int], None] | None = None, **sweep_options) -> dict:
+             progress: Callable[..., None] | None = None, **sweep_options) -> dict:
     """The ``headroom powersim`` document (one scenario, plus the sweep when
     ``sweep_utilizations`` is given: ``sweep`` rows with ``<metric>_lo95`` / ``_hi95``,
     ``shape`` verdicts with their uncertainty and ``sweep_run``; ``sweep_options`` go to

@@ -196,7 +196,7 @@ def run_sensitivity(inputs: dict, params, *, store_path=None, backend: str | Non
         sensitivity_points.STATIC_SCALES if static_scales is None else static_scales)
     res = run_sweep(tasks, shared=inputs["shared"],
                     key_inputs=inputs["key_inputs"], store=store_path, backend=backend,
-                    progress=(lambda done, total: progress(done, total, "")) if progress
+                    progress=(lambda done, total, label="": progress(done, total, label)) if progress
                     else None, cancel=cancel)
     out = pd.DataFrame(res.results, columns=list(sensitivity_points.COLUMNS))
     out.attrs["sweep_run"] = res.summary()
@@ -253,7 +253,7 @@ def run_policies(inputs: dict, params, policies: tuple[str, ...] = ALL_POLICIES,
         res = run_sweep(pp.policy_tasks(params, round_, runs.get("max_clock")),
                         shared=sh, key_inputs=inputs["key_inputs"], store=store_path,
                         backend=backend, cancel=cancel,
-                        progress=(lambda d, _t, o=offset: progress(o + d, total, ""))
+                        progress=(lambda d, _t, label="", o=offset: progress(o + d, total, label))
                         if progress else None)
         runs |= dict(zip(round_, res.results, strict=True))
         summaries.append(res.summary())

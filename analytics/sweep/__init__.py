@@ -31,10 +31,13 @@ cancel=None) -> SweepResult``
       :func:`resolve_backend` (``--cluster``, else ``$HEADROOM_DASK_SCHEDULER``, else the app's
       ``[dask]`` secrets, else local): operator configuration, never a page field, because a
       scheduler's replies are unpickled (:mod:`analytics.sweep.cluster`).
-    - ``progress``: ``callable(done, total)`` after the cache lookup and after every task (a
-      Streamlit :class:`analytics.ui.progress.Progress` or a tqdm update). An exception it
-      raises (Streamlit stopping the run for a Cancel click) stops the sweep like ``cancel``.
-    - ``cancel``: ``callable() -> bool`` polled after every finished task; True stops the sweep:
+    - ``progress``: ``callable(done, total[, label])`` after the cache lookup, after every
+      task, and on the local pool each second no task finishes, with ``label`` saying what
+      runs (a Streamlit :class:`analytics.ui.progress.Progress` or a tqdm update). An
+      exception it raises (Streamlit stopping the run for a Cancel click) stops the sweep like
+      ``cancel``.
+    - ``cancel``: ``callable() -> bool`` polled after every finished task (and each heartbeat);
+      True stops the sweep:
       queued tasks are cancelled (``cancel_futures`` / ``client.cancel``), running local workers
       terminated, :class:`SweepCancelled` raised with the partial result (finished tasks
       stored). Ctrl-C does the same.

@@ -177,6 +177,11 @@ class _Writer:
         self.buffer, self.last = [], time.monotonic()
 
 
+#: Seconds between the local pool's heartbeats while no task finishes: the progress bar shows
+#: the work running (and its elapsed time) from its first second, and Cancel is heard.
+HEARTBEAT_S = 1.0
+
+
 def run_sweep(tasks: list[Task], *, shared: dict | None = None,
               key_inputs: dict[str, str] | None = None, store: str | Path | None = None,
               backend: str | None = None, progress: Callable | None = None,
@@ -226,6 +231,13 @@ def _compute(tasks, todo, task_keys, shared, store, kind, backend, out: SweepRes
     try:
         with closing(stream):
             for j, result in stream:
+                if j is None:  # a heartbeat: nothing finished yet; the bar says what runs
+                    if progress:
+                        progress(done, len(tasks), f"{min(out.workers, len(tasks) - done)} "
+                                                   f"running on {out.workers} worker(s)")
+                    if cancel is not None and cancel():
+                        raise SweepCancelled(out)
+                    continue
                 i = todo[j]
                 writer.add(task_keys[i], tasks[i].params, result, out.backend)
                 out.results[i] = result["result"]
@@ -271,7 +283,7 @@ def _local(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterat
     once per worker by the initializer, and each worker exits within a second of this process
     dying (:func:`analytics.sweep.worker.init_local`). On exit (done, error, cancel) pending tasks are
     cancelled and running ones terminated."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     modules = tuple(sorted({t.fn.partition(":")[0] for t in tasks}))
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
@@ -286,8 +298,13 @@ def _local(tasks: list[Task], shared: dict, backend, out: SweepResult) -> Iterat
                    for j, t in enumerate(tasks)}
     finished = False
     try:
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+        pending = set(futures)
+        while pending:  # a heartbeat each HEARTBEAT_S while none finishes (issue 31 item 4)
+            done, pending = wait(pending, timeout=HEARTBEAT_S, return_when=FIRST_COMPLETED)
+            if not done:
+                yield None, None
+            for fut in done:
+                yield futures[fut], fut.result()
         finished = True
     finally:
         processes = list(getattr(pool, "_processes", {}).values())
