@@ -262,8 +262,10 @@ class Follower:
             end = min(end, pd.Timestamp(until))
         if end <= self.next_ts:
             return []
+        # read a little past the window (not to now: a back-fill of an old window would read
+        # years): a sample after a bin's end says the bin is complete
         frame = window_frame(self.source, self.config, epoch_s(self.next_ts), epoch_s(end),
-                             now_s)
+                             min(now_s, epoch_s(end) + 2 * self.config.bin_s))
         end = min(end, self._ready_end(frame.attrs.get("last_sample_s"), now_s))
         records = []
         with forecast.single_threaded():

@@ -170,6 +170,8 @@ def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=ti
             continue
         backoff = 1.0
         yield from records
+        if stop is not None and f.next_ts + f.step > stop:
+            return  # the last bin before --to is closed: no wait for one after it
         if not records:
             # the next bin's due time; past it (a sample after its end still to come), the
             # next scrape (a scraped engine) or a few seconds (Prometheus)

@@ -130,8 +130,16 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
         live_service.follower(db, url, LiveConfig(MODEL, HISTORY, alpha=0.2), "r1")
 
 
-def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(week, tmp_path, capsys):
+def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(week, tmp_path, capsys,
+                                                                       monkeypatch):
+    from analytics.live.source import PrometheusSource
+
     db0, text, split = week
+    asked = []  # a back-fill of a past window reads that window, not on to today (3 years)
+    real_get = PrometheusSource._get
+    monkeypatch.setattr(PrometheusSource, "_get",
+                        lambda self, path, params: asked.append(params) or real_get(
+                            self, path, params))
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
     base = ["--db", str(db), "live", "--model", MODEL, "--history", HISTORY, "--follow",
@@ -147,6 +155,7 @@ def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(week, t
                         (split + pd.Timedelta(hours=3)).isoformat(), "--alpha", "0.2"])
         refused = strict_loads(capsys.readouterr().out)
     assert (rc, rc2, len(first), len(second)) == (0, 0, 12, 12)
+    assert len(asked) <= 4, len(asked)  # one query per poll (a 6-h chunk), not 4,400
     assert second[0]["ts"] == (split + pd.Timedelta(hours=1)).isoformat()  # resumed, not redone
     assert rc3 == 2 and "was started with other options" in refused["error"]
     con = store.connect(db, read_only=True)
