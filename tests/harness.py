@@ -353,6 +353,35 @@ def counter_openmetrics(series: dict[tuple[str, str], tuple], help_text: str = "
     return "\n".join([*lines, "# EOF"]) + "\n"
 
 
+@contextlib.contextmanager
+def http_server(answer):
+    """A real HTTP server on a free loopback port, answering each GET with ``answer(path)`` =
+    ``(status, body bytes, content type)``; yields its base URL; shut down afterwards. The
+    live tests' stand-in for a broken Prometheus, an engine's exporter and headroom's
+    ``/metrics`` seen by a real Prometheus."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            status, body, kind = answer(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:

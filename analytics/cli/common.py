@@ -71,15 +71,15 @@ def positive(text: str) -> float:
     return v
 
 
-def count(text: str) -> int:
-    """A whole number >= 1."""
+def positive_int(text: str) -> int:
+    """An integer >= 1 (argparse type)."""
     try:
-        v = int(text)
+        value = int(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1") from exc
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1")
-    return v
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
 
 
 def nonneg(text: str) -> float:

@@ -6,7 +6,7 @@ import argparse
 import functools
 from pathlib import Path
 
-from analytics.cli.common import BadInput, LazyChoices, log, t0, zone
+from analytics.cli.common import BadInput, LazyChoices, log, positive_int, t0, zone
 from analytics.config import (
     CARBON_BASES,
     DEFAULT_T0,
@@ -126,17 +126,6 @@ def scrape_seconds(text: str) -> float:
     if not 0 < v <= 86400:
         raise argparse.ArgumentTypeError(f"{text!r}: give seconds in (0, 86400]")
     return v
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
 
 
 def dataset_name(text: str) -> str:

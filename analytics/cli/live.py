@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from analytics.cli.common import LazyChoices, count, nonneg, open_unit, positive
+from analytics.cli.common import LazyChoices, nonneg, open_unit, positive, positive_int
 from analytics.cli.telemetry import _utc
 
 COMMANDS = {"live": "a model's demand from Prometheus, bin by bin against its envelope "
@@ -63,11 +63,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--lag-s", type=nonneg, default=30.0,
                    help="seconds after a bin's end before it is read (default 30: two 15-s "
                         "scrapes)")
-    p.add_argument("--bin-s", type=count, default=300, help="bin width in seconds (default 300)")
+    p.add_argument("--bin-s", type=positive_int, default=300, help="bin width in seconds (default 300)")
     p.add_argument("--alpha", type=open_unit, default=0.1, help="miscoverage (default 0.1)")
     p.add_argument("--base-model", default="hgb", choices=LazyChoices(_models), metavar="MODEL",
                    help="point model under the band: %(choices)s")
-    p.add_argument("--k-above", type=count, default=4,
+    p.add_argument("--k-above", type=positive_int, default=4,
                    help="bins in a row above the band that raise the alarm (default 4: 20 min of 5-min bins)")
     p.add_argument("--w-prompt", type=nonneg, default=1.0,
                    help="weight of a prompt token in the target (default 1)")

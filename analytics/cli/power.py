@@ -32,7 +32,7 @@ import argparse
 import sys
 
 from analytics import params
-from analytics.cli.common import add_cluster_args, log
+from analytics.cli.common import add_cluster_args, log, positive_int
 from analytics.cli.common import unit_interval as _util  # utilization in (0, 1]
 
 COMMANDS = {
@@ -74,13 +74,6 @@ def _checkpoint(text: str) -> float | None:
     return v
 
 
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive whole number")
-    return v
-
-
 def add_parsers(sub) -> None:
     """Add the ``powersim`` subcommand to the ``headroom`` parser."""
     from analytics import power as powersim
@@ -96,7 +89,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--sweep-utilizations", type=_list(_util),
                    default=powersim.DEFAULT_UTILIZATIONS,
                    help="utilisations of the sweep (default 0.5,0.8)")
-    p.add_argument("--replications", type=_positive_int, default=3,
+    p.add_argument("--replications", type=positive_int, default=3,
                    help="seeds per sweep cell: mean and 95%% t-interval (default 3)")
     p.add_argument("--sweep-schedulers", type=_list(_scheduler), default=(),
                    help="queue orders to sweep, e.g. fcfs,swf (default: --scheduler)")

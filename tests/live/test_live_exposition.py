@@ -6,17 +6,15 @@ without error against it."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
 
 import pandas as pd
 import pytest
-from harness import PROMTOOL, prometheus_server, strict_loads
+from harness import PROMTOOL, http_server, prometheus_server, strict_loads
 from test_live_follow import GPUS, HISTORY, MODEL, SITE, _s, week  # noqa: F401 - the fixture
 
 from analytics import cli, store
@@ -81,26 +79,15 @@ def test_prometheus_scrapes_metrics_and_runs_every_rule_and_panel(followed, tmp_
     assert check.returncode == 0, check.stdout + check.stderr
     assert json.loads(open(doc["dashboard"]).read())["uid"] == "headroom-live"
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            con = store.connect(db, read_only=True)
-            try:
-                body = exposition.metrics_text(con)
-            finally:
-                con.close()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def scrape(path):
+        con = store.connect(db, read_only=True)
+        try:
+            return 200, exposition.metrics_text(con), "text/plain; version=0.0.4"
+        finally:
+            con.close()
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    target = f"127.0.0.1:{server.server_address[1]}"
-    try:
+    with http_server(scrape) as exporter:
+        target = exporter.removeprefix("http://")
         with prometheus_server(tmp_path / "prom", None, scrape=target,
                                rules=tmp_path / "cfg" / "headroom-alerts.yml") as url:
             deadline = time.monotonic() + 30
@@ -127,5 +114,3 @@ def test_prometheus_scrapes_metrics_and_runs_every_rule_and_panel(followed, tmp_
             # the week is in the past: its last bin is stale, and the rule says so
             stale = _query(url, exposition.alert_rules()["groups"][0]["rules"][2]["expr"])
             assert stale["data"]["result"]
-    finally:
-        server.shutdown()

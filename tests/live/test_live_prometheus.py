@@ -10,7 +10,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from harness import counter_openmetrics, prometheus_server, seed, shared, strict_loads
+from harness import (
+    counter_openmetrics,
+    http_server,
+    prometheus_server,
+    seed,
+    shared,
+    strict_loads,
+)
 
 from analytics import cli, store
 from analytics.envelope import forecast
@@ -226,26 +233,9 @@ ANSWERS = {  # what a broken or foreign server answers, and what the refusal mus
 def foreign_server():
     """A real HTTP server on loopback that answers /api/v1/query with the body named by the
     first path segment (a stand-in for a broken or foreign server: no Prometheus answers so)."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            body = ANSWERS[self.path.split("/")[1]][0].encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with http_server(lambda path: (200, ANSWERS[path.split("/")[1]][0].encode(),
+                                   "application/json")) as url:
+        yield url
 
 
 @pytest.mark.parametrize("answer", sorted(ANSWERS))

@@ -7,13 +7,10 @@ its 4th bin and not before; a scrape that fails is retried and its bins are gaps
 
 from __future__ import annotations
 
-import http.server
-import threading
-
 import numpy as np
 import pandas as pd
 import pytest
-from harness import seed
+from harness import http_server, seed
 
 from analytics import store
 from analytics.live.follow import LiveConfig
@@ -47,7 +44,9 @@ class Engine:
         return float(done)
 
 
-def _serve(engine: Engine):
+def _exposition(engine: Engine):
+    """``http_server``'s answer: the engine's counters in the text format written by
+    ``prometheus_client`` (a custom collector on the test's clock), or 503 while it is down."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import CounterMetricFamily
 
@@ -61,24 +60,8 @@ def _serve(engine: Engine):
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector())
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            if engine.down:
-                self.send_error(503)
-                return
-            body = generate_latest(registry)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return lambda path: ((503, b"down", "text/plain") if engine.down
+                         else (200, generate_latest(registry), "text/plain; version=0.0.4"))
 
 
 def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(tmp_path):
@@ -98,11 +81,9 @@ def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(tmp_p
     # old process counted after its last scrape are lost to any scraper: none here)
     surge_s, restart_s = t0 + 3 * 3600, t0 + 1800.5
     engine = Engine(minutes, surge_s, restart_s)
-    server = _serve(engine)
-    try:
+    with http_server(_exposition(engine)) as url:
         engine.now = t0 - 30
-        source = ScrapeSource(f"http://127.0.0.1:{server.server_address[1]}/metrics",
-                              clock=lambda: engine.now)
+        source = ScrapeSource(f"{url}/metrics", clock=lambda: engine.now)
         f = live_service.follower(db, source, LiveConfig(MODEL, HISTORY, refit_every_s=0,
                                                          refit_on_alarm=False), "scraped", split)
         events = []
@@ -115,8 +96,6 @@ def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(tmp_p
         until = split + pd.Timedelta(hours=3, minutes=30)
         rows = list(live_service.follow(f, until, clock=lambda: engine.now, sleep=sleep,
                                         on_event=events.append))
-    finally:
-        server.shutdown()
     assert len(rows) == 42 and rows[0]["ts"] == split.isoformat()
     live = grid[(grid["ts"] >= split) & (grid["ts"] < until)]
     surged = live["ts"] >= pd.Timestamp(surge_s, unit="s")
