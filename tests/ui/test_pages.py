@@ -308,10 +308,10 @@ def test_first_run_reports_a_bad_file_and_keeps_the_good_one(app_env):
 def test_telemetry_page_live_chart_with_a_gpu(app_env, monkeypatch):
     from test_telemetry import FakeNVML
 
-    from analytics import telemetry
+    from analytics import nvml
 
     fake = FakeNVML()
-    monkeypatch.setattr(telemetry, "_nvml", lambda: fake)
+    monkeypatch.setattr(nvml, "_nvml", lambda: fake)
     at = new_app().run()
     at.switch_page("pages/telemetry.py").run()
     assert not at.exception
