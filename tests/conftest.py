@@ -125,6 +125,15 @@ ADVISOR_BENCH = ["ml_energy/leaderboard_v2/llm_text_generation_runs.csv",
 
 
 @pytest.fixture(scope="session")
+def live_week(tmp_path_factory):
+    """The live tests' week (:func:`livedata.build_week`): ``(store, OpenMetrics text, first
+    live bin)``, built once; tests copy the store before writing to it."""
+    from livedata import build_week
+
+    return build_week(tmp_path_factory.mktemp("live_week"))
+
+
+@pytest.fixture(scope="session")
 def bench_db(tmp_path_factory):
     """A store holding :data:`ADVISOR_BENCH` (shared by the advisor tests; do not write)."""
     path = tmp_path_factory.mktemp("advisor") / "bench.duckdb"

@@ -15,7 +15,8 @@ import urllib.request
 import pandas as pd
 import pytest
 from harness import PROMTOOL, http_server, prometheus_server, strict_loads
-from test_live_follow import GPUS, HISTORY, MODEL, SITE, _s, week  # noqa: F401 - the fixture
+from livedata import GPUS, HISTORY, MODEL, SITE
+from livedata import epoch as _s
 
 from analytics import cli, store
 from analytics.live import exposition
@@ -24,9 +25,9 @@ from analytics.services import live as live_service
 
 
 @pytest.fixture(scope="module")
-def followed(week, tmp_path_factory):  # noqa: F811 - the fixture imported above
+def followed(live_week, tmp_path_factory):
     """A store whose run ``r`` followed the week's first live hours (24 bins)."""
-    db0, text, split = week
+    db0, text, split = live_week
     folder = tmp_path_factory.mktemp("followed")
     db = folder / "s.duckdb"
     db.write_bytes(db0.read_bytes())

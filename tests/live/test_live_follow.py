@@ -14,60 +14,19 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from harness import counter_openmetrics, free_port, prometheus_server, seed, strict_loads
+from harness import free_port, prometheus_server, strict_loads
+from livedata import FLOOR_W, GPUS, HISTORY, J_PER_TOKEN, MODEL, SITE
+from livedata import epoch as _s
 
 from analytics import cli, store
 from analytics.live.follow import LiveConfig
 from analytics.live.source import SourceError
-from analytics.services import demand
 from analytics.services import live as live_service
-
-WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
-CARBON = "green_dcc/carbon_intensity/US-CAL-CISO_2023_hourly.csv.gz"  # 2023: the week's year
-SITE = "US-CAL-CISO"
-#: The test's GPUs: a DCGM energy counter of 0.25 J per token over a 2 x 100 W floor.
-J_PER_TOKEN, FLOOR_W, GPUS = 0.25, 100.0, 'Hostname="gpu-node-1"'
-HISTORY = "burstgpt1_week1_per_minute_tps"
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-@pytest.fixture(scope="module")
-def week(tmp_path_factory):
-    """(store with the week, the week's per-minute counters as OpenMetrics, the first live
-    bin): the live part is the week's last two days."""
-    folder = tmp_path_factory.mktemp("week")
-    db = folder / "s.duckdb"
-    seed(db, WEEK, CARBON)
-    con = store.connect(db, read_only=True)
-    try:
-        minutes = demand.grid(con, demand.GridRequest(HISTORY, 60))
-        grid = demand.grid(con, demand.GridRequest(HISTORY, 300))
-    finally:
-        con.close()
-    split = pd.to_datetime(grid["ts"]).iloc[0] + pd.Timedelta(days=5)
-    m_ts = ((pd.to_datetime(minutes["ts"]) - pd.Timestamp(0)) / pd.Timedelta(seconds=1)).to_numpy()
-    scrapes = np.arange(m_ts[0], m_ts[-1] + 61, 60.0)
-    values = np.concatenate([[0.0], np.cumsum(minutes["target"].to_numpy(float))])
-    values = values[np.searchsorted(m_ts, scrapes, side="left").clip(0, len(m_ts))]
-    text = counter_openmetrics({("vllm:prompt_tokens", MODEL): (scrapes, values),
-                                ("vllm:generation_tokens", MODEL): (scrapes, 0 * values)})
-    # two GPUs' DCGM energy counters (mJ), in the exporter's own name and labels
-    energy_mj = 1e3 * (J_PER_TOKEN * values + FLOOR_W * (scrapes - scrapes[0])) / 2
-    dcgm = ["# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION mJ",
-            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION gauge"]
-    dcgm += [f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{Hostname="gpu-node-1",gpu="{g}"}} '
-             f"{v:.17g} {t:.3f}" for g in (0, 1) for t, v in zip(scrapes, energy_mj, strict=True)]
-    text = text.replace("# EOF\n", "\n".join(dcgm) + "\n# EOF\n")
-    return db, text, split
-
-
-def _s(t: pd.Timestamp) -> float:
-    return (t - pd.Timestamp(0)).total_seconds()
 
 
 def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
-        week, tmp_path):
-    db0, text, split = week
+        live_week, tmp_path):
+    db0, text, split = live_week
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
     config = LiveConfig(MODEL, HISTORY, energy_selector=GPUS, carbon_site=SITE)
@@ -130,11 +89,11 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
         live_service.follower(db, url, LiveConfig(MODEL, HISTORY, alpha=0.2), "r1")
 
 
-def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(week, tmp_path, capsys,
+def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(live_week, tmp_path, capsys,
                                                                        monkeypatch):
     from analytics.live.source import PrometheusSource
 
-    db0, text, split = week
+    db0, text, split = live_week
     asked = []  # a back-fill of a past window reads that window, not on to today (3 years)
     real_get = PrometheusSource._get
     monkeypatch.setattr(PrometheusSource, "_get",
@@ -167,8 +126,8 @@ def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(week, t
     assert run["last_ts"] == (split + pd.Timedelta(hours=1, minutes=55)).to_pydatetime()
 
 
-def test_follow_retries_a_silent_source_with_back_off_and_says_so(week, tmp_path):
-    db0, _, split = week
+def test_follow_retries_a_silent_source_with_back_off_and_says_so(live_week, tmp_path):
+    db0, _, split = live_week
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
     f = live_service.follower(db, "http://127.0.0.1:9", LiveConfig(MODEL, HISTORY), "down",
@@ -188,28 +147,28 @@ def test_follow_retries_a_silent_source_with_back_off_and_says_so(week, tmp_path
     assert all("refused the connection" in e["error"] for e in events)
 
 
-def test_a_scheduled_refit_is_said_and_redone_on_resume(week, tmp_path):
-    db0, text, split = week
+def test_a_scheduled_refit_is_said_and_redone_on_resume(live_week, tmp_path):
+    db0, text, split = live_week
     hourly = LiveConfig(MODEL, HISTORY, refit_every_s=3600)
     dbs = {k: tmp_path / f"{k}.duckdb" for k in ("straight", "resumed")}
     for db in dbs.values():
         db.write_bytes(db0.read_bytes())
     with prometheus_server(tmp_path / "prom", text) as url:
         a = live_service.follower(dbs["straight"], url, hourly, "r", split)
-        straight = a.poll(_s(split + pd.Timedelta(hours=3)) + 30)
+        straight = a.poll(_s(split + pd.Timedelta(hours=2)) + 30)
         b = live_service.follower(dbs["resumed"], url, hourly, "r", split)
         first = b.poll(_s(split + pd.Timedelta(hours=1, minutes=30)) + 30)
         b2 = live_service.follower(dbs["resumed"], url, hourly, "r")  # restarted: replays
         replayed = b2.refits
-        rest = b2.poll(_s(split + pd.Timedelta(hours=3)) + 30)
+        rest = b2.poll(_s(split + pd.Timedelta(hours=2)) + 30)
         con = store.connect(dbs["straight"], read_only=True)
         try:  # the same bins with one fixed envelope (the one-shot window does not refit)
             fixed = list(live_service.live_window(con, url, hourly, split,
-                                                  (split + pd.Timedelta(hours=3)).to_pydatetime()))
+                                                  (split + pd.Timedelta(hours=2)).to_pydatetime()))
         finally:
             con.close()
     said = [i for i, r in enumerate(straight) if r["refit"]]
-    assert said == [11, 23, 35]  # after each hour of live bins
+    assert said == [11, 23]  # after each hour of live bins
     assert "the schedule (every 1 h of live bins)" in straight[11]["refit"]
     assert (replayed, b2.resumed_bins) == (1, 18)  # the replay redid the first refit
     resumed = first + rest

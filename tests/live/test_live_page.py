@@ -17,7 +17,8 @@ from harness import (
     streamlit_server,
     wait_metrics_change,
 )
-from test_live_follow import GPUS, HISTORY, MODEL, _s, week  # noqa: F401 - the fixture
+from livedata import GPUS, HISTORY, MODEL
+from livedata import epoch as _s
 
 from analytics.live.follow import LiveConfig
 from analytics.services import live as live_service
@@ -32,8 +33,8 @@ def _stop_chromium():
     close_browsers()
 
 
-def _followed(week, tmp_path, url):  # noqa: F811
-    db0, _, split = week
+def _followed(live_week, tmp_path, url):
+    db0, _, split = live_week
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
     f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY, energy_selector=GPUS),
@@ -41,9 +42,9 @@ def _followed(week, tmp_path, url):  # noqa: F811
     return db, f, split, f.poll(_s(split + pd.Timedelta(hours=2)) + 30)
 
 
-def test_live_page_shows_the_stored_run(week, tmp_path, monkeypatch, app_env):  # noqa: F811
-    with prometheus_server(tmp_path / "prom", week[1]) as url:
-        db, _, _, records = _followed(week, tmp_path, url)
+def test_live_page_shows_the_stored_run(live_week, tmp_path, monkeypatch, app_env):
+    with prometheus_server(tmp_path / "prom", live_week[1]) as url:
+        db, _, _, records = _followed(live_week, tmp_path, url)
     monkeypatch.setenv("HEADROOM_DB", str(db))
     at = new_app().run()
     at.switch_page("pages/live.py").run()
@@ -58,11 +59,11 @@ def test_live_page_shows_the_stored_run(week, tmp_path, monkeypatch, app_env):  
 
 
 @pytest.mark.browser
-def test_a_new_bin_arrives_on_the_open_page_without_a_reload(week, tmp_path):  # noqa: F811
+def test_a_new_bin_arrives_on_the_open_page_without_a_reload(live_week, tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
-    with prometheus_server(tmp_path / "prom", week[1]) as url:
-        db, f, split, _ = _followed(week, tmp_path, url)
+    with prometheus_server(tmp_path / "prom", live_week[1]) as url:
+        db, f, split, _ = _followed(live_week, tmp_path, url)
         with streamlit_server(db, raw, tmp_path / "streamlit.log",
                               env={"HEADROOM_LIVE_REFRESH_S": "1"}) as app, \
                 browser_page() as (_, page):
