@@ -29,12 +29,24 @@ def _engines() -> tuple[str, ...]:
 
 
 def _label(text: str) -> str:
-    """A non-empty label value (the engine's ``model_name``)."""
+    """A non-blank name (the engine's ``model_name``, a run, a site)."""
     import argparse
 
     if not text.strip():
-        raise argparse.ArgumentTypeError("give the model_name label of the engine's metrics")
+        raise argparse.ArgumentTypeError("give a name that is not blank (for --model: the "
+                                         "model_name label of the engine's metrics)")
     return text
+
+
+def _refit_hours(text: str) -> float:
+    """Hours between scheduled refits: 0 (never) to a year."""
+    import argparse
+
+    v = nonneg(text)
+    if v > 8760:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at most 8760 hours (a year), or 0 "
+                                         "for never")
+    return v
 
 
 def add_parsers(sub) -> None:
@@ -58,7 +70,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--follow", action="store_true",
                    help="keep going as bins close, storing each bin under --run (a restart "
                         "resumes and back-fills what it missed)")
-    p.add_argument("--run", dest="run_name", default=None, metavar="NAME",
+    p.add_argument("--run", dest="run_name", default=None, metavar="NAME", type=_label,
                    help="the live run's name in the store (default live:MODEL)")
     p.add_argument("--lag-s", type=nonneg, default=30.0,
                    help="seconds after a bin's end before it is read (default 30: two 15-s "
@@ -76,11 +88,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--energy-selector", type=_selector, default=None, metavar="MATCHERS",
                    help="PromQL label matchers of the GPUs serving the model (e.g. "
                         "'Hostname=\"gpu-node-1\"'): their DCGM energy counter gives J/token")
-    p.add_argument("--carbon-site", default=None, metavar="SITE",
+    p.add_argument("--carbon-site", default=None, metavar="SITE", type=_label,
                    help="a site whose hourly carbon intensity the store holds: gCO2/token")
     p.add_argument("--carbon-basis", default=None, choices=("LCA", "direct"),
                    help="carbon basis when the site has both (default LCA)")
-    p.add_argument("--refit-every-h", type=nonneg, default=24.0,
+    p.add_argument("--refit-every-h", type=_refit_hours, default=24.0,
                    help="refit the envelope on the history and the live bins every this many "
                         "hours of live bins (default 24; 0: never)")
     p.add_argument("--no-refit-on-alarm", action="store_true",
@@ -105,13 +117,18 @@ def live_config(args, settings):
     from analytics.cli.common import BadInput
     from analytics.live import exposition
 
+    if not args.out.strip():
+        raise BadInput("--out: give a folder")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: not a folder")
-    out.mkdir(parents=True, exist_ok=True)
     rules, board = out / "headroom-alerts.yml", out / "headroom-dashboard.json"
-    rules.write_text(yaml.safe_dump(exposition.alert_rules(), sort_keys=False))
-    board.write_text(exposition.dashboard_json())
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        rules.write_text(yaml.safe_dump(exposition.alert_rules(), sort_keys=False))
+        board.write_text(exposition.dashboard_json())
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write there ({exc.strerror or exc})") from exc
     return {"rules": str(rules), "dashboard": str(board),
             "series": [*exposition.METRICS, *exposition.CONSTANTS, "headroom_live_runs"],
             "scrape": {"job_name": "headroom", "metrics_path": "/metrics",
@@ -144,6 +161,9 @@ def live(args, settings):
     if args.w_prompt == 0 and args.w_completion == 0:
         raise BadInput("--w-prompt and --w-completion are both 0: the demand would be 0 in "
                        "every bin")
+    if args.start is not None and args.end is not None and args.end <= args.start:
+        raise BadInput(f"--to {args.end.isoformat()} is not after --from "
+                       f"{args.start.isoformat()}")
     if args.follow:
         return JsonLines(_follow(args, settings, url))
     if args.end is None:
@@ -193,7 +213,7 @@ def _follow(args, settings, url: str):
         if args.scrape:
             from analytics.live.scrape import ScrapeSource
 
-            source = ScrapeSource(args.scrape, args.timeout_s)
+            source = ScrapeSource(args.scrape, args.timeout_s, model=args.model)
         else:
             source = url
         f = live_service.follower(settings.db_path, source, _config(args),

@@ -71,7 +71,8 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
         idx = (np.ceil((ts[1:] - first) / bin_s) - 1).astype(np.int64)
         ok = (idx >= 0) & (idx < n)
         target = prompt if s.kind == "prompt" else completion
-        np.add.at(target, idx[ok], inc[ok])
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.add.at(target, idx[ok], inc[ok])
         np.add.at(resets, idx[ok], reset[ok].astype(np.int64))
         np.add.at(samples, idx[ok], 1)
         have = np.zeros(n, bool)  # a sample in the bin, counted from one before it
@@ -112,7 +113,11 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
     for b in np.flatnonzero(~seen):
         covered[b] = False
         why[b] = "no counter series of this model covers this bin"
-    target = w_prompt * prompt + w_completion * completion
+    with np.errstate(over="ignore", invalid="ignore"):
+        target = w_prompt * prompt + w_completion * completion
+    for b in np.flatnonzero(covered & ~np.isfinite(target)):  # a counter near float's limit
+        covered[b] = False
+        why[b] = "the counters' increase here is not a finite number (an overflowing counter)"
     out = pd.DataFrame({
         "ts": pd.to_datetime(first + bin_s * np.arange(n), unit="s"),
         "prompt_tokens": np.where(covered, prompt, np.nan),

@@ -188,7 +188,7 @@ class Follower:
         self.env = LiveEnvelope(self.history, c.bin_s, alpha=c.alpha, base_model=c.base_model,
                                 k_above=c.k_above)
         self.live_ts, self.live_y, self.since_refit, self.refits = [], [], 0, 0
-        self.alarm_was_up = False
+        self.alarm_was_up, self.known_since_refit = False, 0
         with self.connect(False) as con:
             stored = store.live_bins(con, self.name)
         self.next_ts = self.first_ts
@@ -203,13 +203,16 @@ class Follower:
 
     def _after(self, ts, demand: float | None, point: float, alarm: bool) -> str | None:
         """Keep a closed bin for later refits and refit when it is due (:data:`LiveConfig`:
-        the schedule, or an alarm's first bin); returns the refit's reason, or None."""
+        the schedule, or an alarm's first bin) and at least half the bins since the last
+        refit have known demand (gaps give nothing to fit); returns the refit's reason, or
+        None."""
         self.live_ts.append(pd.Timestamp(ts))
         self.live_y.append(point if demand is None else demand)  # a gap reads its forecast
         keep = REFIT_MAX_DAYS * 86400 // self.config.bin_s
         if len(self.live_ts) > 2 * keep:
             del self.live_ts[:-keep], self.live_y[:-keep]
         self.since_refit += 1
+        self.known_since_refit += demand is not None
         c = self.config
         why = None
         if alarm and c.refit_on_alarm and not self.alarm_was_up:
@@ -219,13 +222,16 @@ class Follower:
         self.alarm_was_up = alarm
         if why is None:
             return None
+        if 2 * self.known_since_refit < self.since_refit:  # mostly gaps: nothing new to fit
+            self.since_refit = self.known_since_refit = 0
+            return None
         hist = pd.concat([self.history[["ts", "target"]],
                           pd.DataFrame({"ts": self.live_ts, "target": self.live_y})],
                          ignore_index=True).tail(max(len(self.history), keep))
         new = LiveEnvelope(hist, c.bin_s, alpha=c.alpha, base_model=c.base_model,
                            k_above=c.k_above)
         new.known, new.inside = self.env.known, self.env.inside  # coverage is the run's
-        self.env, self.since_refit = new, 0
+        self.env, self.since_refit, self.known_since_refit = new, 0, 0
         self.refits += 1
         return (f"refitted after this bin on {len(hist):,} bins (the history and the live "
                 f"bins so far): {why}")

@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 
 import numpy as np
 
-from analytics.live.source import COUNTERS, MAX_BYTES, Series, SourceError, _no_answer
+from analytics.live.source import (
+    COUNTERS,
+    MAX_BYTES,
+    Series,
+    SourceError,
+    _no_answer,
+    check_url,
+)
 
 #: Seconds of samples kept (enough for a poll that closes a day of bins at once).
 KEEP_S = 86400
@@ -34,15 +40,16 @@ class ScrapeSource:
     url : the engine's metrics URL (``http://vllm-host:8000/metrics``)
     timeout_s : seconds one scrape may take
     clock : UNIX seconds now (a test's clock, else ``time.time``)
+    model : keep only this ``model_name``'s series (None: every model's); another model's
+        series is neither checked nor counted against :data:`MAX_SERIES`
     """
 
     scrape_interval_s = 15.0
 
-    def __init__(self, url: str, timeout_s: float = 10.0, clock=time.time):
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise SourceError(f"{url!r} is not an http(s) URL of an engine's /metrics")
-        self.url, self.timeout_s, self.clock = url, float(timeout_s), clock
+    def __init__(self, url: str, timeout_s: float = 10.0, clock=time.time,
+                 model: str | None = None):
+        self.url = check_url(url, "an engine's /metrics")
+        self.timeout_s, self.clock, self.model = float(timeout_s), clock, model
         self.samples: dict[tuple, list[tuple[float, float]]] = {}
         self.names = {n for kinds in COUNTERS.values() for ns in kinds.values() for n in ns}
 
@@ -58,7 +65,8 @@ class ScrapeSource:
         except urllib.error.HTTPError as exc:
             raise SourceError(f"{self.url} answered HTTP {exc.code}") from exc
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            raise SourceError(_no_answer(self.url, "/metrics", self.timeout_s, exc)) from exc
+            raise SourceError(_no_answer(self.url, "/metrics", self.timeout_s, exc,
+                                         "the engine")) from exc
         if len(body) > MAX_BYTES:
             raise SourceError(f"{self.url} answered more than {MAX_BYTES // 2**20} MiB")
         now = float(self.clock())
@@ -70,7 +78,8 @@ class ScrapeSource:
                               f"{exc}") from exc
         for fam in families:
             for s in fam.samples:
-                if s.name not in self.names:
+                if s.name not in self.names or (
+                        self.model is not None and s.labels.get("model_name") != self.model):
                     continue
                 value = float(s.value)
                 if not np.isfinite(value) or value < 0:

@@ -60,10 +60,8 @@ class PrometheusSource:
     """
 
     def __init__(self, url: str, timeout_s: float = 10.0):
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise SourceError(f"{url!r} is not an http(s) URL of a Prometheus server")
-        self.url, self.timeout_s = url.rstrip("/"), float(timeout_s)
+        self.url = check_url(url, "a Prometheus server").rstrip("/")
+        self.timeout_s = float(timeout_s)
 
     def _get(self, path: str, params: dict) -> dict:
         full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
@@ -160,17 +158,37 @@ def _kind(value) -> str:
     return "null" if value is None else f"a {type(value).__name__}"
 
 
-def _no_answer(url: str, path: str, timeout_s: float, exc: BaseException) -> str:
+def check_url(url: str, what: str) -> str:
+    """``url`` when it is an http(s) URL with a host and a valid port, without credentials
+    (they would be echoed in every refusal and log line: give the source a reverse proxy or a
+    network policy instead); else SourceError naming it and ``what`` it should be."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range
+    except ValueError as exc:
+        raise SourceError(f"{url!r} is not a valid URL of {what}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SourceError(f"{url!r} is not an http(s) URL of {what}")
+    if parts.username is not None or parts.password is not None:
+        raise SourceError(f"the URL of {what} holds credentials (user:password@): headroom "
+                          "refuses them, since every refusal would echo them; reach the server "
+                          "through a proxy on a trusted network instead")
+    del port
+    return url
+
+
+def _no_answer(url: str, path: str, timeout_s: float, exc: BaseException,
+               who: str = "Prometheus") -> str:
     """The refusal of a request that got no HTTP answer, naming why: refused, unknown host,
-    or the timeout."""
+    or the timeout (``who``: what answers there, Prometheus or an engine)."""
     reason = getattr(exc, "reason", exc)
     if isinstance(reason, ConnectionRefusedError):
-        return f"Prometheus at {url} refused the connection ({path}): is it running on that port?"
+        return f"{who} at {url} refused the connection ({path}): is it running on that port?"
     if isinstance(reason, OSError) and reason.__class__.__name__ == "gaierror":
-        return f"Prometheus at {url}: the host name does not resolve ({reason})"
+        return f"{who} at {url}: the host name does not resolve ({reason})"
     if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-        return f"Prometheus at {url} did not answer {path} within {timeout_s:g} s"
-    return f"Prometheus at {url} could not be reached ({path}): {reason}"
+        return f"{who} at {url} did not answer {path} within {timeout_s:g} s"
+    return f"{who} at {url} could not be reached ({path}): {reason}"
 
 
 def _matrix(data: dict, query: str):

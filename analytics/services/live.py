@@ -12,6 +12,7 @@ import pandas as pd
 from analytics.envelope import forecast
 from analytics.live.envelope import LiveEnvelope
 from analytics.live.follow import (  # noqa: F401 - MAX_WINDOW: the bound, named here too
+    GRACE_S,
     MAX_WINDOW,
     Follower,
     LiveConfig,
@@ -41,11 +42,14 @@ def history_of(con, history: str, bin_s: int, w_prompt: float = 1.0, w_completio
     step = pd.Timedelta(seconds=bin_s)
     first_live = grid["ts"].iloc[-1] + step if start is None else pd.Timestamp(start)
     hist = grid[grid["ts"] < first_live]
-    if hist.empty or hist["ts"].iloc[-1] + step != first_live:
-        last = None if hist.empty else hist["ts"].iloc[-1]
+    if hist.empty:
+        raise ValueError(f"the live window starts at {first_live}, before the history "
+                         f"{history!r} begins ({grid['ts'].iloc[0]}): start it right after the "
+                         "history (--from the bin after its last, or leave --from out)")
+    if hist["ts"].iloc[-1] + step != first_live:
         raise ValueError(f"the live window starts at {first_live}, but the history {history!r} "
-                         f"ends with the bin at {last}: start it right after the history "
-                         "(--from the bin after its last, or leave --from out)")
+                         f"ends with the bin at {hist['ts'].iloc[-1]}: start it right after the "
+                         "history (--from the bin after its last, or leave --from out)")
     return hist, first_live
 
 
@@ -110,9 +114,14 @@ def live_window(con, prometheus_url: str, config: LiveConfig, start: datetime | 
                                c, carbon)
 
 
+#: How far behind now a follower may start (its next bin): Prometheus' stored samples reach
+#: back about as far (15 days by default); further, every bin would be a gap.
+MAX_BEHIND = pd.Timedelta(days=31)
+
+
 def follower(db_path, source, config: LiveConfig, name: str,
              start: datetime | None = None, timeout_s: float = 10.0,
-             lag_s: float = 30.0, until: datetime | None = None) -> Follower:
+             lag_s: float = 30.0, until: datetime | None = None, clock=time.time) -> Follower:
     """The :class:`~analytics.live.follow.Follower` of run ``name`` on the store at
     ``db_path`` (short-lived connections per poll), reading ``source``: a Prometheus URL (or
     a source object: :class:`~analytics.live.scrape.ScrapeSource`, an engine's own
@@ -120,9 +129,13 @@ def follower(db_path, source, config: LiveConfig, name: str,
     (its first bin is the stored one; a ``start`` that differs is refused), a new one starts at
     ``start`` (default: the bin after the history's last).
 
+    A next bin further behind ``clock()`` than :data:`MAX_BEHIND` (a Prometheus), or than two
+    bins and the grace (a scraped engine: it has no past samples), is refused: the history is
+    too old to follow from.
+
     Raises ValueError (a start that does not follow the history, an ``until`` before the next
-    bin's end, a history too short, a run stored with other options; all before the fit),
-    store.UnknownDataset."""
+    bin's end, a history too old or too short, a run stored with other options; all before
+    the fit), store.UnknownDataset."""
     from analytics import store
     from analytics.services import open_store
 
@@ -140,6 +153,18 @@ def follower(db_path, source, config: LiveConfig, name: str,
     if until is not None and _naive_utc(until) < nxt + pd.Timedelta(seconds=config.bin_s):
         raise ValueError(f"--to {_naive_utc(until).isoformat()} is before the end of the next "
                          f"bin to close ({nxt.isoformat()}): nothing to follow")
+    scraped = not isinstance(source, str) and hasattr(source, "scrape")
+    behind = pd.Timestamp(clock(), unit="s") - nxt
+    bound = (pd.Timedelta(seconds=2 * config.bin_s + GRACE_S + lag_s) if scraped
+             else MAX_BEHIND)
+    if until is None and behind > bound:
+        raise ValueError(
+            f"the next bin to follow starts at {nxt.isoformat()}, {behind.days:,} days "
+            f"{behind.seconds // 3600} h ago: "
+            + ("a scraped engine has no past samples, so every bin since would be a gap"
+               if scraped else f"more than {MAX_BEHIND.days} days of bins to back-fill")
+            + "; ingest a history that ends now (the live series must start right after it), "
+            "or give --to to read a past window")
     return Follower(lambda write: open_store(db_path, write),
                     PrometheusSource(source, timeout_s) if isinstance(source, str) else source,
                     config, name, hist, first_live, lag_s, carbon)

@@ -17,6 +17,7 @@ import pytest
 from harness import PROMTOOL, http_server, prometheus_server, strict_loads
 from livedata import GPUS, HISTORY, MODEL, SITE
 from livedata import epoch as _s
+from livedata import soon as _soon
 
 from analytics import cli, store
 from analytics.live import exposition
@@ -33,7 +34,8 @@ def followed(live_week, tmp_path_factory):
     db.write_bytes(db0.read_bytes())
     with prometheus_server(folder / "prom", text) as url:
         f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY, energy_selector=GPUS,
-                                                      carbon_site=SITE), "r", split)
+                                                      carbon_site=SITE), "r", split,
+                                  clock=_soon(split))
         records = f.poll(_s(split + pd.Timedelta(hours=2)) + 30)
     return db, records
 

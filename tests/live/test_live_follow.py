@@ -17,6 +17,7 @@ import pytest
 from harness import free_port, prometheus_server, strict_loads
 from livedata import FLOOR_W, GPUS, HISTORY, J_PER_TOKEN, MODEL, SITE
 from livedata import epoch as _s
+from livedata import soon as _soon
 
 from analytics import cli, store
 from analytics.live.follow import LiveConfig
@@ -33,7 +34,7 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
     port = free_port()
     lag = 30.0
     with prometheus_server(tmp_path / "prom", text, port=port) as url:
-        f = live_service.follower(db, url, config, "r1", split, lag_s=lag)
+        f = live_service.follower(db, url, config, "r1", split, lag_s=lag, clock=_soon(split))
         assert f.first_ts == split and f.resumed_bins == 0
         got = f.poll(_s(split + pd.Timedelta(hours=2)) + lag)
         assert [r["ts"] for r in got][:1] == [split.isoformat()] and len(got) == 24
@@ -51,7 +52,8 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
         back = f.poll(_s(split + pd.Timedelta(hours=3)) + lag)  # back-fills the missed hour
         assert len(back) == 12 and back[0]["ts"] == (split + pd.Timedelta(hours=2)).isoformat()
         # headroom restarts: a new follower resumes from the stored bins, the same band
-        again = live_service.follower(db, url, config, "r1", lag_s=lag)  # no --from: resumes
+        again = live_service.follower(db, url, config, "r1", lag_s=lag,  # no --from: resumes
+                                      clock=_soon(split))
         assert again.resumed_bins == 36 and again.next_ts == split + pd.Timedelta(hours=3)
         more = again.poll(_s(split + pd.Timedelta(hours=4)) + lag)
         con = store.connect(db, read_only=True)
@@ -86,7 +88,8 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
         (stored["j_per_token"] / 3.6e6 * ci).tolist(), nan_ok=True)
     # a stored run with other options is refused, naming them
     with pytest.raises(ValueError, match="alpha 0.1, now 0.2"):
-        live_service.follower(db, url, LiveConfig(MODEL, HISTORY, alpha=0.2), "r1")
+        live_service.follower(db, url, LiveConfig(MODEL, HISTORY, alpha=0.2), "r1",
+            clock=_soon(split))
 
 
 def test_cli_follow_until_a_time_prints_and_stores_the_bins_then_resumes(live_week, tmp_path, capsys,
@@ -131,7 +134,7 @@ def test_follow_retries_a_silent_source_with_back_off_and_says_so(live_week, tmp
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
     f = live_service.follower(db, "http://127.0.0.1:9", LiveConfig(MODEL, HISTORY), "down",
-                              split, timeout_s=1)
+                              split, timeout_s=1, clock=_soon(split))
     events, sleeps = [], []
 
     def sleep(s):
@@ -154,11 +157,12 @@ def test_a_scheduled_refit_is_said_and_redone_on_resume(live_week, tmp_path):
     for db in dbs.values():
         db.write_bytes(db0.read_bytes())
     with prometheus_server(tmp_path / "prom", text) as url:
-        a = live_service.follower(dbs["straight"], url, hourly, "r", split)
+        a = live_service.follower(dbs["straight"], url, hourly, "r", split, clock=_soon(split))
         straight = a.poll(_s(split + pd.Timedelta(hours=2)) + 30)
-        b = live_service.follower(dbs["resumed"], url, hourly, "r", split)
+        b = live_service.follower(dbs["resumed"], url, hourly, "r", split, clock=_soon(split))
         first = b.poll(_s(split + pd.Timedelta(hours=1, minutes=30)) + 30)
-        b2 = live_service.follower(dbs["resumed"], url, hourly, "r")  # restarted: replays
+        b2 = live_service.follower(dbs["resumed"], url, hourly, "r",  # restarted: replays
+            clock=_soon(split))
         replayed = b2.refits
         rest = b2.poll(_s(split + pd.Timedelta(hours=2)) + 30)
         con = store.connect(dbs["straight"], read_only=True)

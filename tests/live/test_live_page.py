@@ -19,6 +19,7 @@ from harness import (
 )
 from livedata import GPUS, HISTORY, MODEL
 from livedata import epoch as _s
+from livedata import soon as _soon
 
 from analytics.live.follow import LiveConfig
 from analytics.services import live as live_service
@@ -38,7 +39,7 @@ def _followed(live_week, tmp_path, url):
     db = tmp_path / "s.duckdb"
     db.write_bytes(db0.read_bytes())
     f = live_service.follower(db, url, LiveConfig(MODEL, HISTORY, energy_selector=GPUS),
-                              "fleet", split)
+                              "fleet", split, clock=_soon(split))
     return db, f, split, f.poll(_s(split + pd.Timedelta(hours=2)) + 30)
 
 

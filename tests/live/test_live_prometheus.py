@@ -238,6 +238,17 @@ def foreign_server():
         yield url
 
 
+def test_a_scraped_engine_checks_only_the_followed_models_series():
+    from analytics.live.scrape import ScrapeSource
+
+    text = ('vllm:prompt_tokens_total{model_name="m"} 100\n'
+            'vllm:prompt_tokens_total{model_name="other"} NaN\n')
+    with http_server(lambda path: (200, text.encode(), "text/plain")) as url:
+        ScrapeSource(f"{url}/metrics", model="m").scrape()  # the other model's NaN: not ours
+        with pytest.raises(SourceError, match="'other'.*is not a counter value"):
+            ScrapeSource(f"{url}/metrics").scrape()  # every model's series: refused
+
+
 @pytest.mark.parametrize("answer", sorted(ANSWERS))
 def test_a_garbled_answer_is_refused_naming_what_is_wrong(foreign_server, answer):
     source = PrometheusSource(f"{foreign_server}/{answer}", timeout_s=5)
@@ -271,5 +282,39 @@ def test_a_garbled_answer_and_bad_options_end_in_exit_2_before_any_fit(
         assert "must be" in capsys.readouterr().err, bad
     with pytest.raises(SystemExit):
         cli.main([*base[:4], " ", *base[5:], "--prometheus", "http://127.0.0.1:9"])
-    assert "give the model_name label" in capsys.readouterr().err
+    assert "give a name that is not blank" in capsys.readouterr().err
+    # the break-it review's: each a plain refusal (exit 2), before any fit
+    follow = base[:-2] + ["--follow"]
+    for args, said in (
+            ([*follow, "--prometheus", "http://127.0.0.1:9"], "more than 31 days of bins"),
+            ([*follow, "--scrape", "http://127.0.0.1:9/metrics"], "no past samples"),
+            ([*base, "--prometheus", "http://user:secret@127.0.0.1:9"], "holds credentials"),
+            ([*base, "--prometheus", "http://127.0.0.1:99999"], "not a valid URL"),
+            ([*base, "--prometheus", "http://[::1"], "not a valid URL"),
+            ([*base[:-2], "--prometheus", "http://127.0.0.1:9", "--to", "2023-01-09T00:00:00",
+              "--from", "2023-01-09T01:00:00"], "is not after --from")):
+        rc = cli.main(args)
+        doc = strict_loads(capsys.readouterr().out)
+        assert rc == 2 and said in doc["error"] and "secret" not in doc["error"], (args, doc)
+    for bad in (["--run", " "], ["--refit-every-h", "1e300"], ["--carbon-site", ""]):
+        with pytest.raises(SystemExit):
+            cli.main([*base, "--prometheus", "http://127.0.0.1:9", *bad])
+        capsys.readouterr()
+    for out in ("", str(tmp_path / "s.duckdb" / "sub")):  # blank, and a folder under a file
+        rc = cli.main(["live-config", "--out", out])
+        doc = strict_loads(capsys.readouterr().out)
+        assert rc == 2 and doc["error"].startswith("--out"), doc
     assert fits == []
+
+
+def test_an_overflowing_counter_is_a_gap_that_says_so_without_a_warning():
+    import warnings
+
+    t = np.arange(0.0, 601.0, 15.0)
+    values = np.where(np.arange(len(t)) % 2, 0.0, 1e308)  # 1e308, reset to 0, 1e308 ...
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy RuntimeWarning would fail here
+        bins = demand_bins([_series("vllm:prompt_tokens_total", "prompt", t, values)],
+                           0.0, 600.0, 300)
+    assert bins["gap"].all() and bins["target"].isna().all()
+    assert all("not a finite number" in r for r in bins["gap_reason"])

@@ -85,7 +85,8 @@ def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(tmp_p
         engine.now = t0 - 30
         source = ScrapeSource(f"{url}/metrics", clock=lambda: engine.now)
         f = live_service.follower(db, source, LiveConfig(MODEL, HISTORY, refit_every_s=0,
-                                                         refit_on_alarm=False), "scraped", split)
+                                                         refit_on_alarm=False), "scraped", split,
+                                  clock=lambda: engine.now)
         events = []
 
         def sleep(s):  # the test's clock: time passes only when the follower waits
