@@ -19,20 +19,25 @@ HISTORY = "burstgpt1_week1_per_minute_tps"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def build_week(folder: Path):
-    """(store with the week, the week's per-minute counters as OpenMetrics, the first live
-    bin): the live part is the week's last two days."""
+def week_grids(db: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The stored week's 1-minute and 5-minute grids (``ts``, ``target``, ...)."""
     from analytics import store
     from analytics.services import demand
 
-    db = folder / "s.duckdb"
-    seed(db, WEEK, CARBON)
     con = store.connect(db, read_only=True)
     try:
-        minutes = demand.grid(con, demand.GridRequest(HISTORY, 60))
-        grid = demand.grid(con, demand.GridRequest(HISTORY, 300))
+        return (demand.grid(con, demand.GridRequest(HISTORY, 60)),
+                demand.grid(con, demand.GridRequest(HISTORY, 300)))
     finally:
         con.close()
+
+
+def build_week(folder: Path):
+    """(store with the week, the week's per-minute counters as OpenMetrics, the first live
+    bin): the live part is the week's last two days."""
+    db = folder / "s.duckdb"
+    seed(db, WEEK, CARBON)
+    minutes, grid = week_grids(db)
     split = pd.to_datetime(grid["ts"]).iloc[0] + pd.Timedelta(days=5)
     m_ts = ((pd.to_datetime(minutes["ts"]) - pd.Timestamp(0)) / pd.Timedelta(seconds=1)).to_numpy()
     scrapes = np.arange(m_ts[0], m_ts[-1] + 61, 60.0)

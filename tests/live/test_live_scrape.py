@@ -10,17 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from harness import http_server, seed
+from harness import http_server
+from livedata import HISTORY, MODEL, week_grids
 
-from analytics import store
 from analytics.live.follow import LiveConfig
 from analytics.live.scrape import ScrapeSource
-from analytics.services import demand
 from analytics.services import live as live_service
-
-WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
-HISTORY = "burstgpt1_week1_per_minute_tps"
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 class Engine:
@@ -64,15 +59,11 @@ def _exposition(engine: Engine):
                          else (200, generate_latest(registry), "text/plain; version=0.0.4"))
 
 
-def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(tmp_path):
+def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(live_week,
+                                                                          tmp_path):
     db = tmp_path / "s.duckdb"
-    seed(db, WEEK)
-    con = store.connect(db, read_only=True)
-    try:
-        minutes = demand.grid(con, demand.GridRequest(HISTORY, 60))
-        grid = demand.grid(con, demand.GridRequest(HISTORY, 300))
-    finally:
-        con.close()
+    db.write_bytes(live_week[0].read_bytes())
+    minutes, grid = week_grids(db)
     grid["ts"] = pd.to_datetime(grid["ts"])
     # the live part: 08:00-11:30 of the week's 6th day (the history: every bin before it)
     split = grid["ts"].iloc[0] + pd.Timedelta(days=5, hours=8)
