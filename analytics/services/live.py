@@ -40,7 +40,7 @@ def history_of(con, history: str, bin_s: int, w_prompt: float = 1.0, w_completio
     grid = grid[["ts", "target"]].copy()
     grid["ts"] = pd.to_datetime(grid["ts"])
     step = pd.Timedelta(seconds=bin_s)
-    first_live = grid["ts"].iloc[-1] + step if start is None else pd.Timestamp(start)
+    first_live = grid["ts"].iloc[-1] + step if start is None else _naive_utc(start)
     hist = grid[grid["ts"] < first_live]
     if hist.empty:
         raise ValueError(f"the live window starts at {first_live}, before the history "
@@ -55,8 +55,8 @@ def history_of(con, history: str, bin_s: int, w_prompt: float = 1.0, w_completio
 
 def carbon_of(con, config: LiveConfig) -> pd.Series | None:
     """The hourly carbon intensity (gCO2/kWh, by hour start) of ``config.carbon_site`` in the
-    store, in ``config.carbon_basis`` (default: life-cycle, LCA, when the site has several
-    bases), or None without a site. Raises ValueError for a site the store has no carbon
+    store, in ``config.carbon_basis`` (default: life-cycle, LCA, when the site has it; else
+    the site's one series), or None without a site. Raises ValueError for a site the store has no carbon
     intensity for."""
     from analytics import store
 
@@ -69,8 +69,8 @@ def carbon_of(con, config: LiveConfig) -> pd.Series | None:
         raise ValueError(f"no carbon intensity for site {config.carbon_site!r} in the store "
                          f"(sites with one: {', '.join(have) or 'none'}): ingest its hourly "
                          "file, or leave --carbon-site out")
-    bases = sorted(b for b in rows["basis"].dropna().unique())
-    basis = config.carbon_basis or ("LCA" if "LCA" in bases or len(bases) > 1 else None)
+    bases = set(rows["basis"].dropna())
+    basis = config.carbon_basis or ("LCA" if "LCA" in bases else None)
     hourly = store.site_hourly(con, "carbon_intensity", config.carbon_site, basis)
     return pd.Series(hourly["value"].to_numpy(float), index=pd.to_datetime(hourly["ts"]))
 
@@ -96,7 +96,7 @@ def live_window(con, prometheus_url: str, config: LiveConfig, start: datetime | 
     """
     c = config
     hist, first_live = history_of(con, c.history, c.bin_s, c.w_prompt, c.w_completion, start)
-    end_ts = pd.Timestamp(end)
+    end_ts = _naive_utc(end)
     if end_ts <= first_live:
         raise ValueError(f"the window {first_live} to {end_ts} holds no bin")
     if end_ts - first_live > MAX_WINDOW:
@@ -142,7 +142,7 @@ def follower(db_path, source, config: LiveConfig, name: str,
     with open_store(db_path) as con:
         stored = store.live_run(con, name)
         first = None if stored is None else pd.Timestamp(stored["first_ts"])
-        if first is not None and start is not None and pd.Timestamp(start) != first:
+        if first is not None and start is not None and _naive_utc(start) != first:
             raise ValueError(f"live run {name!r} started at {first.isoformat()}: leave --from "
                              "out to resume it, or give another --run name")
         hist, first_live = history_of(con, config.history, config.bin_s, config.w_prompt,
