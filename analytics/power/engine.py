@@ -74,6 +74,7 @@ class PowerPoolEngine:
         self.policy = BACKFILL_POLICIES["easy" if params.backfill else "none"](
             params.backfill_depth)
         self.n_min = int(math.ceil(horizon_s / 60.0))
+        self.constant_capacity = inference is None  # batch capacity never changes: fast path
         self._plan_capacity(inference)
         self.gpu_milli = jobs.gpu_milli.tolist()  # python ints: exact occupancy arithmetic
         self.power_per_gpu_w = jobs.power_per_gpu_w.tolist()
@@ -94,7 +95,16 @@ class PowerPoolEngine:
         self.need_rank_list = self.need_by_rank.tolist()  # list mirrors for short queues
         self.segment_rank_list = self.segment_by_rank.tolist()
         self.running: dict[int, RunningSegment] = {}
-        self.track_slots = params.backfill  # only a backfill reservation reads the slots
+        self.backfill = params.backfill
+        # a reservation on the per-minute plan reads the slot arrays; one on a constant pool
+        # walks ``ends_sorted`` (``(end_s, job)`` of the segments started, ascending; those
+        # ending before ``now_s`` are dead and dropped in bulk, see :meth:`live_ends`)
+        self.track_slots = params.backfill and not self.constant_capacity
+        self.track_ends = params.backfill and self.constant_capacity
+        self.ends_sorted: list[tuple[float, int]] = []
+        # queued ``(segment_s, rank)``, a lazy min-heap: a lower bound of every queued next
+        # segment (:meth:`shortest_queued_s`)
+        self.queued_segments: list[tuple[float, int]] = []
         self._init_slots(16)
         self.used_milli = 0
         self.batch_power_w = 0.0
@@ -130,7 +140,6 @@ class PowerPoolEngine:
         self.inference_alloc_milli = np.minimum(self.demand_milli, inference_cap)
         self.batch_capacity_milli = cap - self.inference_alloc_milli
         self.booked_milli = np.zeros(total_min, np.int64)  # booked by running segments
-        self.constant_capacity = inference is None  # batch capacity never changes: fast path
 
     def _init_slots(self, size: int) -> None:
         """Slot arrays mirroring ``running`` (grown by doubling in :meth:`_take_slot`)."""
@@ -258,6 +267,8 @@ class PowerPoolEngine:
             rank = self.rank_list[job]
             bisect.insort(self.queue, rank)
             self.queued[rank] = True
+            if self.backfill:
+                heapq.heappush(self.queued_segments, (self.segment_rank_list[rank], rank))
             if rank < self.reserved_rank:  # requeued ahead of the head: a new head
                 self.reserved_rank = -1
         else:
@@ -270,6 +281,8 @@ class PowerPoolEngine:
         rank = self.rank_list[job]
         bisect.insort(self.queue, rank)
         self.queued[rank] = True
+        if self.backfill:
+            heapq.heappush(self.queued_segments, (self.segment_rank_list[rank], rank))
         if rank < self.reserved_rank:  # a new head
             self.reserved_rank = -1
 
@@ -313,19 +326,22 @@ class PowerPoolEngine:
         power_w = milli / 1000.0 * self.power_per_gpu_w[job]
         self.batch_power_w += power_w
         slot = -1
-        if self.track_slots:
-            free_slots = self.free_slots
-            slot = free_slots.pop() if free_slots else self._take_slot()
-            if slot >= self.slot_high:
-                self.slot_high = slot + 1
+        if self.backfill:
             rank = self.rank_list[job]
-            self.slot_ahead_rank[slot] = rank if remaining > 0 else self.n_jobs
-            self.slot_end_s[slot] = end_s
-            self.slot_hold_s[slot] = end_s + remaining
-            self.slot_milli[slot] = milli
-            self.slot_until_min[slot] = booked_until
             self.segment_by_rank[rank] = self.segment_rank_list[rank] = (
                 segment_s if segment_s < remaining else remaining)
+            if self.track_ends:
+                bisect.insort(self.ends_sorted, (end_s, job))
+            else:
+                free_slots = self.free_slots
+                slot = free_slots.pop() if free_slots else self._take_slot()
+                if slot >= self.slot_high:
+                    self.slot_high = slot + 1
+                self.slot_ahead_rank[slot] = rank if remaining > 0 else self.n_jobs
+                self.slot_end_s[slot] = end_s
+                self.slot_hold_s[slot] = end_s + remaining
+                self.slot_milli[slot] = milli
+                self.slot_until_min[slot] = booked_until
         self.running[job] = _new_tuple(RunningSegment, (end_s, milli, booked_until, slot))
         heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
         self.seq += 1
@@ -335,6 +351,30 @@ class PowerPoolEngine:
             self.segment_records.append(SegmentRecord(
                 job, self.segment_count[job], now_s, end_s, milli, power_w))
             self.segment_count[job] += 1
+
+    def live_ends(self, now_s: float) -> int:
+        """Index of the first live entry of ``ends_sorted`` at ``now_s``: entries ending before
+        ``now_s`` have ended (segment ends are events, applied in time order before the pass);
+        an entry ending at ``now_s`` may still run (a segment of about 1e-9 s started at it) and
+        is checked against ``running``. The dead prefix is dropped once it is half the list."""
+        ends = self.ends_sorted
+        lo = bisect.bisect_left(ends, (now_s, -1))
+        if lo and 2 * lo >= len(ends):
+            del ends[:lo]
+            lo = 0
+        return lo
+
+    def shortest_queued_s(self) -> float:
+        """The shortest next segment of a queued job, s (inf: none queued): entries of
+        ``queued_segments`` for a rank no longer queued, or queued with another next segment,
+        are dropped as they reach the top."""
+        heap, queued, segment_of = self.queued_segments, self.queued, self.segment_rank_list
+        while heap:
+            segment_s, rank = heap[0]
+            if queued[rank] and segment_of[rank] == segment_s:
+                return segment_s
+            heapq.heappop(heap)
+        return math.inf
 
     def record_reservation(self, job: int, now_s: float, reservation_s: float) -> None:
         """Keep a reservation record (``record=True`` only)."""
@@ -357,9 +397,9 @@ class PowerPoolEngine:
         times_s = np.asarray(self.state_times_s)
         rows = np.asarray(self.state_rows, float).reshape(-1, 3)
         if self.constant_capacity:  # no inference: none served, none demanded
-            zero = np.zeros(times_s.size)
-            return times_s, np.column_stack([rows[:, 0], zero, rows[:, 1], zero, rows[:, 2],
-                                             zero])
+            states = np.zeros((times_s.size, 6))
+            states[:, 0::2] = rows
+            return times_s, states
         shown = max(self.n_min, 1)
         minute = np.minimum((times_s // 60.0).astype(np.int64), self.n_min - 1)
         used = rows[:, 0].astype(np.int64)

@@ -39,38 +39,44 @@ def per_minute(times_s: np.ndarray, states: np.ndarray, n_min: int, horizon_s: f
     t, v = times_s[last], states[last]
     bounds = np.minimum(np.arange(n_min + 1) * 60.0, horizon_s)
     widths = np.diff(t, append=horizon_s)
-    cum = np.vstack([np.zeros(v.shape[1]), np.cumsum(v * widths[:, None], axis=0)])
     # bounds from ``tail`` on lie in the last state (index n - 1): no search, no gathers there
     n, tail = t.size, int(np.searchsorted(bounds, t[-1], side="left"))
     idx = np.searchsorted(t, bounds[:tail], side="right") - 1
-    # averaged columns but the queue length; a column at 0 throughout averages to 0.0 exactly
-    live = np.flatnonzero(v.any(axis=0) & (np.arange(v.shape[1]) != 4))
-    avg = np.zeros((n_min, v.shape[1]))
-    if live.size:  # at = cum[idx] + v[idx] * (bounds - t[idx]) at every bound
-        vl, cl = v[:, live], cum[:, live]
-        at = np.empty((n_min + 1, live.size))
+    into = bounds[:tail] - np.take(t, idx)  # time into the state at each bound
+    after = bounds[tail:] - t[n - 1]
+    span = np.diff(bounds)
+    span = np.where(span > 0, span, 1.0)
+    zero = np.zeros(n_min)
+
+    def average(column: int) -> np.ndarray:
+        """Minute averages of one state column (its integral at every bound, differenced);
+        a column at 0 throughout averages to 0.0 exactly. Column by column on contiguous
+        arrays: the same floats as the 2-D form, several times cheaper for a small run."""
+        value = np.ascontiguousarray(v[:, column])
+        if not value.any():
+            return zero
+        cum = np.concatenate([[0.0], np.cumsum(value * widths)])
+        at = np.empty(n_min + 1)  # at = cum[idx] + v[idx] * (bounds - t[idx]) at every bound
         head = at[:tail]
-        np.take(vl, idx, axis=0, out=head)
-        head *= (bounds[:tail] - np.take(t, idx))[:, None]
-        head += np.take(cl, idx, axis=0)
-        if vl[n - 1].any():
-            at[tail:] = vl[n - 1] * (bounds[tail:] - t[n - 1])[:, None] + cl[n - 1]
-        else:  # 0 x (a finite, non-negative width) + cum is cum
-            at[tail:] = cl[n - 1]
-        span = np.diff(bounds)
-        part = np.diff(at, axis=0)
-        part /= np.where(span > 0, span, 1.0)[:, None]
-        avg[:, live] = part
+        np.take(value, idx, out=head)
+        head *= into
+        head += np.take(cum, idx)
+        at[tail:] = value[n - 1] * after + cum[n - 1] if value[n - 1] else cum[n - 1]
+        part = np.diff(at)
+        part /= span
+        return part
+
+    batch, inference, batch_w, inference_w = (average(c) for c in range(4))
     queued = np.full(n_min, v[n - 1, 4]).astype(np.int64)  # the state at each minute's start
     queued[:tail] = v[idx[:n_min], 4]
     return pd.DataFrame({
         "minute": np.arange(n_min),
-        "batch_gpus": avg[:, 0] / 1000.0,
-        "inference_gpus": avg[:, 1] / 1000.0,
-        "inference_demand_gpus": avg[:, 5] / 1000.0,
-        "batch_power_w": avg[:, 2],
-        "inference_power_w": avg[:, 3],
-        "total_power_w": avg[:, 2] + avg[:, 3],
+        "batch_gpus": batch / 1000.0,
+        "inference_gpus": inference / 1000.0,
+        "inference_demand_gpus": average(5) / 1000.0,
+        "batch_power_w": batch_w,
+        "inference_power_w": inference_w.copy() if inference_w is zero else inference_w,
+        "total_power_w": batch_w + inference_w,
         "queued_jobs": queued,
     }, copy=False)
 

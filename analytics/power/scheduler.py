@@ -21,6 +21,7 @@ segment ending mid-minute frees that minute only when it ends (conservative by u
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
@@ -29,8 +30,6 @@ from analytics.power.entities import minute_span
 
 #: queues up to this long are scanned for backfilling in Python (numpy calls cost more there)
 SHORT_QUEUE = 64
-#: up to this many running segments, a constant-pool reservation is worked out in Python
-FEW_RUNNING = 48
 
 
 class QueueOrder:
@@ -188,15 +187,16 @@ class EasyBackfilling(HeadFirst):
     (per-minute plan) from which its next segment fits throughout, counting running segments
     (a running job ahead of the head in queue order is counted until its whole job ends, since
     its next segment requeues ahead of the head). A later job may backfill only if it fits now
-    and its segment ends by the reservation, so it cannot delay the head. The reservation is only
-    worked out when some job behind the head fits now.
+    and its segment ends by the reservation, so it cannot delay the head. With ``record=True``
+    the reservation is only worked out (and recorded) when some job behind the head fits now.
 
     Speed without changing a decision: the queue behind the head is read as arrays by rank
     (:meth:`candidates`), and not at all when no job could fit (free capacity below the smallest
-    request of the run); reservations are worked out in numpy over the
-    engine's slot arrays (on a constant pool from the few earliest ends, by partial sort; on the
-    per-minute plan only as far ahead as the longest segment can reach, since a later
-    reservation gives the same decisions; with ``record=True`` the whole plan is searched, so
+    request of the run) or, on a constant pool, when even the shortest queued segment would end
+    after the reservation; a constant-pool reservation walks the running ends in order
+    (:meth:`reservation_constant`), one on the per-minute plan is worked out in numpy over the
+    engine's slot arrays only as far ahead as the longest segment can reach, since a later
+    reservation gives the same decisions (with ``record=True`` the whole plan is searched, so
     the recorded reservations are exact).
     """
 
@@ -223,6 +223,15 @@ class EasyBackfilling(HeadFirst):
         queue = engine.queue
         if len(queue) < 2 or free <= 0 or free < engine.min_need_milli:
             return
+        if not engine.record:
+            # the reservation first (kept while the head stays, else a short walk): when even
+            # the shortest queued segment would end after it, nothing can backfill, and the
+            # queue is not read (the usual pass on a large pool; the recorded run keeps the
+            # order below, so reservations are recorded only where some job fits now)
+            reservation = (engine.reserved_s if engine.reserved_rank == queue[0]
+                           else self.head_reservation(engine, now_s, free))
+            if now_s + engine.shortest_queued_s() > reservation + 1e-9:
+                return
         if len(queue) <= SHORT_QUEUE:
             self.backfill_short(engine, now_s, free)
             return
@@ -321,55 +330,53 @@ class EasyBackfilling(HeadFirst):
 
     @staticmethod
     def running_ahead(engine, head: int):
-        """The running segments as ndarrays over the used slots: ``(end_s, hold_s, milli,
-        until_min, ahead)``, ``hold_s`` = end of the whole job, ``ahead`` = the job has work
-        left and comes before ``head`` in queue order (its next segment requeues ahead of the
-        head); free slots have milli 0 and end at inf."""
+        """The running segments as ndarrays over the used slots of the per-minute plan:
+        ``(end_s, hold_s, milli, until_min, ahead)``, ``hold_s`` = end of the whole job,
+        ``ahead`` = the job has work left and comes before ``head`` in queue order (its next
+        segment requeues ahead of the head); free slots have milli 0 and end at inf."""
         high = engine.slot_high
         ahead = engine.slot_ahead_rank[:high] < engine.rank_list[head]
         return (engine.slot_end_s[:high], engine.slot_hold_s[:high], engine.slot_milli[:high],
                 engine.slot_until_min[:high], ahead)
 
-    @classmethod
-    def reservation_constant(cls, engine, head: int, free: int) -> float:
-        """Earliest instant (s) at which enough running segments have ended for the head (a
-        running job ahead of the head holds its GPUs until its whole job ends).
-
-        The ends are sorted only as far as needed: the ``k`` earliest (``k`` = 16, x4 until
-        enough GPUs are freed), a prefix of the full sort (ties may come in another order, which
-        cannot change the instant at which the freed GPUs first suffice). A few running
-        segments (up to :data:`FEW_RUNNING`) are sorted in Python from ``engine.running``."""
-        if len(engine.running) <= FEW_RUNNING:
-            return cls.reservation_few(engine, head, free)
-        end_s, hold_s, milli, _, ahead = cls.running_ahead(engine, head)
-        held_s = np.where(ahead, hold_s, end_s)
-        need, k = engine.gpu_milli[head], 16
-        while True:
-            if k >= held_s.size:
-                earliest = np.argsort(held_s, kind="stable")
-            else:
-                part = np.argpartition(held_s, k)[:k]
-                earliest = part[np.argsort(held_s[part], kind="stable")]
-            enough = np.flatnonzero(free + np.cumsum(milli[earliest]) >= need)
-            if enough.size:
-                return float(held_s[earliest[enough[0]]])
-            if k >= held_s.size:
-                return math.inf
-            k *= 4
-
     @staticmethod
-    def reservation_few(engine, head: int, free: int) -> float:
-        """:meth:`reservation_constant` from the running segments in Python: a job with work
-        left ahead of the head holds its GPUs until ``end_s`` + that work (the slot arrays'
-        ``slot_hold_s``, the same sum), others until ``end_s``."""
-        head_rank, remaining, rank_of = engine.rank_list[head], engine.remaining_s, engine.rank_list
-        held = sorted([(seg[0] + remaining[job] if remaining[job] > 0 and rank_of[job] < head_rank
-                        else seg[0], seg[1]) for job, seg in engine.running.items()])
-        need = engine.gpu_milli[head]
-        for held_s, milli in held:
+    def reservation_constant(engine, head: int, free: int) -> float:
+        """Earliest instant (s) at which enough running segments have ended for the head on a
+        constant pool (inf: never).
+
+        A running job with work left that comes before the head in queue order holds its GPUs
+        until ``end_s`` + that work (its next segment requeues ahead of the head), others until
+        ``end_s``. The held times are walked in ascending order, with no sort: the running
+        segments in end order (``engine.ends_sorted``, kept sorted as segments start), merged
+        with a heap of the hold times of the jobs ahead met so far (a hold is never before its
+        end); the walk stops where the freed GPUs first suffice, usually after a few segments,
+        so its cost does not grow with the pool (issue 35 item 2). Ties may come in another
+        order than a stable sort's, which cannot change the instant returned."""
+        ends, running = engine.ends_sorted, engine.running
+        remaining, rank_of, gpu_milli = engine.remaining_s, engine.rank_list, engine.gpu_milli
+        head_rank, need, now_s = rank_of[head], gpu_milli[head], engine.now_s
+        holds: list[tuple[float, int]] = []
+        for k in range(engine.live_ends(now_s), len(ends)):
+            end_s, job = ends[k]
+            while holds and holds[0][0] <= end_s:
+                hold_s, milli = heapq.heappop(holds)
+                free += milli
+                if free >= need:
+                    return hold_s
+            if end_s == now_s and (job not in running or running[job][0] != end_s):
+                continue  # ended at this instant
+            left = remaining[job]
+            if left > 0 and rank_of[job] < head_rank:
+                heapq.heappush(holds, (end_s + left, gpu_milli[job]))
+                continue
+            free += gpu_milli[job]
+            if free >= need:
+                return end_s
+        while holds:
+            hold_s, milli = heapq.heappop(holds)
             free += milli
             if free >= need:
-                return held_s
+                return hold_s
         return math.inf
 
     @classmethod

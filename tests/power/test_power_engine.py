@@ -268,10 +268,13 @@ def test_bounded_reservation_search_decides_as_the_full_one(params):
     assert recorded.n_events == bounded.n_events
 
 
-def test_kept_head_reservation_and_python_paths_decide_as_recomputed_numpy(monkeypatch):
-    """The head reservation kept across instants (constant pool), the Python reservation over a
-    few running segments and the Python scan of a short queue give the reservation worked out
-    afresh in numpy over the slot arrays at every pass."""
+def test_kept_head_reservation_and_walked_ends_decide_as_a_fresh_sort(monkeypatch):
+    """The head reservation kept across instants (constant pool), worked out by walking the
+    running ends in order, and the Python scan of a short queue give, at every pass, the
+    reservation of a fresh stable sort of every running segment's held time; a pass that
+    skips the queue (the shortest queued segment ends after the reservation) skips only passes
+    where no job could backfill, so the run decides as the recorded one (which reads the queue
+    at every pass)."""
     from analytics.power import scheduler
 
     rng = np.random.default_rng(5)
@@ -284,21 +287,27 @@ def test_kept_head_reservation_and_python_paths_decide_as_recomputed_numpy(monke
     kept = scheduler.EasyBackfilling.head_reservation
 
     def head_reservation(self, engine, now_s, free):
+        was_kept = engine.reserved_rank == engine.queue[0]
         reservation = kept(self, engine, now_s, free)
         head = engine.job_of_rank_list[engine.queue[0]]
-        end_s, hold_s, milli, _, ahead = scheduler.EasyBackfilling.running_ahead(engine, head)
-        held = np.sort(np.where(ahead, hold_s, end_s), kind="stable")
-        order = np.argsort(np.where(ahead, hold_s, end_s), kind="stable")
-        enough = np.flatnonzero(free + np.cumsum(milli[order]) >= engine.gpu_milli[head])
-        assert reservation == (held[enough[0]] if enough.size else math.inf)
-        checked.append((len(engine.queue) > scheduler.SHORT_QUEUE,
-                        len(engine.running) > scheduler.FEW_RUNNING))
+        head_rank = engine.rank_list[head]
+        held = sorted((end_s + engine.remaining_s[job]
+                       if engine.remaining_s[job] > 0 and engine.rank_list[job] < head_rank
+                       else end_s, milli) for job, (end_s, milli, *_) in engine.running.items())
+        freed = free + np.cumsum([milli for _, milli in held])
+        enough = np.flatnonzero(freed >= engine.gpu_milli[head])
+        assert reservation == (held[enough[0]][0] if enough.size else math.inf)
+        checked.append((len(engine.queue) > scheduler.SHORT_QUEUE, was_kept))
         return reservation
 
     monkeypatch.setattr(scheduler.EasyBackfilling, "head_reservation", head_reservation)
     res = simulate(jobs, SimParams(64, "fcfs", True, 30.0), 40 * 86400.0)
     assert res.jobs["end_s"].notna().all()
-    long_queue, many_running = np.array(checked).T
-    # both scans (short / long queue) and both reservations (Python / numpy) were exercised
+    long_queue, was_kept = np.array(checked).T
+    # both scans (short / long queue) and both reservations (kept / walked) were exercised
     assert long_queue.any() and not long_queue.all()
-    assert many_running.any() and not many_running.all()
+    assert was_kept.any() and not was_kept.all()
+    recorded = simulate(jobs, SimParams(64, "fcfs", True, 30.0), 40 * 86400.0, record=True)
+    pd.testing.assert_frame_equal(res.jobs, recorded.jobs)
+    pd.testing.assert_frame_equal(res.minutes, recorded.minutes)
+    assert not recorded.reservations.empty
