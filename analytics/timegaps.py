@@ -10,10 +10,12 @@ slowed down, while a stopped logger still shows one (issue 27, case 42).
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from analytics.config import GAP_STEPS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Steps in the centred window whose median is a step's local sampling step.
 GAP_WINDOW = 11
@@ -23,10 +25,14 @@ def logging_gaps(dt) -> np.ndarray:
     """Which steps ``dt`` (s, between consecutive samples of one series, time order) are
     logging gaps (bool array, same shape as ``dt``). Two samples (one step) never make a gap:
     there is no sampling step to judge by; zero steps (a repeated time) are not steps."""
+    import numpy as np  # here, like pandas: a trace ingest never judges gaps
+
     dt = np.asarray(dt, float)
     pos = dt > 0
     if dt.size < 2 or not pos.any():
         return np.zeros(dt.shape, dtype=bool)
+    import pandas as pd
+
     local = pd.Series(np.where(pos, dt, np.nan)).rolling(
         GAP_WINDOW, center=True, min_periods=1).median().to_numpy()
     local = np.where(np.isnan(local), float(np.median(dt[pos])), local)

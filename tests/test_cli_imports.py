@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 
-from harness import REPO
+from harness import REPO, SHARED_DATA
 
 HEAVY = ("mapie", "sklearn", "lightgbm", "scipy", "plotly")
 
@@ -40,6 +40,20 @@ def test_datasets_command_reads_the_ledger_without_pandas_or_polars(tmp_path):
                     f"    assert cli.main(['--db', {str(db)!r}, 'datasets']) == 0")
     banned = {"pandas", "numpy", "polars", *HEAVY}
     assert not banned & set(got), sorted(banned & set(got))
+
+
+def test_ingest_of_a_small_trace_reads_it_without_pandas_or_numpy(tmp_path):
+    """Issue 35 item 3: a newcomer's first ``headroom ingest`` (the BurstGPT head, 400 rows)
+    parses with polars and stores with DuckDB; pandas and numpy (0.36 s of its CPU when the
+    logging-gap rule imported them at module import) load only where a format needs them."""
+    small = SHARED_DATA / "burstgpt" / "BurstGPT_1_head400.csv"
+    db = tmp_path / "s.duckdb"
+    got = _imported("import analytics.cli as cli, contextlib, io\n"
+                    "with contextlib.redirect_stdout(io.StringIO()):\n"
+                    f"    assert cli.main(['--db', {str(db)!r}, 'ingest', {str(small)!r}]) == 0")
+    banned = {"pandas", "numpy", "pyarrow", *HEAVY}
+    assert not banned & set(got), sorted(banned & set(got))
+    assert "polars" in got and "duckdb" in got
 
 
 def test_polars_dtypes_follow_the_sql_types():

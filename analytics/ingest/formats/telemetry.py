@@ -33,7 +33,6 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-import numpy as np
 import polars as pl
 
 from analytics.config import GAP_STEPS
@@ -319,6 +318,8 @@ def sample_notes(frame: pl.DataFrame, column_of=lambda col: col) -> list[Note]:
                 "sample: driver reload, restart or wrap); energy after it counts from the new "
                 "value (reset-aware deltas), never negative",
                 column=column_of(col), lines=lines))
+    import numpy as np  # here: the module is imported by every ingest (issue 35 item 3)
+
     step = frame.with_columns(
         (pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6).alias("__dt"))
     gaps = pl.concat([part.filter(pl.Series(np.r_[False, logging_gaps(
