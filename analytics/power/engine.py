@@ -12,6 +12,7 @@ knobs, :mod:`analytics.params`) and :class:`SimResult` live in :mod:`analytics.p
 
 from __future__ import annotations
 
+import array
 import bisect
 import heapq
 import math
@@ -89,9 +90,15 @@ class PowerPoolEngine:
         self.reserved_rank = -1
         self.reserved_s = math.inf
         # by rank, for the backfill scan: queued or not, GPU request, next segment length
-        self.queued = np.zeros(n_jobs, bool)
+        # written through the bytearray / array (scalar stores several times cheaper than an
+        # ndarray's), read as ndarray views of the same memory by the backfill scan
+        self.queued_flags = bytearray(n_jobs)
+        self.queued = np.frombuffer(self.queued_flags, bool) if n_jobs else np.zeros(0, bool)
         self.need_by_rank = jobs.gpu_milli[self.job_of_rank]
-        self.segment_by_rank = np.minimum(remaining, self.segment_s)[self.job_of_rank]
+        self.segment_flat = array.array("d", np.minimum(remaining, self.segment_s)[
+            self.job_of_rank].tobytes())
+        self.segment_by_rank = (np.frombuffer(self.segment_flat, float) if n_jobs
+                                else np.zeros(0))
         self.need_rank_list = self.need_by_rank.tolist()  # list mirrors for short queues
         self.segment_rank_list = self.segment_by_rank.tolist()
         self.running: dict[int, RunningSegment] = {}
@@ -266,7 +273,7 @@ class PowerPoolEngine:
         if self.remaining_s[job] > 0:
             rank = self.rank_list[job]
             bisect.insort(self.queue, rank)
-            self.queued[rank] = True
+            self.queued_flags[rank] = True
             if self.backfill:
                 heapq.heappush(self.queued_segments, (self.segment_rank_list[rank], rank))
             if rank < self.reserved_rank:  # requeued ahead of the head: a new head
@@ -280,7 +287,7 @@ class PowerPoolEngine:
         """Insert ``job`` in policy order."""
         rank = self.rank_list[job]
         bisect.insort(self.queue, rank)
-        self.queued[rank] = True
+        self.queued_flags[rank] = True
         if self.backfill:
             heapq.heappush(self.queued_segments, (self.segment_rank_list[rank], rank))
         if rank < self.reserved_rank:  # a new head
@@ -293,7 +300,7 @@ class PowerPoolEngine:
     def pop_head(self) -> int:
         """Remove the queue head; returns its job."""
         rank = self.queue.pop(0)
-        self.queued[rank] = False
+        self.queued_flags[rank] = False
         self.reserved_rank = -1
         job = self.job_of_rank_list[rank]
         return job
@@ -301,7 +308,7 @@ class PowerPoolEngine:
     def remove_entry(self, entry: int) -> None:
         """Remove one queue entry (the rank of a backfilled job)."""
         del self.queue[bisect.bisect_left(self.queue, entry)]
-        self.queued[entry] = False
+        self.queued_flags[entry] = False
 
     def next_segment_s(self, job: int) -> float:
         """Length of ``job``'s next segment, s."""
@@ -328,7 +335,7 @@ class PowerPoolEngine:
         slot = -1
         if self.backfill:
             rank = self.rank_list[job]
-            self.segment_by_rank[rank] = self.segment_rank_list[rank] = (
+            self.segment_flat[rank] = self.segment_rank_list[rank] = (
                 segment_s if segment_s < remaining else remaining)
             if self.track_ends:
                 bisect.insort(self.ends_sorted, (end_s, job))
@@ -368,7 +375,7 @@ class PowerPoolEngine:
         """The shortest next segment of a queued job, s (inf: none queued): entries of
         ``queued_segments`` for a rank no longer queued, or queued with another next segment,
         are dropped as they reach the top."""
-        heap, queued, segment_of = self.queued_segments, self.queued, self.segment_rank_list
+        heap, queued, segment_of = self.queued_segments, self.queued_flags, self.segment_rank_list
         while heap:
             segment_s, rank = heap[0]
             if queued[rank] and segment_of[rank] == segment_s:
