@@ -275,7 +275,11 @@ class PowerPoolEngine:
             bisect.insort(self.queue, rank)
             self.queued_flags[rank] = True
             if self.backfill:
-                heapq.heappush(self.queued_segments, (self.segment_rank_list[rank], rank))
+                heap = self.queued_segments
+                if len(heap) > 2 * len(self.queue) + 64:
+                    self.rebuild_queued_segments()
+                else:
+                    heapq.heappush(heap, (self.segment_rank_list[rank], rank))
             if rank < self.reserved_rank:  # requeued ahead of the head: a new head
                 self.reserved_rank = -1
         else:
@@ -289,7 +293,11 @@ class PowerPoolEngine:
         bisect.insort(self.queue, rank)
         self.queued_flags[rank] = True
         if self.backfill:
-            heapq.heappush(self.queued_segments, (self.segment_rank_list[rank], rank))
+            heap = self.queued_segments
+            if len(heap) > 2 * len(self.queue) + 64:
+                self.rebuild_queued_segments()
+            else:
+                heapq.heappush(heap, (self.segment_rank_list[rank], rank))
         if rank < self.reserved_rank:  # a new head
             self.reserved_rank = -1
 
@@ -370,6 +378,15 @@ class PowerPoolEngine:
             del ends[:lo]
             lo = 0
         return lo
+
+    def rebuild_queued_segments(self) -> None:
+        """Rebuild ``queued_segments`` from the queue (every queued rank's next segment, the
+        one just queued included). Called, instead of a push, once stale entries make the heap
+        more than twice the queue (+64), so its memory stays in proportion to the queue."""
+        segment_of = self.segment_rank_list
+        heap = self.queued_segments
+        heap[:] = [(segment_of[r], r) for r in self.queue]
+        heapq.heapify(heap)
 
     def shortest_queued_s(self) -> float:
         """The shortest next segment of a queued job, s (inf: none queued): entries of

@@ -311,3 +311,28 @@ def test_kept_head_reservation_and_walked_ends_decide_as_a_fresh_sort(monkeypatc
     pd.testing.assert_frame_equal(res.jobs, recorded.jobs)
     pd.testing.assert_frame_equal(res.minutes, recorded.minutes)
     assert not recorded.reservations.empty
+
+
+def test_the_shortest_segment_heap_stays_in_proportion_to_the_queue():
+    """The lazy heap of queued next segments is rebuilt from the queue when stale entries pile
+    up, so over a long overloaded run it never holds more than twice the queue (+66), and the
+    run decides as the recorded one (which never reads the heap)."""
+    from analytics.power.engine import PowerPoolEngine
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    runtime = np.maximum(rng.lognormal(np.log(1800), 1.0, n), 1.0)
+    jobs = _jobs(np.sort(rng.uniform(0, 20 * 86400.0, n)), rng.choice([1, 2, 4], n), runtime)
+    params = SimParams(32, "fcfs", True, 10.0)
+    engine = PowerPoolEngine(jobs, params, 80 * 86400.0)
+    worst, rebuild = [0], engine.rebuild_queued_segments
+
+    def watched():
+        worst[0] = max(worst[0], len(engine.queued_segments) - 2 * len(engine.queue))
+        rebuild()
+    engine.rebuild_queued_segments = watched
+    res = engine.run()
+    assert 64 < worst[0] <= 66  # rebuilt as soon as it passed the bound
+    assert len(engine.queued_segments) <= 2 * len(engine.queue) + 65
+    recorded = simulate(jobs, params, 80 * 86400.0, record=True)
+    pd.testing.assert_frame_equal(res.jobs, recorded.jobs)
