@@ -271,17 +271,7 @@ class PowerPoolEngine:
         if until and int(now_s // 60.0) < until:
             self.booked_milli[int(now_s // 60.0):until] -= milli
         if self.remaining_s[job] > 0:
-            rank = self.rank_list[job]
-            bisect.insort(self.queue, rank)
-            self.queued_flags[rank] = True
-            if self.backfill:
-                heap = self.queued_segments
-                if len(heap) > 2 * len(self.queue) + 64:
-                    self.rebuild_queued_segments()
-                else:
-                    heapq.heappush(heap, (self.segment_rank_list[rank], rank))
-            if rank < self.reserved_rank:  # requeued ahead of the head: a new head
-                self.reserved_rank = -1
+            self.enqueue(job)  # its original priority; a rank ahead of the head drops the reservation
         else:
             self.end_s[job] = now_s
 
