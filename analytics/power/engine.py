@@ -89,28 +89,25 @@ class PowerPoolEngine:
         # rank (see EasyBackfilling.schedule_constant; -1: none held)
         self.reserved_rank = -1
         self.reserved_s = math.inf
-        # by rank, for the backfill scan: queued or not, GPU request, next segment length
-        # written through the bytearray / array (scalar stores several times cheaper than an
-        # ndarray's), read as ndarray views of the same memory by the backfill scan
+        # by rank, for the backfill scan: queued or not, GPU request, next segment length;
+        # stored through a bytearray / array (scalar stores cheaper than an ndarray's), read
+        # by the scan as ndarray views of the same memory
         self.queued_flags = bytearray(n_jobs)
         self.queued = np.frombuffer(self.queued_flags, bool) if n_jobs else np.zeros(0, bool)
         self.need_by_rank = jobs.gpu_milli[self.job_of_rank]
         self.segment_flat = array.array("d", np.minimum(remaining, self.segment_s)[
             self.job_of_rank].tobytes())
-        self.segment_by_rank = (np.frombuffer(self.segment_flat, float) if n_jobs
-                                else np.zeros(0))
+        self.segment_by_rank = np.frombuffer(self.segment_flat) if n_jobs else np.zeros(0)
         self.need_rank_list = self.need_by_rank.tolist()  # list mirrors for short queues
         self.segment_rank_list = self.segment_by_rank.tolist()
         self.running: dict[int, RunningSegment] = {}
         self.backfill = params.backfill
-        # a reservation on the per-minute plan reads the slot arrays; one on a constant pool
-        # walks ``ends_sorted`` (``(end_s, job)`` of the segments started, ascending; those
-        # ending before ``now_s`` are dead and dropped in bulk, see :meth:`live_ends`)
+        # a reservation on the per-minute plan reads the slot arrays, one on a constant pool
+        # walks ``ends_sorted`` (``(end_s, job)`` of started segments, ascending: :meth:`live_ends`)
         self.track_slots = params.backfill and not self.constant_capacity
         self.track_ends = params.backfill and self.constant_capacity
         self.ends_sorted: list[tuple[float, int]] = []
-        # queued ``(segment_s, rank)``, a lazy min-heap: a lower bound of every queued next
-        # segment (:meth:`shortest_queued_s`)
+        # queued ``(segment_s, rank)``, a lazy min-heap (:meth:`shortest_queued_s`)
         self.queued_segments: list[tuple[float, int]] = []
         self._init_slots(16)
         self.used_milli = 0
