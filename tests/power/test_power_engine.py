@@ -336,3 +336,14 @@ def test_the_shortest_segment_heap_stays_in_proportion_to_the_queue():
     assert len(engine.queued_segments) <= 2 * len(engine.queue) + 65
     recorded = simulate(jobs, params, 80 * 86400.0, record=True)
     pd.testing.assert_frame_equal(res.jobs, recorded.jobs)
+
+
+def test_per_minute_columns_never_share_memory():
+    """Columns averaged column by column (idle ones as zeros) are separate arrays, so writing
+    one column of a run's minutes leaves the others as they were."""
+    from analytics.power.metrics import per_minute
+
+    minutes = per_minute(np.array([0.0, 30.0]), np.zeros((2, 6)), 3, 180.0)
+    minutes.loc[0, "inference_power_w"] = 5.0
+    assert minutes.loc[0, ["batch_power_w", "inference_power_w", "total_power_w"]].tolist() == [
+        0.0, 5.0, 0.0]
