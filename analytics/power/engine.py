@@ -16,6 +16,8 @@ import array
 import bisect
 import heapq
 import math
+from bisect import insort
+from heapq import heappush
 
 import numpy as np
 import pandas as pd
@@ -176,7 +178,7 @@ class PowerPoolEngine:
         order = np.argsort(submit, kind="stable")
         order = order[submit[order] < self.horizon_s]
         self.arrival_jobs = order.tolist()
-        self.arrival_s = submit[order].tolist()
+        self.arrival_s = submit[order].tolist() + [math.inf]  # inf: past the last arrival
         self.seq = len(self.arrival_jobs)
         if with_capacity:
             self.push(0.0, CAPACITY, 0)
@@ -209,11 +211,11 @@ class PowerPoolEngine:
         policy, enqueue, end_segment = self.policy, self.enqueue, self.end_segment
         schedule = policy.schedule_constant if self.constant_capacity else policy.schedule_booked
         times_append, rows_extend = self.state_times_s.append, self.state_rows.extend
-        heappop, inf = heapq.heappop, math.inf
-        i, n_arrivals, n_events, last_s = 0, len(arrival_s), self.n_events, self.now_s
+        heappop = heapq.heappop
+        i, n_events, last_s = 0, self.n_events, self.now_s
         self.snapshot(0.0)
         while True:
-            now_s = arrival_s[i] if i < n_arrivals else inf
+            now_s = arrival_s[i]  # inf once every arrival is in (the list's last entry)
             if events and events[0][0] < now_s:
                 now_s = events[0][0]
             if now_s >= horizon_s:
@@ -222,7 +224,7 @@ class PowerPoolEngine:
                 raise RuntimeError(f"time ran backwards: event at {now_s} s after {last_s} s")
             self.now_s = last_s = now_s
             count = 0
-            while i < n_arrivals and arrival_s[i] == now_s:
+            while arrival_s[i] == now_s:  # never inf: now_s < horizon_s
                 enqueue(arrival_jobs[i])
                 i += 1
                 count += 1
@@ -254,18 +256,15 @@ class PowerPoolEngine:
     def end_segment(self, job: int, now_s: float) -> None:
         """Release the segment's GPUs; a job with work left requeues at once with its original
         priority (paper: segment k+1 is eligible immediately after segment k)."""
-        seg = self.running.pop(job)
-        milli = seg.gpu_milli
+        _, milli, until, slot = self.running.pop(job)
         self.used_milli -= milli
         self.batch_power_w -= milli / 1000.0 * self.power_per_gpu_w[job]
-        if self.track_slots:
-            slot = seg.slot
+        if slot >= 0:  # mirrored in the slot arrays (per-minute plan)
             self.slot_milli[slot] = 0
             self.slot_end_s[slot] = math.inf
             self.slot_hold_s[slot] = math.inf
             self.free_slots.append(slot)
-        until = seg.booked_until_min  # 0 on a constant pool: nothing booked
-        if until and int(now_s // 60.0) < until:
+        if until and int(now_s // 60.0) < until:  # 0 on a constant pool: nothing booked
             self.booked_milli[int(now_s // 60.0):until] -= milli
         if self.remaining_s[job] > 0:
             self.enqueue(job)  # its original priority; a rank ahead of the head drops the reservation
@@ -277,14 +276,15 @@ class PowerPoolEngine:
     def enqueue(self, job: int) -> None:
         """Insert ``job`` in policy order."""
         rank = self.rank_list[job]
-        bisect.insort(self.queue, rank)
+        queue = self.queue
+        insort(queue, rank)
         self.queued_flags[rank] = True
         if self.backfill:
             heap = self.queued_segments
-            if len(heap) > 2 * len(self.queue) + 64:
+            if len(heap) > 2 * len(queue) + 64:
                 self.rebuild_queued_segments()
             else:
-                heapq.heappush(heap, (self.segment_rank_list[rank], rank))
+                heappush(heap, (self.segment_rank_list[rank], rank))
         if rank < self.reserved_rank:  # a new head
             self.reserved_rank = -1
 
@@ -311,8 +311,10 @@ class PowerPoolEngine:
 
     def start_segment(self, job: int, now_s: float) -> None:
         """Start ``job``'s next segment: it holds its GPUs (booked per minute on a varying pool)
-        until it ends (paper: segments are never preempted)."""
-        remaining, segment_s = self.remaining_s[job], self.segment_s
+        until it ends (paper: segments are never preempted). Attributes are read once into
+        locals: this runs once per segment, the hottest call of a run."""
+        remaining_s, segment_s = self.remaining_s, self.segment_s
+        remaining = remaining_s[job]
         duration_s = segment_s if segment_s < remaining else remaining
         milli = self.gpu_milli[job]
         booked_until = 0
@@ -322,7 +324,7 @@ class PowerPoolEngine:
         remaining -= duration_s
         if remaining < 1e-9:
             remaining = 0.0
-        self.remaining_s[job] = remaining
+        remaining_s[job] = remaining
         end_s = now_s + duration_s
         self.used_milli += milli
         power_w = milli / 1000.0 * self.power_per_gpu_w[job]
@@ -333,26 +335,34 @@ class PowerPoolEngine:
             self.segment_flat[rank] = self.segment_rank_list[rank] = (
                 segment_s if segment_s < remaining else remaining)
             if self.track_ends:
-                bisect.insort(self.ends_sorted, (end_s, job))
+                insort(self.ends_sorted, (end_s, job))
             else:
-                free_slots = self.free_slots
-                slot = free_slots.pop() if free_slots else self._take_slot()
-                if slot >= self.slot_high:
-                    self.slot_high = slot + 1
-                self.slot_ahead_rank[slot] = rank if remaining > 0 else self.n_jobs
-                self.slot_end_s[slot] = end_s
-                self.slot_hold_s[slot] = end_s + remaining
-                self.slot_milli[slot] = milli
-                self.slot_until_min[slot] = booked_until
+                slot = self._book_slot(rank, remaining, end_s, milli, booked_until)
         self.running[job] = _new_tuple(RunningSegment, (end_s, milli, booked_until, slot))
-        heapq.heappush(self.events, (end_s, self.seq, SEGMENT_END, job))
-        self.seq += 1
-        if self.first_start_s[job] != self.first_start_s[job]:  # NaN: the job's first segment
-            self.first_start_s[job] = now_s
+        seq = self.seq
+        heappush(self.events, (end_s, seq, SEGMENT_END, job))
+        self.seq = seq + 1
+        first_start_s = self.first_start_s
+        if first_start_s[job] != first_start_s[job]:  # NaN: the job's first segment
+            first_start_s[job] = now_s
         if self.record:
             self.segment_records.append(SegmentRecord(
                 job, self.segment_count[job], now_s, end_s, milli, power_w))
             self.segment_count[job] += 1
+
+    def _book_slot(self, rank: int, remaining_s: float, end_s: float, milli: int,
+                   booked_until: int) -> int:
+        """Mirror a started segment in the slot arrays (per-minute plan); returns its slot."""
+        free_slots = self.free_slots
+        slot = free_slots.pop() if free_slots else self._take_slot()
+        if slot >= self.slot_high:
+            self.slot_high = slot + 1
+        self.slot_ahead_rank[slot] = rank if remaining_s > 0 else self.n_jobs
+        self.slot_end_s[slot] = end_s
+        self.slot_hold_s[slot] = end_s + remaining_s
+        self.slot_milli[slot] = milli
+        self.slot_until_min[slot] = booked_until
+        return slot
 
     def live_ends(self, now_s: float) -> int:
         """Index of the first live entry of ``ends_sorted`` at ``now_s``: entries ending before

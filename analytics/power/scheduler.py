@@ -125,14 +125,16 @@ class HeadFirst:
         """Start queue heads while they fit on a constant pool; returns the milli-GPUs free."""
         queue, gpu_milli, job_of_rank = engine.queue, engine.gpu_milli, engine.job_of_rank_list
         free = engine.capacity_milli - engine.used_milli
-        start = engine.start_segment
         while queue:
-            job = job_of_rank[queue[0]]
+            rank = queue[0]
+            job = job_of_rank[rank]
             need = gpu_milli[job]
             if need > free:
                 break
-            engine.pop_head()
-            start(job, now_s)
+            del queue[0]  # = engine.pop_head(), inlined: once per started head
+            engine.queued_flags[rank] = False
+            engine.reserved_rank = -1
+            engine.start_segment(job, now_s)
             free -= need
         return free
 
