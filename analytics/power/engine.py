@@ -32,7 +32,7 @@ from analytics.power.entities import (
 from analytics.power.inference import InferenceLoad
 from analytics.power.jobs import JobArrays
 from analytics.power.metrics import per_minute
-from analytics.power.runspec import SimParams, SimResult
+from analytics.power.runspec import SimParams, SimResult, records_frame
 from analytics.power.scheduler import BACKFILL_POLICIES, QUEUE_ORDERS
 
 ARRIVAL, SEGMENT_END, CAPACITY = EventKind.ARRIVAL, EventKind.SEGMENT_END, EventKind.CAPACITY
@@ -442,22 +442,9 @@ class PowerPoolEngine:
                                   "end_s": np.asarray(self.end_s, float),
                                   "gpu_milli": jobs.gpu_milli, "runtime_s": jobs.runtime_s,
                                   "group": jobs.group}, copy=False)
-        return SimResult(minutes, job_frame, _records(self.segment_records, SegmentRecord),
-                         _records(self.reservation_records, ReservationRecord),
+        return SimResult(minutes, job_frame, records_frame(self.segment_records, SegmentRecord),
+                         records_frame(self.reservation_records, ReservationRecord),
                          np.asarray(self.event_times_s), self.n_events, self.params.capacity_gpus)
-
-
-_EMPTY: dict[type, pd.DataFrame] = {}
-
-
-def _records(records: list, kind: type) -> pd.DataFrame:
-    """A frame of named-tuple records, columns ``kind._fields`` (an empty list, as most runs
-    keep, is a copy of one frame built once)."""
-    if records:
-        return pd.DataFrame(records, columns=list(kind._fields))
-    if kind not in _EMPTY:
-        _EMPTY[kind] = pd.DataFrame([], columns=list(kind._fields))
-    return _EMPTY[kind].copy()
 
 
 def simulate(jobs: JobArrays, params: SimParams, horizon_s: float,

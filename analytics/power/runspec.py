@@ -80,3 +80,16 @@ class SimResult:
     event_times_s: np.ndarray
     n_events: int
     capacity_gpus: int
+
+
+_EMPTY: dict[type, pd.DataFrame] = {}
+
+
+def records_frame(records: list, kind: type) -> pd.DataFrame:
+    """A frame of named-tuple records, columns ``kind._fields`` (an empty list, as most runs
+    keep, is a copy of one frame built once)."""
+    if records:
+        return pd.DataFrame(records, columns=list(kind._fields))
+    if kind not in _EMPTY:
+        _EMPTY[kind] = pd.DataFrame([], columns=list(kind._fields))
+    return _EMPTY[kind].copy()
