@@ -23,6 +23,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: *relative*, only hour-of-day and the order of days are real.
 DEFAULT_T0 = datetime(2023, 1, 2, tzinfo=UTC)
 
+#: ``bench_runs.source`` of the synthetic demo's roofline-model grid
+#: (:func:`analytics.ingest.demo.synthetic_bench`): never preferred over a measured source
+SYNTHETIC_SOURCE = "SYNTHETIC demo (roofline model)"
+
 #: A step between two telemetry samples of one GPU longer than this many median sampling
 #: steps is a logging gap: power there was not measured (issue 27: a stopped logger, a DST jump
 #: read without --tz). The ingest names such gaps; energy from power counts measured spans only.

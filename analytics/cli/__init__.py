@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         plain_key = isinstance(exc, KeyError) and not isinstance(
             exc, _loaded("analytics.store.core", "UnknownDataset"))
         return _fail(code, exc.args[0] if plain_key else str(exc))
+    from analytics.cli import provenance
+
+    provenance.label(result, args, settings.db_path)
     print(output.dumps(result))
     return 0
 

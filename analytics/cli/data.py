@@ -22,6 +22,7 @@ COMMANDS = {
     "summary": "what one dataset holds (jobs: GPU-hours, GPUs per job, MIG jobs; telemetry: GPUs "
                "per host; requests: tokens)",
     "delete": "remove a dataset",
+    "demo": "add the labelled synthetic demo (requests, carbon, jobs, benchmarks, telemetry)",
     "pull": "download an official public dataset",
     "sweeps": "the sweep points kept in the store: what ran, where, how many tasks and how long",
     "migrate": "bring the store to this headroom's schema (reading commands never migrate)",
@@ -92,6 +93,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("delete", help=COMMANDS["delete"])
     p.add_argument("dataset")
     p.set_defaults(run=delete)
+
+    p = sub.add_parser("demo", help=COMMANDS["demo"])
+    p.set_defaults(run=demo)
 
     p = sub.add_parser("pull", help=COMMANDS["pull"])
     p.add_argument("name", nargs="?", help="one of: " + ", ".join(REGISTRY))
@@ -181,6 +185,15 @@ def delete(args, settings) -> dict:
 
     with open_store(settings.db_path, write=True) as con:
         return data.delete(con, args.dataset)
+
+
+def demo(args, settings) -> list[dict]:
+    """Add the synthetic demo (:mod:`analytics.ingest.demo`): the ingest report, one object per
+    dataset (``duplicate`` when it is already stored)."""
+    from analytics.services import data, open_store
+
+    with open_store(settings.db_path, write=True) as con:
+        return data.add_synthetic_demo(con)
 
 
 def pull(args, settings):

@@ -11,9 +11,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import polars as pl
 
 from analytics import store
 from analytics.config import ParseOptions, safe_dataset_name
@@ -21,9 +18,6 @@ from analytics.ingest.digest import file_sha256
 from analytics.ingest.formats import FormatError, Parsed, SkippedByDesign, detect, parse_file
 from analytics.ingest.formats._common import file_stem
 from analytics.schema import StreamRefused
-
-if TYPE_CHECKING:  # numpy only for the synthetic trace, not to ingest a file
-    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -256,47 +250,9 @@ def bootstrap(con, folder: str | Path, opts: ParseOptions | None = None,
     return results
 
 
-def synthetic_requests(rng: np.random.Generator, days: int = 14,
-                       opts: ParseOptions | None = None) -> Parsed:
-    """A labelled synthetic request trace for the offline demo (never mistaken for real data).
-
-    Arrivals are Poisson per second with a rate of 0.15 req/s scaled by a diurnal sine (peak 14:00,
-    trough 02:00, +-60 %) and a weekend factor of 0.6; prompt and completion lengths are
-    lognormal (medians 600 and 180 tokens). These shapes are illustrative, not fitted to any trace.
-
-    Returns a :class:`Parsed` for the ``requests`` table with format ``synthetic``.
-    """
-    import numpy as np
-
-    opts = opts or ParseOptions()
-    seconds = np.arange(days * 86400)
-    hour = (seconds % 86400) / 3600
-    weekday = (seconds // 86400) % 7  # t0 is a Monday
-    rate = 0.15 * (1 + 0.6 * np.sin(2 * np.pi * (hour - 8) / 24)) * np.where(weekday >= 5, 0.6, 1.0)
-    counts = rng.poisson(rate)
-    arrival_s = np.repeat(seconds, counts) + rng.random(counts.sum())
-    n = arrival_s.size
-    prompt = np.maximum(1, rng.lognormal(np.log(600), 0.9, n)).astype(np.int64)
-    completion = np.maximum(1, rng.lognormal(np.log(180), 0.8, n)).astype(np.int64)
-    t0_us = int(opts.t0.timestamp() * 1e6)
-    frame = pl.DataFrame({
-        "ts": pl.from_epoch(pl.Series((arrival_s * 1e6).astype(np.int64) + t0_us), "us"),
-        "model": ["synthetic"] * n,
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "failed": np.zeros(n, dtype=bool),
-        "session_id": pl.Series([None] * n, dtype=pl.String),
-        "latency_s": pl.Series([None] * n, dtype=pl.Float64),
-    })
-    return Parsed("requests", "synthetic", frame, "synthetic demo", 1e-6,
-                  ("SYNTHETIC: generated for the offline demo, not measured traffic",))
-
-
 def ingest_synthetic(con, seed: int = 0, days: int = 14) -> list[dict]:
-    """Generate and store the synthetic demo (``synthetic = true`` in the ledger)."""
-    import numpy as np
+    """Generate and store the synthetic demo, one dataset per kind of input
+    (:func:`analytics.ingest.demo.ingest_demo`; ``synthetic = true`` in the ledger)."""
+    from analytics.ingest import demo
 
-    parsed = synthetic_requests(np.random.default_rng(seed), days)
-    digest = f"synthetic-seed{seed}-days{days}"
-    return store.ingest(con, [store.IngestItem(parsed, f"synthetic_demo_{days}d", digest,
-                                               synthetic=True)])
+    return demo.ingest_demo(con, seed, days)

@@ -401,5 +401,6 @@ def bootstrap(con, folder: Path, on_file: Callable[[int, int, str], None] | None
 
 
 def add_synthetic_demo(con) -> list[dict]:
-    """Add the labelled synthetic request trace (offline demo)."""
+    """Add the labelled synthetic demo, one dataset per kind of input
+    (:func:`analytics.ingest.demo.ingest_demo`): the ingest report."""
     return ingest.ingest_synthetic(con)

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
+from analytics.config import SYNTHETIC_SOURCE
 from analytics.hardware import catalog as hardware
 from analytics.ingest.csvcheck import ROW, FormatError, check_allowed, check_range, read_csv_checked
 from analytics.serving.dvfs import GPU_DVFS
@@ -43,6 +44,9 @@ from analytics.serving.dvfs import GPU_DVFS
 #: Argonne TTFT reference model (Fig. 21 table) and its parameter count (billions)
 PREFILL_REF_MODEL = "meta-llama/Meta-Llama-3-8B"
 PREFILL_REF_PARAMS_B = 8.0
+#: the synthetic demo's 8 B model (:mod:`analytics.ingest.demo`), the prefill reference of a
+#: store that holds no measured one
+SYNTHETIC_PREFILL_MODEL = "synthetic/dense-8b"
 TEXT_TASKS = ("lm-arena-chat", "chat", "code", "gpqa", "sourcegraph-fim")
 
 
@@ -137,15 +141,18 @@ def available_gpus(bench: pd.DataFrame) -> list[str]:
 
 
 def _model_rows(bench: pd.DataFrame, gpu: str) -> dict[str, pd.DataFrame]:
+    source = bench["source"].astype(str)
     b = bench[(bench["hardware"] == gpu) & (bench["n_gpus"] == 1) & (bench["tp"] == 1)
-              & bench["source"].astype(str).str.startswith("ML.ENERGY")
+              & (source.str.startswith("ML.ENERGY") | (source == SYNTHETIC_SOURCE))
               & bench["task"].isin(TEXT_TASKS) & bench["itl_ms"].notna()
               & bench["power_w"].notna() & bench["concurrency"].notna()
               & bench["params_b"].notna() & (bench["precision"].isin(["bf16", "fp16"]))]
     if b.empty:
         return {}
-    # the newest leaderboard the GPU has (v3 for H100/B200, v2 for A100): one methodology
-    src = sorted(b["source"].unique())[-1]
+    # the newest leaderboard the GPU has (v3 for H100/B200, v2 for A100): one methodology; the
+    # synthetic demo's grid only where no measured leaderboard has the GPU
+    measured = sorted(set(b["source"]) - {SYNTHETIC_SOURCE})
+    src = measured[-1] if measured else SYNTHETIC_SOURCE
     b = b[b["source"] == src]
     out = {}
     for model, rows in b.groupby("model"):
@@ -167,10 +174,17 @@ def prefill_reference(bench: pd.DataFrame, gpu: str) -> tuple[float, str]:
     t = bench[bench["ttft_ms"].notna() & (bench["framework"] == "vLLM")
               & (bench["model"] == PREFILL_REF_MODEL) & (bench["n_gpus"] == 1)
               & bench["in_len"].notna() & bench["concurrency"].notna()]
+    if t.empty:  # the synthetic demo's 8 B model stands in, only when nothing measured does
+        t = bench[(bench["source"] == SYNTHETIC_SOURCE) & (bench["model"] == SYNTHETIC_PREFILL_MODEL)
+                  & (bench["n_gpus"] == 1) & bench["ttft_ms"].notna()]
     own = t[t["hardware"] == gpu]
     if not own.empty:
         r = own.iloc[0]
         tok_s = r["concurrency"] * r["in_len"] / (r["ttft_ms"] / 1000.0)
+        if r["source"] == SYNTHETIC_SOURCE:
+            return float(tok_s), (f"SYNTHETIC {r['dataset']}: {gpu} {r['model']} batch "
+                                  f"{r['concurrency']:.0f} x {r['in_len']:.0f} tokens, TTFT "
+                                  f"{r['ttft_ms']:.1f} ms (roofline model, not measured)")
         return float(tok_s), (f"Argonne {r['dataset']}: {gpu} vLLM {PREFILL_REF_MODEL} batch "
                               f"{r['concurrency']:.0f} x {r['in_len']:.0f} tokens, TTFT "
                               f"{r['ttft_ms']:.1f} ms")

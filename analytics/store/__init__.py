@@ -79,6 +79,7 @@ from analytics.store.reads import (  # noqa: F401
     series_grid,
     site_catalog,
     site_hourly,
+    synthetic_names,
     table_counts,
 )
 from analytics.store.scenarios import (  # noqa: F401

@@ -340,6 +340,24 @@ def site_catalog(con) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+def synthetic_names(con, names=(), kinds: tuple[str, ...] = (),
+                    sites: tuple[str, ...] = ()) -> list[str]:
+    """Names of the synthetic datasets (``datasets.synthetic``) among ``names``, of the
+    canonical tables ``kinds``, and holding a site series of ``sites`` (a site code or an
+    alias), in ledger order."""
+    site_q = " UNION ALL ".join(
+        f"SELECT dataset_id FROM {t} WHERE site IN (SELECT unnest(?::VARCHAR[])) UNION ALL "
+        f"SELECT dataset_id FROM site_aliases WHERE tbl = '{t}' "
+        "AND alias IN (SELECT unnest(?::VARCHAR[]))" for t in SITE_TABLES)
+    with con.cursor() as cur:
+        rows = _run(cur, "SELECT name FROM datasets WHERE synthetic AND (name IN "
+                         "(SELECT unnest(?::VARCHAR[])) OR kind IN (SELECT unnest(?::VARCHAR[])) "
+                         f"OR dataset_id IN ({site_q})) ORDER BY dataset_id",
+                    [sorted(names), list(kinds), *[list(sites)] * (2 * len(SITE_TABLES))]
+                    ).fetchall()
+    return [r[0] for r in rows]
+
+
 def site_hourly(con, table: str, site: str, basis: str | None = None) -> pd.DataFrame:
     """Hourly mean of a site's series: ``ts`` (hour, UTC) and ``value`` (the table's unit).
 
