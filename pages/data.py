@@ -31,11 +31,13 @@ if ledger.empty:
         "canonical CSV / Parquet),\n"
         "- pulling an official public dataset below or with `headroom pull NAME`,\n"
         "- putting files in the data folder (`data/raw/` or `$HEADROOM_DATA_DIR`) and restarting.\n\n"
-        "Offline with nothing to load? Try the synthetic demo - it is labelled synthetic "
-        "everywhere it appears."
+        "Offline with nothing to load? Try the synthetic demo: generated (not measured) "
+        "requests, carbon intensity at three made-up sites, batch jobs, a roofline-model "
+        "benchmark grid and GPU telemetry, so every page has something to show; it is "
+        "labelled synthetic on every chart, and deleting its datasets removes it."
     )
     if st.button("Load synthetic demo", key="demo"):
-        with st.spinner("Generating 14 days of synthetic requests ..."):
+        with st.spinner("Generating the synthetic demo ..."):
             st.session_state["ingest_report"] = cache.add_synthetic_demo()
         st.session_state["pending_dataset"] = st.session_state["ingest_report"][0]["dataset"]
         st.rerun()

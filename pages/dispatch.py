@@ -36,6 +36,8 @@ sites = st.multiselect("Sites (allowed region set)", carbon_sites,
 if not sites:
     st.info("Choose at least one site.")
     widgets.stop()
+site_synth = widgets.synthetic_among(carbon.loc[carbon["site"].isin(sites), "dataset"].unique())
+synthetic = widgets.warn_synthetic(site_synth, "carbon intensity") or synthetic
 c1, c2, c3, c4 = st.columns(4)
 home = c1.selectbox("home site (baseline)", sites, key="home", persist_state="session")
 # default: 40 % per site, or the least share that lets the chosen sites carry all demand
@@ -64,8 +66,8 @@ st.caption("Site data (carbon 2022/2023, weather, prices) rarely share the trace
            "offset. BurstGPT dates are relative, so this pairing is a scenario, not a replay.")
 
 try:  # first, the site data the plan plays with (no fit)
-    st.plotly_chart(charts.carbon_profile_chart(
-        cache.site_carbon_profile(sites, None if basis == "auto" else basis)),
+    st.plotly_chart(charts.label_synthetic(charts.carbon_profile_chart(
+        cache.site_carbon_profile(sites, None if basis == "auto" else basis)), bool(site_synth)),
         key="carbon_profile_chart")
 except KeyError:
     pass  # the plan below names the site without carbon data
@@ -126,5 +128,6 @@ for n in dict.fromkeys(notes + plan.notes):  # each note once, in order
     st.caption(n)
     out.note(n)
 temps, pues = cache.pue_curve()
-out.chart(charts.pue_chart(temps, pues), key="pue_chart", title="PUE against temperature")
+out.chart(charts.pue_chart(temps, pues), key="pue_chart", title="PUE against temperature",
+          from_data=False)
 out.render()

@@ -20,7 +20,10 @@ if catalog.empty:
             "CSVs or your own `vllm bench serve --save-result` JSON on the Data page (or "
             "`headroom ingest FILE`); the advisor fits on them.")
     widgets.stop()
-st.plotly_chart(charts.support_chart(whatifs.bench_support()), key="support_chart")
+bench_synth = widgets.warn_synthetic(widgets.synthetic_among((), kind="bench_runs"),
+                                     "benchmark runs among the fitted data")
+st.plotly_chart(charts.label_synthetic(charts.support_chart(whatifs.bench_support()), bench_synth),
+                key="support_chart")
 if LazyProgress.cancelled("advisor_fit"):
     st.info("Cost-model fit cancelled. The fold fits that finished are kept in the store; "
             "resuming computes only the rest.")
@@ -29,9 +32,10 @@ if LazyProgress.cancelled("advisor_fit"):
 elif not st.session_state.get("advisor_fit_asked") and not whatifs.advisor_ready():
     # issue 31 item 6: the fit (minutes on a loaded host) runs when asked, never unasked; a fit
     # stored for this data is read at once
-    st.info(f"The cost model is not fitted on these {len(catalog):,} benchmark runs yet: the "
-            "chart above is what was measured. Fitting it (LightGBM quantile models, held-out "
-            "cell calibration; about a minute on two cores, kept for this data) ranks the arms.")
+    st.info(f"The cost model is not fitted on these {int(catalog['rows'].sum()):,} benchmark "
+            f"runs of {len(catalog):,} model(s) yet: the chart above is what is stored. "
+            "Fitting it (LightGBM quantile models, held-out cell calibration; about a minute on "
+            "two cores, kept for this data) ranks the arms.")
     if not st.button("Fit the cost model", key="advisor_fit_run", type="primary"):
         widgets.stop()
     st.session_state["advisor_fit_asked"] = True

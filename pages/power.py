@@ -86,14 +86,16 @@ scenario = whatifs.power_scenario_of(
     days=float(days), scheduler=scheduler, checkpoint_min=ckpt, capped=bool(capped),
     speed=speed)
 # first, the batch demand the simulation draws from (no simulation yet)
-st.plotly_chart(charts.jobs_daily_chart(whatifs.jobs_per_day(jobs_name), jobs_name),
-                key="jobs_daily_chart")
+jobs_synth = widgets.warn_synthetic(widgets.synthetic_among([jobs_name]), "batch jobs")
+st.plotly_chart(charts.label_synthetic(
+    charts.jobs_daily_chart(whatifs.jobs_per_day(jobs_name), jobs_name), jobs_synth),
+    key="jobs_daily_chart")
 try:
     run = whatifs.power_run(jobs_name, inference_name, scenario, int(seed), inference_model)
 except ValueError as exc:
     st.error(f"No simulation: {widgets.plain(exc)}")
     widgets.stop()
-synthetic = run["synthetic"]
+synthetic = run["synthetic"] or jobs_synth
 out = Export("Power", [jobs_name, inference_name])
 out.param(jobs=jobs_name, inference=inference_name, inference_share=float(share),
           utilization=float(utilization), n_gpus=int(gpus), days=float(days),
@@ -107,7 +109,7 @@ if left_out:
     out.table(pd.DataFrame(left_out), hide_index=True, key="power_left_out")
 for warning in run["warnings"]:
     st.warning(widgets.plain(warning))
-if synthetic:
+if run["synthetic"]:
     st.warning("SYNTHETIC inference demand: a generated daily envelope, not measured traffic. "
                "Ingest a request trace (e.g. BurstGPT per-minute tokens) for real inference.")
 

@@ -102,7 +102,10 @@ target = st.number_input(
          "(the Festina paper's parity margin).")
 gamma = None if calibrate else float(gamma_in)
 measured = upload.getvalue() if upload is not None else None
-synthetic = inputs["synthetic"].get(trace, False)
+bench_names = cache.dataset_names(("bench_runs",))
+bench_synth = widgets.warn_synthetic(widgets.synthetic_among(bench_names),
+                                     "benchmark runs among the serving profiles' sources")
+synthetic = inputs["synthetic"].get(trace, False) or bench_synth
 
 params = whatifs.serving_params(n_models=int(n_models), n_gpus=int(n_gpus), gpu=gpu,
                               ttft_slo_ms=float(ttft), tbt_slo_ms=float(tbt),
@@ -132,7 +135,7 @@ bar.close()
 pol_run = run["policies_run"]
 st.caption(f"{pol_run['tasks']} policy runs: {widgets.sweep_source(pol_run)}.")
 
-out = Export("Serving", [trace])
+out = Export("Serving", [trace, *bench_names])
 out.param(**{k: v for k, v in params.__dict__.items() if not k.startswith("_")})
 out.keep(run["table"], "policies", "Energy and SLO attainment per policy")
 t = run["table"].set_index("policy")

@@ -47,6 +47,7 @@ if not names:
 
 name = st.selectbox("Telemetry dataset", names, key="telemetry_dataset", persist_state="session")
 rows = cache.telemetry_rows(name)
+widgets.warn_synthetic(widgets.synthetic_among([name]), "telemetry")
 metrics = [m for m in ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c",
                        "sm_clock_mhz", "mem_clock_mhz") if rows[m].notna().any()]
 metric = st.selectbox("Metric", metrics, key="telemetry_metric", persist_state="session",

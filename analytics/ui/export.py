@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analytics.ui import cache, report
+from analytics.ui import cache, charts, report
 
 _MIME = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet"}
 
@@ -50,8 +50,23 @@ class Export:
         """Record a sentence the page shows beside the result (a warning, an abstention)."""
         self.notes.append(str(text))
 
-    def chart(self, fig: go.Figure, key: str, title: str | None = None, container=None) -> None:
-        """Draw ``fig`` (``st.plotly_chart``) and keep it for the report and its series CSV."""
+    @property
+    def synthetic(self) -> bool:
+        """Whether any of :attr:`datasets` is synthetic (the ledger's flag)."""
+        if not hasattr(self, "_synthetic"):
+            ledger = cache.datasets()
+            self._synthetic = bool(ledger.loc[ledger["name"].isin(self.datasets),
+                                              "synthetic"].astype(bool).any())
+        return self._synthetic
+
+    def chart(self, fig: go.Figure, key: str, title: str | None = None, container=None,
+              from_data: bool = True) -> None:
+        """Draw ``fig`` (``st.plotly_chart``) and keep it for the report and its series CSV.
+        A result computed from a synthetic dataset is labelled on the figure (a copy: a cached
+        figure is shared) whether or not its builder labelled it (issue 31 item 9);
+        ``from_data=False`` marks a chart that draws no dataset (a model curve), left as is."""
+        if from_data and self.synthetic:
+            fig = charts.label_synthetic(go.Figure(fig), True)
         (container or st).plotly_chart(fig, key=key)
         text = title or (fig.layout.title.text if fig.layout.title else None) or key
         self.figures.append((key, str(text), fig))

@@ -37,6 +37,24 @@ def chosen_dataset() -> tuple[str, dict]:
     return name, info
 
 
+def synthetic_among(names, kind: str | None = None) -> list[str]:
+    """The synthetic datasets among ``names`` (or, with ``kind``, among every stored dataset of
+    that canonical table), in ledger order: what a page's charts must be labelled for."""
+    ledger = cache.datasets()
+    rows = ledger[ledger["synthetic"].astype(bool)]
+    rows = rows[rows["kind"] == kind] if kind is not None else rows[rows["name"].isin(list(names))]
+    return rows["name"].tolist()
+
+
+def warn_synthetic(names: list[str], what: str) -> bool:
+    """Say which synthetic datasets ``what`` (the page's input, e.g. "carbon intensity") comes
+    from; True when there are any (label the charts)."""
+    if names:
+        st.warning(f"SYNTHETIC {what}: {', '.join(plain(n) for n in names)} is generated for "
+                   "the offline demo, not measured.")
+    return bool(names)
+
+
 def shared_bin(choices: list[str], key: str, container=None,
                preferred: list[str] | None = None) -> str:
     """Bin selector whose choice is shared by every page (``st.session_state["envelope_bin"]``,

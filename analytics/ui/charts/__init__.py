@@ -18,6 +18,7 @@ from analytics.ui.charts.advisor import (
 )
 from analytics.ui.charts.base import (
     SYNTHETIC_LABEL,
+    label_synthetic,
 )
 from analytics.ui.charts.decisions import (
     capacity_chart,
@@ -83,6 +84,7 @@ __all__ = [
     "envelope_chart",
     "hourly_coverage_chart",
     "jobs_daily_chart",
+    "label_synthetic",
     "launch_priors_chart",
     "mix_chart",
     "overbooking_chart",

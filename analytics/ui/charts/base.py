@@ -9,9 +9,13 @@ SYNTHETIC_LABEL = "SYNTHETIC DATA (demo, not measured)"
 
 
 def label_synthetic(fig: go.Figure, synthetic: bool) -> go.Figure:
-    """Add a large diagonal "SYNTHETIC DATA" watermark to ``fig`` when ``synthetic``; returns
-    the same figure."""
-    if synthetic:
+    """Add a large diagonal "SYNTHETIC DATA" watermark to ``fig`` when ``synthetic``, and
+    :data:`SYNTHETIC_LABEL` to its title where the title lacks it; returns the same figure."""
+    if synthetic and not any(a.text == SYNTHETIC_LABEL for a in fig.layout.annotations):
+        title = fig.layout.title.text or ""
+        if SYNTHETIC_LABEL not in title:
+            fig.update_layout(title_text=f"{title} - {SYNTHETIC_LABEL}" if title
+                              else SYNTHETIC_LABEL)
         fig.add_annotation(text=SYNTHETIC_LABEL, xref="paper", yref="paper", x=0.5, y=0.5,
                            showarrow=False, font={"size": 28, "color": "rgba(200,0,0,0.25)"},
                            textangle=-20)

@@ -31,7 +31,7 @@ def serving_energy_chart(table: pd.DataFrame, rows: list[str], title: str,
     fig.update_yaxes(title_text="SLO attainment (%)", secondary_y=True,
                      **attainment_axis(100 * pd.concat([t["ttft_attainment"],
                                                         t["tbt_attainment"]])))
-    fig.update_layout(title=title + (" - SYNTHETIC" if synthetic else ""), height=420,
+    fig.update_layout(title=title, height=420,
                       legend={"orientation": "h", "y": -0.2})
     return label_synthetic(fig, synthetic)
 
@@ -51,8 +51,7 @@ def serving_timeseries_chart(ts: pd.DataFrame, policies: list[str],
     fig.add_trace(line(g["t_min"], g["arrivals_per_s"], mode="lines",
                                name="arrivals", line={"color": "black"}), row=4, col=1)
     fig.update_xaxes(title_text="minutes from the first request", row=4, col=1)
-    fig.update_layout(height=720, title="Clock, GPUs on, power and arrival rate"
-                      + (" - SYNTHETIC" if synthetic else ""))
+    fig.update_layout(height=720, title="Clock, GPUs on, power and arrival rate")
     return label_synthetic(fig, synthetic)
 
 
@@ -63,8 +62,7 @@ def serving_cdf_chart(cdf: pd.DataFrame, slo_ms: float, metric: str,
     for m, g in cdf.groupby("model"):
         fig.add_trace(go.Scatter(x=g["value"], y=g["quantile"], mode="lines", name=str(m)))
     fig.add_vline(x=slo_ms, line_dash="dash", annotation_text="SLO")
-    fig.update_layout(title=f"Festina: per-model {metric} CDF"
-                      + (" - SYNTHETIC" if synthetic else ""),
+    fig.update_layout(title=f"Festina: per-model {metric} CDF",
                       xaxis={"title": f"{metric} (ms)", "type": "log"},
                       yaxis={"title": "fraction of requests"}, height=420)
     return label_synthetic(fig, synthetic)
