@@ -62,3 +62,45 @@ def test_runner_gives_the_in_process_numbers_and_a_refit_reads_the_stored_folds(
     cm.fit(bench, SMALL, fold_points.runner(store=db, backend="serial", key_inputs=other,
                                             runs=runs))
     assert runs[2].computed == 16
+
+
+def test_held_out_cell_and_random_fold_coverage_derived_by_hand():
+    """Issue 33 (two planted bugs lived: held-out-cell coverage measured on the cells that sized
+    the offset, and the random-fold offset sized on the grouped residuals). The demo's roofline
+    grid, 8 B model at batch 1, 8 and 32: 3 workload cells X, Y, Z of 12 arms each. The fold
+    runner is given by hand: grouped out-of-fold quantiles equal the truth in X and Y and sit 1
+    (log units) above it in Z, so CQR scores are 0, 0, 1 per cell; random-fold ones are exact.
+    With 3 cells, one is a half (``len // 2``) and two the other, alpha 0.2:
+
+    * half X (or Y): X sizes offset 0 and covers 12 of Y + Z's 24 (0.5); Y + Z size the
+      ceil(25 x 0.8) = 20th smallest of 12 zeros and 12 ones = 1, covering all of X: mean 0.75;
+    * half Z: offset 1 covers all of X + Y; X + Y size 0 and cover none of Z: mean 0.5.
+
+    Measured on their own calibration cells both halves would cover everything (1.0). The
+    random-fold offset is the 30th smallest of 36 exact scores, 0, so it covers the 24 rows of
+    X and Y among the grouped quantiles (2/3); sized on the grouped scores it would be 1 (1.0).
+    """
+    import numpy as np
+
+    from analytics.ingest import demo
+
+    bench = demo.synthetic_bench(np.random.default_rng(0)).frame.to_pandas()
+    bench = bench[(bench["model"] == "synthetic/dense-8b") & bench["concurrency"].isin([1, 8, 32])]
+    p = cm.FitParams(targets=("throughput_tok_s",), n_estimators=20, alpha=0.2)
+    plan = cm.fold_plan(bench, p)["targets"]
+    t = plan["throughput_tok_s"]
+    in_z = np.char.endswith(t["groups"].astype(str), "|32.0")
+    assert t["n_cells"] == 3 and in_z.sum() == 12 and len(t["y"]) == 36
+
+    def runner(plan, params):
+        out = {}
+        for target, s, k in cm.fold_jobs(plan):
+            test = plan[target]["splits"][s][k][1]
+            shift = np.where(in_z[test], 1.0, 0.0) if s == "grouped" else np.zeros(len(test))
+            out[(target, s, k)] = np.repeat((plan[target]["y"][test] + shift)[:, None], 3, 1)
+        return out
+
+    m = cm.fit(bench, p, folds=runner).metrics["throughput_tok_s"]
+    assert m["coverage"]["held_out_cell"] in (0.75, 0.5)
+    assert m["offset_log"]["random_fold"] == 0.0 and m["offset_log"]["held_out_cell"] == 1.0
+    assert m["coverage"]["random_fold"] == pytest.approx(24 / 36)

@@ -250,3 +250,23 @@ def test_tradeoff_curve_monotone_and_chosen_is_smallest_meeting_ltt(week_plan):
     row = c[c["factor"] == ob.factor].iloc[0]
     assert _hoeffding_bentkus_p(row["violation"], n, row["ltt_bound"]) <= ob.delta
     assert _hoeffding_bentkus_p(row["violation"], n, row["ltt_bound"] - 0.001) > ob.delta
+
+
+def test_fixed_sequence_stops_at_the_first_factor_it_cannot_certify(monkeypatch):
+    """Issue 33 (a planted bug lived: the stop was removed). Learn-then-Test's family-wise
+    error control holds only if testing from the largest factor down stops at the first
+    non-rejection (Angelopoulos et al. 2021, fixed-sequence testing). A violation curve is
+    monotone for a fixed upper bound, so the stop is invisible there; this risk function is not:
+    2 % violations from f = 1.5 up, 30 % on 1.2 <= f < 1.5 and 2 % again below. With 2,000 bins,
+    a 10 % target and delta 0.1, 1.50 is the smallest certified factor; without the stop the
+    2 % factors below 1.2 would be certified too and 0.50 chosen."""
+    def risk(y, cap):
+        f = float(np.asarray(cap)[0])
+        return 0.30 if 1.2 <= f < 1.5 - 1e-9 else 0.02
+
+    monkeypatch.setattr(capacity, "violation_rate", risk)
+    f, curve = capacity.choose_factor(np.zeros(2000), np.ones(2000), violation_target=0.10,
+                                      delta=0.1)
+    assert f == 1.5
+    below = curve[curve["factor"] < 1.2]
+    assert (below["p_value"] <= 0.1).all() and not below["certified"].any()

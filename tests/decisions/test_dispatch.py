@@ -104,3 +104,19 @@ def test_real_five_sites_cli(tmp_path, capsys):
     assert max(shares.values()) <= 0.4 + 1e-9
     assert shares["BPAT"] == pytest.approx(0.4)  # the hydro-heavy grid is filled first
     assert all(1.1 < v["mean_pue"] < 1.3 for v in doc["sites"].values())
+
+
+def test_the_lp_weighs_carbon_by_each_sites_pue():
+    """Issue 33 (a planted bug lived: PUE dropped from the objective; every test site had one
+    PUE). Facility energy is IT energy x PUE, so the LP's cost per unit is kWh x PUE x gCO2/kWh.
+    Site a: 100 gCO2/kWh at 45 C, PUE 1.333 -> 133.3 g per IT kWh; site b: 115 gCO2/kWh at
+    -10 C, PUE 1.118 -> 128.5 g. The cleaner grid is the dirtier choice: all 10 units go to b,
+    10 x 128.5 / 1e6 tCO2e."""
+    hours = pd.date_range("2023-07-01", periods=1, freq="h")
+    a = sites.Site("a", np.array([100.0]), np.array([45.0]))
+    b = sites.Site("b", np.array([115.0]), np.array([-10.0]))
+    d = dispatch.dispatch(hours, np.array([10.0]), [a, b], kwh_per_unit=1.0)
+    aware = d.shares[d.shares["policy"] == "carbon_aware"].set_index("site")["units"]
+    assert aware["b"] == pytest.approx(10.0) and aware["a"] == pytest.approx(0.0)
+    want = 10 * 115.0 * sites.pue(np.array([-10.0]))[0] / 1e6
+    assert d.totals.set_index("policy").loc["carbon_aware", "tco2e"] == pytest.approx(want)

@@ -247,3 +247,21 @@ def test_direct_quantile_and_cqr_share_two_quantile_fits_and_match_mapie(monkeyp
     np.testing.assert_allclose(band.lower, pis[:, 0, 0], rtol=1e-9)
     np.testing.assert_allclose(band.upper, pis[:, 1, 0], rtol=1e-9)
     assert (direct.lower <= direct.upper).mean() > 0.9
+
+
+def test_regime_edges_are_terciles_of_the_calibration_forecast():
+    """Issue 33 (a planted quartile mutant lived: the hand-derived test's edges coincide).
+    300 calibration bins at 03:00 with forecasts 0..299: np.quantile at 1/3 (position 99.67) is
+    99.67 and at 2/3 (position 199.33) 199.33, so 100 bins per regime. |residual| is 1 in the
+    low third, 2 in the mid, 3 in the high; alpha 0.1 takes each regime's ceil(0.9 x 101) = 91st
+    smallest of its 100, its own residual. Test forecasts 80, 150, 250 get half-widths 1, 2, 3.
+    (Quartile edges 74.75 / 224.25 would put 80 in a 150-bin mid regime whose 136th smallest
+    residual is 3.)"""
+    yhat = np.arange(300.0)
+    res = np.repeat([1.0, 2.0, 3.0], 100)
+    ts = pd.to_datetime(["2024-01-01 03:00"] * 300)
+    lo, hi, labels, edges = mondrian.mondrian(yhat + res, yhat, ts, np.array([80.0, 150, 250]),
+                                              ts[:3], 0.1)
+    assert edges == pytest.approx((299 / 3, 2 * 299 / 3))
+    assert labels.tolist() == ["00-06/low", "00-06/mid", "00-06/high"]
+    np.testing.assert_allclose((hi - lo) / 2, [1.0, 2.0, 3.0])

@@ -121,3 +121,26 @@ def test_models_on_real_burstgpt_week(con):
     assert w["lightgbm"] < w["seasonal_daily"] and w["hgb"] < w["seasonal_daily"]
     assert w["seasonal_daily"] == pytest.approx(0.5418, abs=1e-3)  # deterministic baseline
     assert w["hgb"] == pytest.approx(0.4455, abs=0.02)
+
+
+def test_bootstrap_interval_is_95_percent_by_the_central_limit_theorem():
+    """Issue 33 (a planted 90 % interval lived). With 1-bin blocks the moving-block bootstrap is
+    the iid bootstrap: for a 0/1 loss differential with mean 0.5 over n = 400 bins, resample
+    means are about Normal(0.5, sqrt(0.25 / 400) = 0.025), so the 95 % percentile interval is
+    0.5 +- 1.96 x 0.025 = +-0.049 (a 90 % one would be +-0.041)."""
+    d = np.tile([1.0, 0.0], 200)
+    ci = forecast.block_bootstrap_mae_diff(d, np.zeros(400), 1, np.random.default_rng(0), 20_000)
+    assert ci["level"] == 0.95
+    assert (ci["hi"] - ci["lo"]) / 2 == pytest.approx(1.96 * 0.025, rel=0.05)
+
+
+def test_bootstrap_block_starts_reach_the_end_of_the_window():
+    """Issue 33 (a planted bug lived: block starts stopped one short of ``n - block``). Only the
+    last start (5 of 0..5, 10 bins, 5-bin blocks) covers bin 9, the one nonzero loss; each of the
+    2 blocks of a resample misses it with probability 5/6, so about 31 % of resamples hold it
+    and the upper percentile is at least 0.1 (one copy in 10 bins). Without the last start every
+    resample mean is 0."""
+    d = np.zeros(10)
+    d[-1] = 1.0
+    ci = forecast.block_bootstrap_mae_diff(d, np.zeros(10), 5, np.random.default_rng(1), 2000)
+    assert ci["hi"] >= 0.1 and ci["lo"] == 0.0

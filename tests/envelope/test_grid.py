@@ -111,3 +111,14 @@ def test_default_weight_fast_path_equals_per_row_weights(con):
             per_model=(("no-such-model", 1.0, 1.0),), include_failed=include_failed))
         pd.testing.assert_frame_equal(fast, general, check_exact=True)
         assert fast["ts"].is_monotonic_increasing and fast["ts"].diff().iloc[1:].nunique() == 1
+
+
+def test_a_series_longer_than_61_days_splits_its_last_61():
+    """Issue 33 (a planted bug lived: the split took the *first* 61 days). Derived: a 70-day
+    5-min grid (20,160 bins) skips its first 9 days (2,592 bins); fit is days 10-51, calibration
+    days 52-60, test days 61-70, ending at the last bin."""
+    s = grid.chronological_split(70 * 288, 300)
+    assert s.mode == "days"
+    assert (s.fit.start, s.fit.stop) == (9 * 288, 51 * 288)
+    assert (s.calibration.start, s.calibration.stop) == (51 * 288, 60 * 288)
+    assert (s.test.start, s.test.stop) == (60 * 288, 70 * 288)

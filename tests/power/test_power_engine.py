@@ -347,3 +347,25 @@ def test_per_minute_columns_never_share_memory():
     minutes.loc[0, "inference_power_w"] = 5.0
     assert minutes.loc[0, ["batch_power_w", "inference_power_w", "total_power_w"]].tolist() == [
         0.0, 5.0, 0.0]
+
+
+def test_long_queue_backfill_never_starts_a_segment_ending_after_the_reservation():
+    """Issue 33 (a planted bug lived: the long-queue path dropped the end-by-reservation test;
+    the property test's queues stay under ``SHORT_QUEUE``). By hand, a 4-GPU constant pool:
+    job 0 (2 GPUs, 100 s) starts at 0; the head, job 1 (4 GPUs), waits for its end: reservation
+    100 s. Jobs 2-71 (1 GPU, 1,000 s each) fit now but would end after it; at 80 s job 72
+    (1 GPU, 5 s) arrives with 72 jobs queued, past ``SHORT_QUEUE`` = 64, so the numpy path
+    decides: only job 72 may backfill (ends at 85 s). The head starts at exactly 100 s, every
+    1,000-s job after it."""
+    from analytics.power import scheduler
+
+    n_long = 70
+    submit = [0.0, 1.0, *np.arange(2.0, 2.0 + n_long), 80.0]
+    gpus = [2, 4, *[1] * n_long, 1]
+    runtime = [100.0, 100.0, *[1000.0] * n_long, 5.0]
+    assert n_long + 2 > scheduler.SHORT_QUEUE
+    res = simulate(_jobs(submit, gpus, runtime), SimParams(4, "fcfs", True, None), 1e6)
+    first = res.jobs.set_index("job")["first_start_s"]
+    assert first[72] == pytest.approx(80.0)  # the short job backfilled at its arrival
+    assert first[1] == pytest.approx(100.0)  # the head at its reservation, not delayed
+    assert (first[2:72] >= 200.0 - 1e-9).all()  # the long jobs only after the head's 100 s

@@ -352,6 +352,11 @@ def test_festina_tie_break_within_2pct_most_free_memory_then_sms():
     assert serving.rank_candidates([(100.0, 0), (103.0, 1)], same_mem, free_sm)[1] == 0
     # a full tie falls to the lowest GPU index
     assert serving.rank_candidates([(5.0, 1), (5.0, 0)], same_mem, {0: 1.0, 1: 1.0}.get)[1] == 0
+    # issue 33 (a planted swap lived): memory is asked before SMs, so where they disagree the
+    # GPU with more free memory wins though the other has more free SMs
+    mem_vs_sm = serving.rank_candidates([(100.0, 0), (100.5, 1)], {0: 30.0, 1: 20.0}.get,
+                                        {0: 0.1, 1: 0.9}.get)
+    assert mem_vs_sm[1] == 0
 
 
 def test_serverless_packs_light_load_and_scales_out_only_for_memory(real):
