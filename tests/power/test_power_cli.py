@@ -47,6 +47,25 @@ def test_cli_powersim_sweep_json(tmp_path, capsys):
                       "--utilization", "0.7", "--days", "2", "--warmup-days", "1", "--gpus",
                       "128")
     assert rc2 == 0 and again["cv"] == doc["cv"] and again["sweep"] == []
+    # issue 33 (was: ranges only): the CV and ramps are the paper's formulas on the per-minute
+    # total power of the same scenario (hybrid power paper, Methods: CV = population sd / mean;
+    # the h-minute ramp = median |p(t + h) - p(t)| of power over its mean), recomputed here
+    from analytics import power as powersim
+    from analytics.services import power as power_service
+
+    con = store.connect(db, read_only=True)
+    inputs = power_service.load_inputs(con, None, None, 0)
+    con.close()
+    scen = powersim.Scenario(inference_share=0.3, utilization=0.7, n_gpus=128, days=2.0,
+                             warmup_days=1.0)
+    p = power_service.run(inputs, scen, 0)["frame"]["total_power_w"].to_numpy(float)
+    assert p.size == 2 * 1440
+    assert again["cv"] == pytest.approx(p.std() / p.mean(), abs=1e-9)
+    q = p / p.mean()
+    for h in (1, 5, 15):
+        assert again["ramp_p50"][f"{h}min"] == pytest.approx(
+            np.median(np.abs(q[h:] - q[:-h])), abs=1e-9)
+    assert again["metrics"]["mean_power_w"] == pytest.approx(p.mean())
     assert again["inputs"]["capped_jobs_total"] == 0  # no job asks for more than 128 GPUs
     # a pool smaller than the trace's largest jobs: they are named, never shrunk silently
     # (issue 27 item 1): the trace has 20 jobs of 16 GPUs (summary: gpus_per_job)

@@ -267,8 +267,8 @@ def test_real_azure_conv_16_models_festina_saves_energy_within_2pp(real, capsys)
     """The issue's claim on the full real trace (19,366 requests, ~1 h): measured, not tuned.
 
     Measured (H100-80GB x 8, 16 models, TTFT 1 s / TBT 100 ms SLOs, 5 % margin, calibrated
-    gamma 2.98): max-clock 2.790 kWh vs Festina 2.328 kWh (-16.5 %); attainment 100 % / 100 %
-    on both.
+    gamma 2.98): max-clock 2.790 kWh vs Festina 2.306 kWh (-17.4 %; -16.5 % when first
+    measured); attainment 100 % / 100 % on both.
     """
     rc = cli.main(["--db", str(real["db"]), "serve-energy", "AzureLLMInferenceTrace_conv",
                    "--policy", "all", "--models", "16"])
@@ -284,7 +284,11 @@ def test_real_azure_conv_16_models_festina_saves_energy_within_2pp(real, capsys)
     assert f["energy_kwh"] < m["energy_kwh"]
     assert abs(f["ttft_attainment"] - m["ttft_attainment"]) <= 0.02
     assert abs(f["tbt_attainment"] - m["tbt_attainment"]) <= 0.02
-    assert doc["festina_vs_max_clock"]["energy_saving"] == pytest.approx(0.165, abs=0.01)
+    # issue 33 (was a pinned, stale 0.165): the saving is the document's own energies, 1 -
+    # Festina / max-clock, and a saving of at least 10 % (the Festina paper's order)
+    saving = doc["festina_vs_max_clock"]["energy_saving"]
+    assert saving == pytest.approx(1 - f["energy_kwh"] / m["energy_kwh"], abs=5e-5)  # 4 places
+    assert saving > 0.10
     assert doc["params"]["dvfs_gamma"] == pytest.approx(2.98, abs=0.02)
     assert any("calibrated" in n for n in doc["notes"])
 
