@@ -235,10 +235,12 @@ with tab_bt:
                    f"{bt['bootstrap']['resamples']:,} resamples, seed {bt['bootstrap']['seed']}.")
 with tab_voi:
     v1, v2 = st.columns(2)
-    budget = v1.number_input("benchmark budget (node-hours)", 0.01, 1000.0, 1.0, key="voi_budget",
+    budget = v1.number_input("benchmark budget (node-hours)", 0.01, 1000.0, 0.2, key="voi_budget",
                              persist_state="session",
                              help="node-hours the ranked benchmarks may spend, best gain per "
-                                  "node-hour first")
+                                  "node-hour first, at most 3 benchmarks, none whose expected "
+                                  "gain is below its own cost (the paper's gate: 0.2 node-hours, "
+                                  "depth 3)")
     setup = v2.number_input("launch overhead per benchmark (min)", 0.0, 240.0, 5.0,
                             key="voi_setup",
                             persist_state="session", help="an assumption: weights load and warm-up")

@@ -134,3 +134,30 @@ def test_cli_advisor_voi_document_is_strict_json(bench_db, adv, tmp_path, capsys
     assert "assumption" in doc["node_hours_rule"]
     assert set(doc["backtest"]["curves"]) == set(vb.POLICIES)
     assert list(tmp_path.glob("voi-cache/voi/*.json"))  # the backtest is kept as JSON
+
+
+def test_the_gate_selects_at_most_depth_probes_each_worth_its_cost(adv, bench):
+    """Issue 33 item 4: the paper's gate (App. C.4) probes with a 0.2 node-hour budget, depth 3,
+    epsilon 0.05, and stops on negative net value. Derived: a probe costs its GPU-hours
+    (node-hours x 8 GPUs per node) at its arm's list price; net value = expected gain - that
+    cost; a selected probe has gain > epsilon and net value > 0, at most ``depth`` are
+    selected, their node-hours within the budget. At 1e-5 USD/token some gains exceed their
+    cost; at list prices x 1e4 none does."""
+    p = voi.VoIParams()
+    assert (p.budget_node_h, p.depth, p.epsilon_usd) == (0.2, 3, 0.05)
+    u = decide.UtilityParams(value_per_token_usd=1e-5)
+    ranked, info = voi.rank_benchmarks(adv.cost, adv.ctx, bench, u, voi.VoIParams(budget_node_h=50))
+    price = ranked["hardware"].map(u.prices_usd_per_gpu_h)
+    np.testing.assert_allclose(ranked["probe_usd"], ranked["node_hours"] * 8 * price)
+    np.testing.assert_allclose(ranked["net_value_usd"],
+                               ranked["expected_gain_usd"] - ranked["probe_usd"])
+    chosen = ranked[ranked["within_budget"]]
+    assert 0 < len(chosen) <= 3 and info["selected"] == len(chosen)
+    assert (chosen["net_value_usd"] > 0).all() and (chosen["expected_gain_usd"] > 0.05).all()
+    one = voi.rank_benchmarks(adv.cost, adv.ctx, bench, u, voi.VoIParams(budget_node_h=50,
+                                                                           depth=1))[1]
+    assert one["selected"] == 1
+    dear = decide.UtilityParams(value_per_token_usd=1e-5, prices_usd_per_gpu_h={
+        k: 1e4 * v for k, v in u.prices_usd_per_gpu_h.items()})
+    none, info = voi.rank_benchmarks(adv.cost, adv.ctx, bench, dear, voi.VoIParams(budget_node_h=50))
+    assert info["selected"] == 0 and not none["within_budget"].any()

@@ -75,8 +75,13 @@ class UtilityParams:
     usd_per_kwh : electricity price for the power term (EIA Electric Power Monthly, 2023 US
         average industrial price, about 0.08 USD/kWh)
     runtime_h : hours the server will run
-    queue_weight : weight of expected queue wait (hours x arm cost rate)
-    restart_h : hours of arm cost lost per failed launch
+    queue_weight : weight of expected queue wait (hours x arm cost rate). headroom's constant:
+        the paper (Sec. 3.3.1) names the queue-wait term but gives it no weight; 1.0 charges an
+        hour of expected wait as an hour of the arm's cost (`headroom advise --queue-weight`)
+    restart_h : hours of arm cost lost per failed launch. headroom's constant: the paper names
+        an "expected-failure restart cost" without a value; 0.5 h stands for a relaunch (weights
+        load, warm-up) and half an hour of lost service (`headroom advise --restart-h`, the
+        Placement page's field)
     default_launch_success : used without job history (paper Sec. 3.3.2: flat 0.95 default)
     kv_knee, kv_slope : KV-saturation penalty (knee 0.85 from the paper; slope is ours)
     gpu_mem_util : fraction of device memory the server may use (vLLM default 0.9)

@@ -71,16 +71,22 @@ class VoIParams:
 
     Attributes
     ----------
-    budget_node_h : node-hours the ranking may spend (greedy cut by gain per node-hour)
+    budget_node_h : node-hours the ranking may spend (greedy cut by gain per node-hour; the
+        paper's gate probes "with a 0.2 node-hour budget", App. C.4)
+    depth : most benchmarks the gate selects (the paper's depth 3)
     setup_min : minutes of launch overhead per benchmark (assumption: weights load, warm-up)
     gpus_per_node : GPUs per node (node-hours = n_gpus / gpus_per_node x hours)
     tau2 : measurement-noise variance in log space; None = :func:`measurement_noise`
     epsilon_usd : smallest expected gain worth a benchmark (the paper's gate stops on
         sub-epsilon improvement with epsilon 0.05, App. C.4; its unit is not stated, read here
         as USD over the runtime)
+
+    The paper's gate also stops on negative net value: a benchmark whose expected gain is
+    below its own cost (its GPU-hours at the arm's price) is never selected.
     """
 
-    budget_node_h: float = 1.0
+    budget_node_h: float = 0.2
+    depth: int = 3
     setup_min: float = 5.0
     gpus_per_node: int = 8
     tau2: float | None = None
@@ -279,10 +285,12 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     (DataFrame, info). One row per candidate, best first: model, task, in_len, out_len,
     concurrency, hardware, tp, precision, throughput_tok_s_q10/_q50/_q90, expected_gain_usd,
     node_hours, gain_per_node_hour, cum_node_hours (over the benchmarks whose gain exceeds
-    ``epsilon_usd``, NaN for the others), within_budget (gain > epsilon and the cumulative
-    node-hours fit the budget), current_best_arm. ``info``: tau2, cells, measured_arms,
-    candidates, positive (gain > 0), above_epsilon, epsilon_usd, selected (within budget),
-    budget_node_h, setup_min, gpus_per_node.
+    ``epsilon_usd``, NaN for the others), probe_usd (the benchmark's GPU-hours at its list
+    price), net_value_usd (gain - probe_usd), within_budget (gain > epsilon, net value > 0,
+    the cumulative node-hours fit the budget and at most ``depth`` selected), current_best_arm.
+    ``info``: tau2, cells, measured_arms, candidates, positive (gain > 0), above_epsilon,
+    negative_net (net value <= 0), epsilon_usd, selected (within budget), budget_node_h, depth,
+    setup_min, gpus_per_node.
     """
     u, p = u or decide.UtilityParams(), p or VoIParams()
     df = cm.prepare(bench)
@@ -300,11 +308,12 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
     grid = _candidate_grid(_cells(df), cost, u)
     cols = ["model", "task", "in_len", "out_len", "concurrency", "hardware", "tp", "precision",
             "throughput_tok_s_q10", "throughput_tok_s_q50", "throughput_tok_s_q90",
-            "expected_gain_usd", "node_hours", "gain_per_node_hour", "cum_node_hours",
-            "within_budget", "current_best_arm"]
+            "expected_gain_usd", "node_hours", "gain_per_node_hour", "probe_usd",
+            "net_value_usd", "cum_node_hours", "within_budget", "current_best_arm"]
     info = {"tau2": tau2, "cells": int(df["cell"].nunique()), "measured_arms": 0,
             "candidates": 0, "positive": 0, "above_epsilon": 0, "epsilon_usd": p.epsilon_usd,
-            "selected": 0, "budget_node_h": p.budget_node_h, "setup_min": p.setup_min,
+            "negative_net": 0, "selected": 0, "budget_node_h": p.budget_node_h,
+            "depth": p.depth, "setup_min": p.setup_min,
             "gpus_per_node": p.gpus_per_node, "model_note": note}
     if grid.empty:  # no priced, measured GPU kind: nothing to benchmark
         return pd.DataFrame(columns=cols).astype({"within_budget": bool}), info
@@ -333,14 +342,22 @@ def rank_benchmarks(cost: cm.CostModel, ctx: decide.Context, bench: pd.DataFrame
                       gain_per_node_hour=gain / hours, current_best_arm=best_label)
     out = out[~measured].sort_values(["gain_per_node_hour", "node_hours"],
                                      ascending=[False, True]).reset_index(drop=True)
-    worth = (out["expected_gain_usd"] > p.epsilon_usd).to_numpy()
+    # the probe's own cost: its GPU-hours at the arm's list price (USD); net value = gain - cost
+    price = out["hardware"].map(u.prices_usd_per_gpu_h).astype(float).to_numpy()
+    out["probe_usd"] = out["node_hours"].to_numpy(float) * p.gpus_per_node * price
+    out["net_value_usd"] = out["expected_gain_usd"] - out["probe_usd"]
+    worth = ((out["expected_gain_usd"] > p.epsilon_usd) & (out["net_value_usd"] > 0)).to_numpy()
     out["within_budget"] = False
-    out.loc[worth, "within_budget"] = budget_cut(out.loc[worth, "node_hours"], p.budget_node_h)
+    cut = budget_cut(out.loc[worth, "node_hours"], p.budget_node_h)
+    cut &= np.arange(len(cut)) < p.depth  # the gate's depth: at most p.depth probes
+    out.loc[worth, "within_budget"] = cut
     out["cum_node_hours"] = np.where(worth, np.cumsum(np.where(worth, out["node_hours"], 0.0)),
                                      np.nan)
     info.update(measured_arms=int(measured.sum()), candidates=int(len(out)),
                 positive=int((out["expected_gain_usd"] > 0).sum()),
-                above_epsilon=int(worth.sum()), selected=int(out["within_budget"].sum()))
+                above_epsilon=int((out["expected_gain_usd"] > p.epsilon_usd).sum()),
+                negative_net=int((out["net_value_usd"] <= 0).sum()),
+                selected=int(out["within_budget"].sum()))
     return out[cols], info
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from analytics.cli.common import BadInput, add_cluster_args, log, positive
+from analytics.cli.common import BadInput, add_cluster_args, log, nonneg, positive
 
 COMMANDS = {
     "advise": "launch advisor: rank GPU kind x TP x precision arms for a model, say whether "
@@ -40,6 +40,12 @@ def add_parsers(sub) -> None:
                    help="price per GPU-hour for a hardware key, e.g. B200=14.24 (repeatable)")
     p.add_argument("--top", type=int, default=0, help="print only the best N ranked arms "
                                                      "(plus abstaining / infeasible counts)")
+    p.add_argument("--queue-weight", type=nonneg, default=1.0,
+                   help="weight of expected queue wait, hours x the arm's cost rate (headroom's "
+                        "constant: the paper gives the term no weight)")
+    p.add_argument("--restart-h", type=nonneg, default=0.5,
+                   help="hours of the arm's cost lost per failed launch (headroom's constant: "
+                        "the paper gives the restart cost no value)")
     _fit_args(p)
     p.set_defaults(run=advise)
 
@@ -59,9 +65,11 @@ def add_parsers(sub) -> None:
                    help="USD per served output token (paper default 2e-7)")
     p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
                    help="price per GPU-hour for a hardware key (repeatable)")
-    p.add_argument("--budget-node-h", type=positive, default=1.0,
+    p.add_argument("--budget-node-h", type=positive, default=0.2,
                    help="node-hours the ranked benchmarks may spend (greedy by gain per "
-                        "node-hour)")
+                        "node-hour; the paper's 0.2)")
+    p.add_argument("--depth", type=int, default=3,
+                   help="most benchmarks selected (the paper's depth 3)")
     p.add_argument("--setup-min", type=positive, default=5.0,
                    help="launch overhead per benchmark, minutes (an assumption: weights load "
                         "and warm-up)")
@@ -101,7 +109,8 @@ def advise(args, settings) -> dict:
     from analytics.advisor import decide
     from analytics.services import advisor
 
-    u = advisor.utility(args.value_per_token, _prices(args.price))
+    u = advisor.utility(args.value_per_token, _prices(args.price),
+                        queue_weight=args.queue_weight, restart_h=args.restart_h)
     req = decide.Request(model=args.model, params_b=args.params_b,
                          active_params_b=args.active_params_b, concurrency=args.concurrency,
                          in_len=args.in_len, out_len=args.out_len, task=args.task,
@@ -161,8 +170,10 @@ def voi(args, settings) -> dict:
     u = advisor.utility(args.value_per_token, _prices(args.price))
     if args.epsilon_usd < 0:
         raise BadInput("--epsilon-usd must be >= 0")
+    if args.depth < 1:
+        raise BadInput("--depth must be >= 1")
     p = VoIParams(budget_node_h=args.budget_node_h, setup_min=args.setup_min,
-                  epsilon_usd=args.epsilon_usd)
+                  epsilon_usd=args.epsilon_usd, depth=args.depth)
     adv, fitted = _fitted(args, settings)
     with open_store(settings.db_path) as con:
         if args.backtest:

@@ -180,7 +180,7 @@ def _voi_backtest(db_path: str, version: int, u: decide.UtilityParams, p: voi.Vo
                                     cache_dir=settings().cache_dir)[0]
 
 
-def voi_params(budget_node_h: float = 1.0, setup_min: float = 5.0) -> voi.VoIParams:
+def voi_params(budget_node_h: float = 0.2, setup_min: float = 5.0) -> voi.VoIParams:
     """Settings of the benchmark gate (:class:`analytics.advisor.voi.VoIParams`)."""
     return voi.VoIParams(budget_node_h=budget_node_h, setup_min=setup_min)
 

@@ -148,3 +148,28 @@ def test_every_analysis_answers_on_the_demo_and_names_its_synthetic_inputs(demo_
     dispatch = _cli(capsys, db, "dispatch", trace, "--sites", "SYN-SOLAR,SYN-COAL,SYN-HYDRO")
     # the LP moves load to the low-carbon made-up site: carbon-aware below all-at-home
     assert dispatch["carbon_aware_tco2e"] < dispatch["baseline_tco2e"]
+
+
+def test_advise_queue_weight_and_restart_cost_are_flags(demo_db, capsys, monkeypatch, tmp_path):
+    """Issue 33 item 7: the queue weight and restart cost (headroom's constants: the paper names
+    the terms without values) are flags. Derived from the utility's terms (decide.utility):
+    utility = value - compute - queue_weight x wait_h x rate - (1 - p_launch) x restart_h x
+    rate. The demo's jobs wait 0-10 min and all complete (p_launch = 1), so doubling the queue
+    weight from 1 to 2 lowers the arm's utility by exactly what 0 to 1 did, and the restart
+    cost changes nothing."""
+    monkeypatch.setenv("HEADROOM_CACHE_DIR", str(tmp_path / "cache"))
+    base = ("advise", "--model", "synthetic/dense-8b", "--params-b", "8", "--concurrency", "64",
+            "--in-len", "600", "--out-len", "180", "--task", "chat", "--no-store")
+    db = demo_db[0]
+
+    def utility_of(*flags) -> dict:
+        doc = _cli(capsys, db, *base, *flags)
+        return {(a["hardware"], a["tp"], a["precision"]): a for a in doc["arms"]}
+
+    w0, w1, w2 = (utility_of("--queue-weight", w) for w in ("0", "1", "2"))
+    arm = next(k for k, a in w1.items() if a["rank"] == 1)
+    assert w1[arm]["p_launch"] == 1.0
+    step = w0[arm]["utility"] - w1[arm]["utility"]
+    assert step > 0 and w1[arm]["utility"] - w2[arm]["utility"] == pytest.approx(step)
+    r5 = utility_of("--restart-h", "5")
+    assert r5[arm]["utility"] == pytest.approx(w1[arm]["utility"])

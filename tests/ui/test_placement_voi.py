@@ -32,7 +32,7 @@ def test_benchmarks_worth_running_tab_ranks_and_backtests(app_env):
     shown = {m.label: m.value for m in at.metric}
     assert int(shown["candidate benchmarks"]) >= int(shown["within budget"]) > 0
     ranked = next(d.value for d in at.dataframe if "gain_per_node_hour" in d.value)
-    assert ranked["within_budget"].all() and ranked["cum_node_hours"].max() <= 1.0
+    assert ranked["within_budget"].all() and ranked["cum_node_hours"].max() <= 0.2
     assert ranked["gain_per_node_hour"].is_monotonic_decreasing
     # issue 31 item 7: the candidates are benchmarks of the model asked for
     asked = at.selectbox(key="adv_model").value
@@ -44,4 +44,4 @@ def test_benchmarks_worth_running_tab_ranks_and_backtests(app_env):
     assert any("lowest mean regret" in c.value for c in at.caption)
     downloads = {b.key for b in at.get("download_button")}
     assert {"dl_voi_chart_csv", "dl_voi_table_csv"} <= downloads
-    assert at.number_input(key="voi_budget").value == 1.0  # the budget cut is tested on the CLI
+    assert at.number_input(key="voi_budget").value == 0.2  # the paper's budget (App. C.4)
