@@ -217,6 +217,10 @@ with tab_bt:
         st.info("No workload cell has two or more measured, priced arms: nothing to backtest.")
     else:
         out.chart(cache.figure(charts.backtest_chart, bt), key="backtest_chart")
+        verdict = whatifs.backtest_verdict(bt, float(value))
+        if verdict:
+            st.markdown(f"**{widgets.plain(verdict['text'])}**")
+            out.note(verdict["text"])
         out.table(pd.DataFrame([
             {"policy": k, "top-1": p["top1"], "top-1 95% CI low": p["top1_ci95"][0],
              "top-1 95% CI high": p["top1_ci95"][1], "regret": p["regret"],

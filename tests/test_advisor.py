@@ -333,6 +333,15 @@ def test_real_backtest_reports_all_policies(adv_backtest):
     baselines = {k: v for k, v in regret.items() if not k.startswith("advisor")}
     assert regret["advisor"] <= min(baselines.values()) + 1e-12, regret
     assert regret["advisor"] < regret["throughput_max"]
+    # the page and the CLI say it: the best baseline, and whether it ties
+    from analytics.services import advisor as advisor_service
+
+    verdict = advisor_service.backtest_verdict(bt, 2e-7)
+    best = min(baselines, key=baselines.get)
+    assert verdict["best_baseline"] == best and verdict["baseline_regret"] == baselines[best]
+    assert verdict["tie"] == (baselines[best] <= regret["advisor"] + 1e-9)
+    assert ("ties the advisor" in verdict["text"]) == verdict["tie"]
+    assert verdict["tie"] and best == "cheapest_fit"  # measured on the staged data at 2e-7
 
 
 def test_at_a_higher_value_per_token_the_advisor_beats_every_baseline(adv):

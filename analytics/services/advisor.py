@@ -189,6 +189,32 @@ def backtest(adv: Advisor, value_per_token_usd: float = 2e-7, ttft_slo_ms: float
         ttft_slo_ms=ttft_slo_ms, itl_slo_ms=itl_slo_ms)
 
 
+def backtest_verdict(bt: dict, value_per_token_usd: float) -> dict | None:
+    """How the advisor's regret compares with the best baseline's in a backtest document
+    (:func:`backtest`): ``{"advisor_regret", "best_baseline", "baseline_regret", "tie",
+    "text"}``, or None without cells. A tie (within 1e-9 USD) means the baseline's choice is as
+    good at this value per token: the cost terms decide there and the advisor's extra terms
+    (SLO, memory, launch priors, queue wait) change no choice that matters (issue 33: at the
+    paper's 2e-7 USD/token cheapest-fit ties it on the staged data)."""
+    pol = bt.get("policies") or {}
+    if not bt.get("cells") or "advisor" not in pol:
+        return None
+    mine = float(pol["advisor"]["regret"])
+    base = {k: float(v["regret"]) for k, v in pol.items() if not k.startswith("advisor")}
+    best = min(base, key=base.get)
+    tie = base[best] <= mine + 1e-9
+    text = (f"At {value_per_token_usd:g} USD per token {best.replace('_', ' ')} ties the "
+            f"advisor on regret ({base[best]:.3f} vs {mine:.3f} USD): the cost terms decide "
+            "here, and the advisor's extra terms (SLO, memory, launch priors, queue wait) "
+            "change no choice that matters; raise the value per token to see where they do."
+            if tie else
+            f"At {value_per_token_usd:g} USD per token the advisor's regret ({mine:.3f} USD) "
+            f"is below every baseline's (the best, {best.replace('_', ' ')}: "
+            f"{base[best]:.3f} USD).")
+    return {"advisor_regret": mine, "best_baseline": best, "baseline_regret": base[best],
+            "tie": bool(tie), "text": text}
+
+
 def slo_models(adv: Advisor, req: decide.Request) -> dict:
     """Per SLO target: fitted or not (and why), folds, cells, held-out-cell coverage, and the
     axis on which the request leaves that target's measured support
@@ -211,6 +237,7 @@ def backtest_document(con, adv: Advisor, value_per_token_usd: float = 2e-7,
     thr = adv.cost.metrics["throughput_tok_s"]
     out = {"cells": bt["cells"], "arms": bt.get("arms", 0), "policies": bt["policies"],
            "bootstrap": bt.get("bootstrap"), "terms": bt.get("terms"),
+           "verdict": backtest_verdict(bt, value_per_token_usd),
            "slos_without_model": unmodelled_slos(adv),
            "coverage": {k: thr["coverage"][k] for k in ("held_out_cell", "random_fold", "raw",
                                                          "nominal")},

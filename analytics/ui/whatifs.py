@@ -161,6 +161,11 @@ def _advisor_backtest(db_path: str, version: int, value_per_token: float) -> dic
     return advisor.backtest(advisor_model(), value_per_token)
 
 
+def backtest_verdict(bt: dict, value_per_token: float) -> dict | None:
+    """The advisor against its best baseline in a backtest (a sentence; no computation)."""
+    return advisor.backtest_verdict(bt, value_per_token)
+
+
 def advisor_backtest(value_per_token: float = 2e-7) -> dict:
     """Leakage-free backtest (top-1, regret) of the advisor and the five baselines."""
     return _advisor_backtest(str(settings().db_path), data_version(), value_per_token)
