@@ -173,3 +173,12 @@ def test_bootstrap_intervals_contain_the_estimate_and_narrow_with_more_cells():
                                      decide.UtilityParams(value_per_token_usd=1e-5))
     assert few["cells"] == 4 and many["cells"] == 40
     assert few["policies"]["size_rule"]["top1_ci95"] == [0.0, 0.0]  # no spread: no width
+
+
+def test_at_a_higher_value_per_token_the_advisor_beats_every_baseline(adv):
+    """Issue 33: at 1e-5 USD per token the advisor's extra terms (SLO, memory, launch priors)
+    matter: its regret is strictly below every baseline's."""
+    bt = advisor_backtest.backtest(adv.cost, decide.UtilityParams(value_per_token_usd=1e-5), adv.ctx)
+    regret = {k: v["regret"] for k, v in bt["policies"].items()}
+    baselines = {k: v for k, v in regret.items() if not k.startswith("advisor")}
+    assert regret["advisor"] < min(baselines.values()), regret
