@@ -226,7 +226,8 @@ def ingest_demo(con, seed: int = 0, days: int = 14) -> list[dict]:
     # it sees a duplicate, not a name clash); it draws first, so its rows are unchanged too
     digests = {t: f"synthetic-{t}-seed{seed}-days{days}" for t in NAMES}
     digests["requests"] = f"synthetic-seed{seed}-days{days}"
-    items = [store.IngestItem(makers[table](), name, digests[table], synthetic=True)
-             for table, name in NAMES.items()]
+    names = {**NAMES, "requests": f"synthetic_demo_{days}d"}  # the trace names its span
+    items = [store.IngestItem(makers[table](), names[table], digests[table], synthetic=True)
+             for table in NAMES]
     return store.ingest(con, items)
 

@@ -52,12 +52,10 @@ class Export:
 
     @property
     def synthetic(self) -> bool:
-        """Whether any of :attr:`datasets` is synthetic (the ledger's flag)."""
-        if not hasattr(self, "_synthetic"):
-            ledger = cache.datasets()
-            self._synthetic = bool(ledger.loc[ledger["name"].isin(self.datasets),
-                                              "synthetic"].astype(bool).any())
-        return self._synthetic
+        """Whether any of :attr:`datasets` is synthetic (the ledger's flag; read at each call,
+        as a page may add a dataset after its first chart)."""
+        ledger = cache.datasets()
+        return bool(ledger.loc[ledger["name"].isin(self.datasets), "synthetic"].astype(bool).any())
 
     def chart(self, fig: go.Figure, key: str, title: str | None = None, container=None,
               from_data: bool = True) -> None:
