@@ -177,6 +177,13 @@ if not ledger.empty:
                      hide_index=True, width="stretch", key="dataset_summary")
         widgets.provenance(summary.get("sources") or {}, summary.get("assumptions") or [],
                            key="dataset_sources")
+        if (att := summary.get("attached")) is not None:
+            widgets.attached_state(att)
+            if st.button(f"Refresh {target}", key="refresh_attached",
+                         help="check the files again (new files under the pattern are taken "
+                              "in) and recompute every view of this dataset"):
+                st.session_state["ingest_report"] = [cache.refresh_attached(target)]
+                st.rerun()
         fmt = st.radio("Download as", ["csv", "parquet"], horizontal=True, key="export_fmt",
                        persist_state="session")
         if (too_large := cache.export_refusal(target)) is not None:

@@ -5,7 +5,8 @@ One store holds one real dataset of each kind headroom stores: a request trace w
 per minute), benchmark runs (ML.ENERGY v3, Argonne power and TTFT), Slurm jobs (case 07: no job has a
 start time, so the power simulation refuses it), DCGM telemetry (case 20), carbon
 intensity (two SustainDC sites), weather (an EPW file), electricity prices (Green-DCC) and a
-reference CDF (AcmeTrace). Then
+reference CDF (AcmeTrace), and the Azure conv trace once more as an attached dataset (its
+rows exported to a hive-partitioned Parquet file and read in place, never stored). Then
 
 * every CLI command that takes a dataset runs on each of them, with each target (and a second
   bin for the grid): exit 0 with a strict JSON document, or exit 2 with ``{"error": ...}`` that
@@ -47,6 +48,8 @@ STAGED = {
     "cdf": "acmetrace/acme_power_util_cdf.csv",
 }
 CASES = {"jobs": "07-sacct-alloctres-typed-gpu.txt", "telemetry": "20-dcgm-two-nodes-same-gpu-index.prom"}
+#: the request traces: the stored one and the same rows attached where they live
+TRACES = ("requests", "attached")
 TARGETS = ("weighted_tokens", "gpu_seconds")
 #: the pages that read the sidebar's dataset, opened on each demand kind
 DATASET_PAGES = ("demand", "coverage", "capacity", "dispatch")
@@ -68,8 +71,16 @@ def matrix(tmp_path_factory, model_cache):
     for name in CASES.values():
         ingest.ingest_files(con, [ingest.FileIn(case_file(name), name)])
     source_of = {d["source"]: d["name"] for d in store.ledger_records(con)}
+    part = folder / "attached" / "part=0"
+    part.mkdir(parents=True)
+    store.copy_dataset(con, source_of[STAGED["requests"].rsplit("/", 1)[-1]],
+                       part / "rows.parquet", "parquet")
+    from analytics.ingest.attach import attach
+
+    attach(con, "conv_attached", str(folder / "attached" / "part=*" / "*.parquet"))
     con.close()
     names = {kind: source_of[rel.rsplit("/", 1)[-1]] for kind, rel in {**STAGED, **CASES}.items()}
+    names["attached"] = "conv_attached"
     sites = "CISO,ERCO"  # the two carbon files' sites
     return {"db": db, "names": names, "sites": sites, "folder": folder}
 
@@ -117,17 +128,17 @@ def _commands(kind: str, name: str, names: dict, sites: str, out) -> dict[tuple,
     for target in TARGETS:
         # the one-hour Azure trace at 10 s (its 5-minute default leaves 2 calibration bins: a
         # refusal, exit 2); the others at their default bin
-        t = ("--target", target, *(("--bin", "10s") if kind == "requests" else ()))
+        t = ("--target", target, *(("--bin", "10s") if kind in TRACES else ()))
         rows |= {("grid", target): ("grid", name, *t),
                  ("envelope", target): ("envelope", name, *t),
                  ("capacity", target): ("capacity", name, *t),
                  ("dispatch", target): ("dispatch", name, "--sites", sites, *t)}
-    if kind == "requests":  # the what-if answers on this very trace in tests/serving/
+    if kind in TRACES:  # the what-if answers on this very trace in tests/serving/
         del rows["serve-energy", None]  # test_serving.py (the 16-model CLI run): 5.9 s here
     return rows
 
 
-@pytest.mark.parametrize("kind", [*STAGED, *CASES])
+@pytest.mark.parametrize("kind", [*STAGED, *CASES, "attached"])
 def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
     name = matrix["names"][kind]
     ran = {label: _run(capsys, matrix["db"], *args)
@@ -135,7 +146,7 @@ def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
                                         matrix["folder"]).items()}
     code = {label: got[0] for label, got in ran.items()}
     assert code["summary", None] == code["export", None] == 0  # every dataset has both
-    demand = kind in ("requests", "gpu_seconds", "series")
+    demand = kind in ("requests", "attached", "gpu_seconds", "series")
     # a demand dataset has a grid; only the LoRA trace has GPU-seconds; only DCGM is telemetry
     assert (code["grid", None] == 0) == demand
     for command in ("grid", "envelope", "capacity"):
@@ -145,7 +156,7 @@ def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
     assert code["live", "follow"] == 2 and ran["live", "follow"][1]["error"]
     if kind != "jobs":  # case 07's jobs never started: a refusal too, naming why
         assert code["powersim", "jobs"] == 2
-    if kind in ("requests", "series"):
+    if kind in ("requests", "attached", "series"):
         for command in ("grid", "envelope", "capacity", "dispatch"):
             assert code[command, "weighted_tokens"] == 0, command
         # the site the LP leaves empty shows 0, not HiGHS's -0.0 (a fresh-user check)
@@ -157,7 +168,7 @@ def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
 def test_the_commands_without_a_dataset_answer_on_the_matrix_store(matrix, capsys):
     db = matrix["db"]
     code, listed = _run(capsys, db, "datasets")
-    assert code == 0 and len(listed) == len(STAGED) + len(CASES)
+    assert code == 0 and len(listed) == len(STAGED) + len(CASES) + 1  # + the attached trace
     assert _run(capsys, db, "sweeps")[0] == 0
     code, doc = _run(capsys, db, "advise", "--model", "llama-3-8b", "--params-b", "8",
                      "--concurrency", "16", "--in-len", "512", "--out-len", "256", "--no-store")
@@ -171,12 +182,12 @@ def matrix_app(matrix, app_env):
     return matrix
 
 
-@pytest.mark.parametrize("kind", ["requests", "gpu_seconds", "series"])
+@pytest.mark.parametrize("kind", ["requests", "attached", "gpu_seconds", "series"])
 def test_every_page_opens_on_each_demand_kind(matrix_app, kind):
     at = new_app().run()
     at.sidebar.selectbox(key="dataset").set_value(matrix_app["names"][kind]).run()
     pages = DATASET_PAGES + (OWN_INPUT_PAGES if kind == "requests" else ())
-    if kind != "requests":  # Coverage on the LoRA trace and on the week: tests/ui/test_pages.py
+    if kind not in TRACES:  # Coverage on the LoRA trace and on the week: tests/ui/test_pages.py
         pages = tuple(p for p in pages if p != "coverage")  # (its cold start: ~4 s each here)
     for page in pages:
         at.switch_page(f"pages/{page}.py").run(timeout=120)

@@ -153,12 +153,15 @@ class _NeverRaised(Exception):
 
 def _exit_code(exc: BaseException) -> int | None:
     """2 for bad input (a file, line and column where the error has them; an unknown dataset; a
-    taken name; a grid the data cannot give; a store file headroom may not open as asked; any
+    taken name; a grid the data cannot give; a store file headroom may not open as asked; files
+    that cannot be attached, or changed since; any
     ValueError / KeyError), 1 for an internal error
     that has a message for the user (download, store, telemetry, a cancelled sweep), None for a
     bug (re-raised)."""
     if isinstance(exc, (BadInput, ValueError, KeyError,
-                        _loaded("analytics.store.core", "StoreRefused"))):
+                        _loaded("analytics.store.core", "StoreRefused"),
+                        _loaded("analytics.store.attached", "AttachRefused"),
+                        _loaded("analytics.store.attached", "AttachedChanged"))):
         return 2
     internal = (_loaded("analytics.ingest.sources", "PullError"),
                 _loaded("analytics.store.core", "StoreError"),

@@ -27,6 +27,9 @@ COMMANDS = {
     "sweeps": "the sweep points kept in the store: what ran, where, how many tasks and how long",
     "migrate": "bring the store to this headroom's schema (reading commands never migrate)",
     "export": "write every row of a dataset to a CSV or Parquet file (streamed, any size)",
+    "attach": "register request logs left where they live (Parquet or CSV files, a glob over "
+              "hive partitions) as a dataset read in place, never copied; --refresh checks an "
+              "attached dataset's files again",
 }
 
 
@@ -116,6 +119,17 @@ def add_parsers(sub) -> None:
                    help="default: from --out's suffix (.parquet), else csv")
     p.set_defaults(run=export)
 
+    p = sub.add_parser("attach", help=COMMANDS["attach"])
+    p.add_argument("name", type=dataset_name, help="dataset name")
+    p.add_argument("pattern", nargs="?", default=None,
+                   help="the files, a path or glob in quotes: 'logs/date=*/*.parquet', "
+                        "'logs/**/*.csv' (folders named key=value are columns: hive "
+                        "partitioning); s3://... with DuckDB's httpfs installed")
+    p.add_argument("--refresh", action="store_true",
+                   help="check the attached dataset NAME's files again (its recorded pattern; "
+                        "new files are taken in) and move the data version")
+    p.set_defaults(run=attach)
+
     p = sub.add_parser("sweeps", help=COMMANDS["sweeps"])
     p.add_argument("--analysis", default=None, help="only this analysis, e.g. power.sweep_point")
     p.set_defaults(run=sweeps)
@@ -161,6 +175,19 @@ def ingest(args, settings) -> list[dict]:
     # (a large BurstGPT / Azure trace is read in batches as it is written: analytics.ingest.fastcsv)
     writer = functools.partial(open_store, settings.db_path, write=True)
     return data.ingest_paths(writer, args.paths, args.format, args.name, opts, args.append)
+
+
+def attach(args, settings) -> dict:
+    """Attach files in place, or refresh an attached dataset (:mod:`analytics.ingest.attach`)."""
+    from analytics.services import data, open_store
+
+    if args.refresh and args.pattern:
+        raise BadInput("--refresh checks the recorded pattern again; give no pattern with it")
+    if not args.refresh and not args.pattern:
+        raise BadInput("give the files to attach, e.g. headroom attach logs "
+                       "'logs/date=*/*.parquet'")
+    with open_store(settings.db_path, write=True) as con:
+        return data.attach(con, args.name, args.pattern, args.refresh)
 
 
 def datasets(args, settings) -> list[dict]:

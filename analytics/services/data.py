@@ -294,6 +294,21 @@ def clean_upload_dir(folder: Path) -> int:
     return tempfiles.sweep(folder, ("upload",))
 
 
+def attach(con, name: str, pattern: str | None, refresh: bool = False) -> dict:
+    """Attach request files where they live as dataset ``name``, or check an attached dataset
+    again (``refresh``): :func:`analytics.ingest.attach.attach`. Operator configuration (it
+    reads server paths): the CLI attaches; pages only refresh what is attached."""
+    from analytics.ingest.attach import attach as attach_files
+
+    return attach_files(con, name, pattern, refresh)
+
+
+def attached(con) -> list[dict]:
+    """Every attached dataset's state against its files now (:func:`analytics.store.
+    attached_status`): pattern, files, bytes, when validated, files changed or new."""
+    return [store.attached_status(con, n) for n in store.attached_names(con)]
+
+
 def delete(con, name: str) -> dict:
     """Remove a dataset and its rows (one transaction). Raises ``store.UnknownDataset``."""
     store.delete_dataset(con, name)

@@ -67,6 +67,10 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
     if row is None:
         raise UnknownDataset(name)
     dataset_id, kind, fmt = int(row[0]), row[1], row[2]
+    if fmt.startswith("attached_"):
+        raise AppendRefused(p.source, f"dataset {name!r} is attached: its rows are its files. "
+                                      "Put the file under its pattern and refresh it "
+                                      f"(headroom attach --refresh {name})")
     if kind != p.table:
         raise AppendRefused(p.source, f"dataset {name!r} holds {kind}; this file holds "
                                       f"{p.table}: append it to a {p.table} dataset, or ingest "

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from analytics.schema import COLUMNS
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
                 ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid"),
@@ -189,5 +189,16 @@ MIGRATIONS: dict[int, list[str]] = {
           refit VARCHAR,
           closed_at TIMESTAMP NOT NULL,
           PRIMARY KEY (name, ts)
+        )"""],
+    # request datasets left where they live (issue 28 item 4): the files an attached dataset
+    # reads (JSON [path, bytes, modified]) and their columns as validated; its rows are never
+    # stored (analytics.store.attached)
+    17: ["""CREATE TABLE IF NOT EXISTS attached (
+          dataset_id INTEGER PRIMARY KEY,
+          pattern VARCHAR NOT NULL,
+          form VARCHAR NOT NULL,
+          files VARCHAR NOT NULL,
+          columns VARCHAR NOT NULL,
+          validated_at TIMESTAMP NOT NULL
         )"""],
 }

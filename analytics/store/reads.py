@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from analytics.config import Weights
 from analytics.lazy import lazy_module
 from analytics.schema import COLUMNS
+from analytics.store import attached
 from analytics.store.core import DATA_TABLES, UnknownDataset, _run
 
 # pandas / numpy only when a frame is asked for: `headroom datasets` reads the ledger without
@@ -67,18 +68,21 @@ def table_counts(con) -> dict[str, int]:
     return {t: int(got[i]) for i, t in enumerate(tables)}
 
 
-def _rows_sql(info: dict) -> str:
+def _rows_sql(cur, info: dict) -> str:
     cols_k = COLUMNS[info["kind"]]
     order = "ts" if "ts" in cols_k else ("submit_ts" if "submit_ts" in cols_k else "1")
-    return (f"SELECT {', '.join(cols_k)} FROM {info['kind']} "
+    table = info["kind"] if info["kind"] != "requests" else \
+        attached.source(cur, int(info["dataset_id"]), info["name"])
+    return (f"SELECT {', '.join(cols_k)} FROM {table} AS rows "
             f"WHERE dataset_id = {int(info['dataset_id'])} ORDER BY {order}")
 
 
 def dataset_rows(con, name: str) -> pd.DataFrame:
-    """All rows of one dataset in its canonical columns, in time order."""
+    """All rows of one dataset in its canonical columns, in time order (an attached dataset's
+    read from its files). Raises UnknownDataset, AttachedChanged."""
     info = dataset(con, name)
     with con.cursor() as cur:
-        return _run(cur, _rows_sql(info)).df()
+        return _run(cur, _rows_sql(cur, info)).df()
 
 
 def copy_dataset(con, name: str, path, fmt: str) -> int:
@@ -93,7 +97,7 @@ def copy_dataset(con, name: str, path, fmt: str) -> int:
     target = "'" + str(path).replace("'", "''") + "'"
     options = "FORMAT csv, HEADER true" if fmt == "csv" else "FORMAT parquet"
     with con.cursor() as cur:
-        _run(cur, f"COPY ({_rows_sql(info)}) TO {target} ({options})")
+        _run(cur, f"COPY ({_rows_sql(cur, info)}) TO {target} ({options})")
     return int(info["rows"])
 
 
@@ -129,17 +133,19 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights,
     """
     gpu = weights.target == "gpu_seconds"
     with con.cursor() as cur:
+        src = attached.source(cur, dataset_id)
         # the bounds, and whether any token count is empty (segment statistics answer it)
-        lo_hi = [known] if known is not None else _run(cur, """
+        lo_hi = [known] if known is not None else _run(cur, f"""
             SELECT ts_min, ts_max,
-                   EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND prompt_tokens IS NULL)
-                   OR EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id
+                   EXISTS (SELECT 1 FROM {src} AS r WHERE dataset_id = $id
+                           AND prompt_tokens IS NULL)
+                   OR EXISTS (SELECT 1 FROM {src} AS r WHERE dataset_id = $id
                               AND completion_tokens IS NULL)
             FROM datasets WHERE dataset_id = $id""", {"id": dataset_id}).fetchall()
         if not lo_hi or lo_hi[0][0] is None:
             return _empty_grid()
         ts_min, ts_max, has_empty = lo_hi[0]
-        sql, params = _requests_grid_sql(dataset_id, bin_s, weights, gpu, has_empty)
+        sql, params = _requests_grid_sql(dataset_id, bin_s, weights, gpu, has_empty, src)
         per_model = _model_weights(weights) if weights.per_model and not gpu else None
         if per_model is not None:
             cur.register("model_weights", per_model)
@@ -154,11 +160,12 @@ def requests_grid(con, dataset_id: int, bin_s: int, weights: Weights,
 
 
 def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool,
-                       has_empty: bool = True) -> tuple[str, dict]:
+                       has_empty: bool = True, src: str = "requests") -> tuple[str, dict]:
     """The one-pass aggregate of :func:`requests_grid`: one row per non-empty bin, ``bin_us``
     (bin start, microseconds since the epoch) and the grid's columns (NULL sums kept).
     ``has_empty``: whether any prompt or completion count of the dataset is empty (when none
-    is, ``unknown_tokens`` is 0 without a per-row test)."""
+    is, ``unknown_tokens`` is 0 without a per-row test); ``src``: the relation of the rows
+    (:func:`analytics.store.attached.source`)."""
     params = {"bin": bin_s, "id": dataset_id}
     if gpu or (not weights.per_model and weights.w_prompt == 1 and weights.w_completion == 1):
         # the GPU-seconds target is the gpu_s column, the default weights' target the token
@@ -185,7 +192,7 @@ def _requests_grid_sql(dataset_id: int, bin_s: int, weights: Weights, gpu: bool,
            (coalesce(sum(r.prompt_tokens), 0) + coalesce(sum(r.completion_tokens), 0))::DOUBLE
              AS tokens,
            sum(r.gpu_s)::DOUBLE AS gpu_s, {unknown} AS unknown_tokens {target}
-    FROM requests r {join}
+    FROM {src} r {join}
     WHERE r.dataset_id = $id {"" if weights.include_failed else "AND NOT r.failed"}
     GROUP BY {bucket}
     """
@@ -250,9 +257,10 @@ def request_fields(con, dataset_id: int, names=None) -> dict[str, bool]:
     they hold none), not a scan of the dataset.
     """
     names = tuple(_FIELD_PROBES) if names is None else tuple(names)
-    probes = ", ".join(f"EXISTS (SELECT 1 FROM requests WHERE dataset_id = $id AND "
-                       f"({_FIELD_PROBES[n]}))" for n in names)
     with con.cursor() as cur:
+        src = attached.source(cur, dataset_id)
+        probes = ", ".join(f"EXISTS (SELECT 1 FROM {src} AS r WHERE dataset_id = $id AND "
+                           f"({_FIELD_PROBES[n]}))" for n in names)
         row = _run(cur, f"SELECT {probes}", {"id": dataset_id}).fetchone()
     return dict(zip(names, (bool(v) for v in row), strict=True))
 
@@ -303,13 +311,21 @@ def demand_minutes(con) -> pd.DataFrame:
       FROM requests GROUP BY dataset_id
       UNION ALL
       SELECT dataset_id, count(DISTINCT epoch(ts)::BIGINT // 60) AS active_min
-      FROM demand_series WHERE tokens > 0 OR requests > 0 GROUP BY dataset_id
+      FROM demand_series WHERE tokens > 0 OR requests > 0 GROUP BY dataset_id{attached}
     ) a USING (dataset_id)
     WHERE d.ts_min IS NOT NULL
     ORDER BY d.dataset_id
     """
     with con.cursor() as cur:
-        return _run(cur, sql).df()
+        parts = []
+        for name, i in attached.attached_names(con).items():
+            try:  # an attached dataset whose files changed is left out until refreshed
+                src = attached.source(cur, i, name)
+            except attached.AttachedChanged:
+                continue
+            parts.append(f" UNION ALL SELECT dataset_id, count(DISTINCT epoch(ts)::BIGINT // 60)"
+                         f" FROM {src} AS r GROUP BY dataset_id")
+        return _run(cur, sql.replace("{attached}", "".join(parts))).df()
 
 
 SITE_TABLES = {"carbon_intensity": "gco2_per_kwh", "weather": "temp_c", "prices": "usd_per_mwh"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from analytics.schema import Parsed
+from analytics.store import attached
 from analytics.store.core import _run
 from analytics.store.reads import dataset
 
@@ -68,10 +69,15 @@ def dataset_summary(con, name: str) -> dict:
     info = dataset(con, name)
     kind, dataset_id = info["kind"], int(info["dataset_id"])
     with con.cursor() as cur:
-        cur_ = _run(cur, f"SELECT {_SUMMARY_SQL[kind]} FROM {kind} WHERE dataset_id = ?",
-                    [dataset_id])
-        names = [d[0] for d in cur_.description]
-        row = dict(zip(names, cur_.fetchone(), strict=True))
+        att = attached.attachment(cur, dataset_id) if kind == "requests" else None
+        if att is not None and attached.changed_files(att):  # nothing to scan until refreshed
+            row = {"rows_unread": "its files changed since they were validated: refresh it"}
+        else:
+            table = attached.source(cur, dataset_id, name) if att is not None else kind
+            cur_ = _run(cur, f"SELECT {_SUMMARY_SQL[kind]} FROM {table} AS rows "
+                             "WHERE dataset_id = ?", [dataset_id])
+            names = [d[0] for d in cur_.description]
+            row = dict(zip(names, cur_.fetchone(), strict=True))
         if kind == "carbon_intensity":
             row["mean_gco2_per_kwh_by_basis"] = {b: m for b, m in _run(
                 cur, "SELECT basis, avg(gco2_per_kwh) FROM carbon_intensity WHERE dataset_id = ? "
@@ -86,6 +92,8 @@ def dataset_summary(con, name: str) -> dict:
                 cur, "SELECT n_gpus, count(*) FROM jobs WHERE dataset_id = ? AND n_gpus IS NOT "
                      "NULL GROUP BY n_gpus ORDER BY n_gpus", [dataset_id]).fetchall()}
         row.update(_provenance(cur, dataset_id))
+    if att is not None:  # left where it lives: what it reads, and whether that moved
+        row["attached"] = attached.status(con, name)
     return {"dataset": name, "kind": kind, **row}
 
 

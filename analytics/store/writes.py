@@ -358,7 +358,8 @@ def _insert_frame(cur, table: str, frame: pl.DataFrame, dataset_id: int) -> None
 
 
 def delete_dataset(con, name: str) -> None:
-    """Remove a dataset and its rows (one transaction). Raises UnknownDataset."""
+    """Remove a dataset and its rows (one transaction; an attached dataset's files stay where
+    they are). Raises UnknownDataset."""
     with con.cursor() as cur, transaction(cur):
         row = _run(cur, "SELECT dataset_id, kind FROM datasets WHERE name = ?", [name]).fetchone()
         if row is None:
@@ -367,6 +368,7 @@ def delete_dataset(con, name: str) -> None:
             _run(cur, f"DELETE FROM {table} WHERE dataset_id = ?", [row[0]])
         _run(cur, "DELETE FROM site_aliases WHERE dataset_id = ?", [row[0]])
         _run(cur, "DELETE FROM dataset_files WHERE dataset_id = ?", [row[0]])
+        _run(cur, "DELETE FROM attached WHERE dataset_id = ?", [row[0]])  # never its files
         _run(cur, "DELETE FROM datasets WHERE dataset_id = ?", [row[0]])
         _bump_data_version(cur)
 

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,8 @@ def store_stamp(db_path: Path | None = None) -> tuple:
     return store.file_stamp(db_path or settings().db_path)
 
 
-_versions: dict[str, tuple[tuple, int]] = {}  # store path -> (stamp read at, data version)
+#: store path -> (stamp read at, data version, attached files, their stamp when read)
+_versions: dict[str, tuple[tuple, int, tuple, tuple]] = {}
 _versions_lock = threading.Lock()
 
 
@@ -102,18 +104,24 @@ def data_version() -> int:
 
     Read from the store once per change of :func:`store_stamp` (issue 15: a page rerun used to
     open the store for every cached call, 60-150 ms each, most of a warm rerun); the stamp is
-    taken before the read, so a write racing it is seen on the next call.
+    taken before the read, so a write racing it is seen on the next call. Where datasets are
+    attached (read in place), their files are stat'ed on every call too: a changed file moves
+    no store byte, and the version then differs from the stored one (its views see the change
+    and refuse until a refresh).
     """
     path = settings().db_path
     stamp = store_stamp(path)
     with _versions_lock:
         hit = _versions.get(str(path))
-    if hit is not None and hit[0] == stamp and stamp[0] is not None:
-        return hit[1]
-    with connection() as con:
-        version = store.data_version(con)
-    with _versions_lock:
-        _versions[str(path)] = (stamp, version)
+    if hit is None or hit[0] != stamp or stamp[0] is None:
+        with connection() as con:
+            version, files = store.data_version(con), store.attached_files(con)
+        hit = (stamp, version, files, store.files_stamp(files))
+        with _versions_lock:
+            _versions[str(path)] = hit
+    _, version, files, then = hit
+    if files and store.files_stamp(files) != then:  # an attached file changed: a new key
+        return (version << 32) | zlib.crc32(repr(store.files_stamp(files)).encode())
     return version
 
 
@@ -234,6 +242,20 @@ def ingest_staged(staged, opts: ParseOptions, append_to: str | None = None) -> l
     return data.ingest_staged(functools.partial(connection, write=True),
                               [(s.path, s.name, s.sha256) for s in staged], opts,
                               settings().max_upload_mb * 1_000_000, append_to)
+
+
+def refresh_attached(name: str) -> dict:
+    """Check an attached dataset's files again (the data version moves). The pattern is the
+    one the operator attached; a page never names a path. A refusal (a bad value, a file
+    gone) is the report's ``rejected`` row, the dataset as it was."""
+    from analytics.ingest.rawfile import FormatError
+
+    try:
+        with connection(write=True) as con:
+            return data.attach(con, name, None, refresh=True)
+    except (FormatError, store.StoreError) as exc:
+        return {"file": name, "status": "rejected", "dataset": name, "rows": 0, "format": None,
+                "error": getattr(exc, "public", None) or str(exc)}
 
 
 def delete_dataset(name: str) -> None:

@@ -163,8 +163,11 @@ def plain(text: object) -> str:
 
 
 #: Ingest statuses in the order the summary line counts them, with the words it uses.
-INGEST_STATUSES = {"ingested": "ingested", "appended": "appended", "duplicate": "duplicate",
+INGEST_STATUSES = {"ingested": "ingested", "appended": "appended", "attached": "attached",
+                   "refreshed": "refreshed", "duplicate": "duplicate",
                    "skipped": "skipped by design", "rejected": "rejected"}
+#: statuses counted only when some file has them
+_RARE_STATUSES = ("appended", "attached", "refreshed")
 
 
 def ingest_summary(report: list[dict]) -> str:
@@ -172,7 +175,23 @@ def ingest_summary(report: list[dict]) -> str:
     (``N appended`` too when a file was appended to a dataset)."""
     return ", ".join(f"{sum(r['status'] == s for r in report)} {words}"
                      for s, words in INGEST_STATUSES.items()
-                     if s != "appended" or any(r["status"] == s for r in report))
+                     if s not in _RARE_STATUSES or any(r["status"] == s for r in report))
+
+
+def attached_state(att: dict) -> None:
+    """An attached dataset's files against what was validated (:func:`analytics.store.
+    attached_status`): what it reads, when it was checked, files changed or new. Plain text."""
+    st.caption(f"Attached, read in place: {att['files']:,} {att['form']} files "
+               f"({att['bytes'] / 1e6:,.1f} MB) matching {plain(att['pattern'])}, checked "
+               f"{att['validated_at'][:19].replace('T', ' ')} UTC. Attach more with headroom "
+               "attach (an operator command: a page never names a server path).")
+    if att["changed"]:
+        st.warning(f"{len(att['changed']):,} of its files changed since they were checked "
+                   f"({plain('; '.join(att['changed'][:3]))}): its views stop until it is "
+                   "refreshed.")
+    if att["new"]:
+        st.info(f"{len(att['new']):,} new files match its pattern (not read until a refresh): "
+                f"{plain(', '.join(att['new'][:3]))}")
 
 
 def ingest_report(report: list[dict]) -> None:
@@ -209,6 +228,10 @@ def ingest_report(report: list[dict]) -> None:
         elif r["status"] == "duplicate":
             st.info(f"{plain(r['file'])}: same bytes as dataset {plain(r['dataset'])}; nothing "
                     "added. Delete that dataset first to ingest the file with other options.")
+        elif r["status"] in ("attached", "refreshed"):
+            st.success(f"{plain(r['file'])} \u2192 dataset {plain(r['dataset'])} {r['status']}, "
+                       f"read in place: {r['files']:,} files, {r['rows']:,} rows, never copied "
+                       "into the store")
         elif r["status"] == "appended":
             st.success(f"{plain(r['file'])} \u2192 {r['rows']:,} more rows of dataset "
                        f"{plain(r['dataset'])} ({r['format']}; {r['dropped']:,} already stored, "
