@@ -14,6 +14,13 @@ import polars as pl
 
 from analytics.ingest.rawfile import ROW, FormatError
 from analytics.schema import CANONICAL, NAN_AS_EMPTY, NOTE_LINES_KEPT, RULES, TS_ACCEPTED, Note, Rule
+from analytics.timelayouts import (
+    ISO_DATE_T,
+    ISO_OFFSET,
+    ISO_ZULU,
+    POLARS_WITH_OFFSET,
+    POLARS_WITHOUT,
+)
 
 
 def parse_timestamps(
@@ -33,7 +40,8 @@ def parse_timestamps(
 
     ``fmt`` is the strftime format the source writes (one with ``%z`` converts the offset to
     UTC; ``None`` lets polars infer ISO 8601). It is tried first on every row (fast, vectorised);
-    only the rows it misses are tried as ISO 8601 with or without an offset: ``T`` or space
+    only the rows it misses are tried as ISO 8601 with or without an offset
+    (:mod:`analytics.timelayouts` states the spellings for every road): ``T`` or space
     between date and time, 0-9 fraction digits, ``Z`` / ``+hh:mm`` / ``+hhmm`` / ``+hh``
     (``2024-05-10 00:00:00.123456+00:00``, ``2024-05-10T02:00:01Z``,
     ``2023-11-16 18:17:03.9799600``, PostgreSQL ``COPY``'s ``2024-03-10 12:00:00.5-05``).
@@ -91,11 +99,7 @@ def parse_timestamps(
     return frame.with_columns(parsed.alias(out))
 
 
-_ISO_DATE_T = r"^(\d{4}-\d{2}-\d{2})[Tt ]"
-#: an offset after a time: ``+hh:mm``, ``+hhmm`` or the hour-only ``+hh`` that PostgreSQL
-#: ``COPY ... CSV`` writes for ``timestamptz`` (ISO 8601 allows it); a time before it, so that a
-#: date alone (``2024-05-10``) never reads as an offset
-_ISO_OFFSET = r":\d{2}(?:\.\d*)?[+-]\d{2}(?::?\d{2})?$"
+_ISO_DATE_T, _ISO_OFFSET = ISO_DATE_T, ISO_OFFSET  # the spellings: analytics.timelayouts
 
 
 def _iso_fallback(series: pl.Series, parsed: pl.Series, naive: pl.Series,
@@ -104,7 +108,7 @@ def _iso_fallback(series: pl.Series, parsed: pl.Series, naive: pl.Series,
     ``parsed`` (naive UTC); ``naive`` marks the rows that had no offset."""
     idx = missed.arg_true()
     norm = (series.filter(missed).str.strip_chars().str.replace(_ISO_DATE_T, "$1 ")
-            .str.replace(r"[Zz]$", "+00:00"))
+            .str.replace(ISO_ZULU, "+00:00"))
     has_offset = norm.str.contains(_ISO_OFFSET)
 
     def read(formats: tuple[str, ...]) -> pl.Series:
@@ -113,8 +117,8 @@ def _iso_fallback(series: pl.Series, parsed: pl.Series, naive: pl.Series,
                if g.dtype.time_zone is not None else g for g in got]  # type: ignore[union-attr]
         return pl.select(pl.coalesce(got)).to_series()
 
-    with_offset = read(("%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%d %H:%M%#z"))
-    without = read(("%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"))
+    with_offset = read(POLARS_WITH_OFFSET)
+    without = read(POLARS_WITHOUT)
     value = pl.select(pl.when(has_offset).then(with_offset).otherwise(without)).to_series()
     return (parsed.scatter(idx, value),
             naive.scatter(idx, ~has_offset & value.is_not_null()))

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from analytics.schema import COLUMNS, RULES, TS_ACCEPTED
 from analytics.store.core import StoreError, _run
+from analytics.timelayouts import duckdb_has_offset, duckdb_iso
 
 #: Most files one attached dataset may list (a pattern that matches a whole disk is refused).
 MAX_FILES = 100_000
@@ -46,8 +47,6 @@ FORMS = ("parquet", "csv")
 _REMOTE = ("s3://", "s3a://", "gs://", "gcs://", "r2://", "http://", "https://", "hf://")
 _TS_TYPES = ("TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "TIMESTAMP WITH TIME ZONE",
              "VARCHAR")
-#: a UTC offset or Z at the end of a text time
-_OFFSET_RE = r"\d:\d\d(:\d\d(\.\d*)?)?\s*([+-]\d\d(:?\d\d)?|[zZ]|UTC|GMT)$"
 #: the columns a request file must have (as the canonical format requires them)
 REQUIRED = ("ts", "prompt_tokens", "completion_tokens")
 
@@ -232,9 +231,8 @@ def _ts_sql(kind: str, col: str = "ts") -> str:
     q = _quoted(col)
     if kind == "TIMESTAMP WITH TIME ZONE":
         return f"timezone('UTC', {q})"
-    if kind == "VARCHAR":
-        return (f"CASE WHEN regexp_matches(trim({q}), '{_OFFSET_RE}') THEN timezone('UTC', "
-                f"TRY_CAST(trim({q}) AS TIMESTAMPTZ)) ELSE TRY_CAST(trim({q}) AS TIMESTAMP) END")
+    if kind == "VARCHAR":  # the ISO 8601 spellings every road reads (analytics.timelayouts)
+        return duckdb_iso(q)
     return f"CAST({q} AS TIMESTAMP)"
 
 
@@ -285,7 +283,7 @@ def _row_conditions(columns: dict[str, str], form: str, scanned: set[str]) -> li
             out.append((f"{q} IS NULL", "ts", "empty value"))
             if kind == "VARCHAR":
                 out.append((f"{_ts_sql(kind)} IS NULL", "ts",
-                            "not a time (ISO 8601 text, e.g. 2024-05-10 12:00:00)"))
+                            "not a timestamp in ISO 8601 (with an optional offset)"))
             first, end = (f"TIMESTAMP {_literal(f'{t:%Y-%m-%d %H:%M:%S}')}" for t in TS_ACCEPTED)
             out.append((f"{_ts_sql(kind)} < {first} OR {_ts_sql(kind)} >= {end}", "ts",
                         f"outside {TS_ACCEPTED[0]:%Y}-{TS_ACCEPTED[1]:%Y}, the times a trace "
@@ -443,7 +441,7 @@ def _span_and_counts(cur, form, files, columns, out: Checked) -> None:
     """Time span, empty token counts and whether some ts has no zone (one scan of three
     columns; a Parquet timestamp without a zone says so in its type)."""
     kind = columns["ts"]
-    naive = (f"count(*) FILTER (WHERE NOT regexp_matches(trim(ts), '{_OFFSET_RE}'))"
+    naive = (f"count(*) FILTER (WHERE NOT {duckdb_has_offset('ts')})"
              if kind == "VARCHAR" else ("0" if kind == "TIMESTAMP WITH TIME ZONE" else "1"))
     got = cur.execute(
         f"SELECT min({_ts_sql(kind)}), max({_ts_sql(kind)}), count(*) FILTER (WHERE "

@@ -33,6 +33,7 @@ from analytics.ingest.formats._common import (
     parse_timestamps,
     read_csv_checked,
 )
+from analytics.timelayouts import DUCKDB_AZURE
 
 
 class AzureLLM:
@@ -83,7 +84,7 @@ class AzureLLM:
         first = header_fields(head, 1)
         value = first[header.index("TIMESTAMP")] if len(first) == len(header) else ""
         zone = "%z" if re.search(_ISO_OFFSET, value.strip()) else ""
-        layouts = ", ".join(f"'%Y-%m-%d %H:%M:%S{frac}{zone}'" for frac in (".%n", ""))
+        layouts = ", ".join(f"'{layout}{zone}'" for layout in DUCKDB_AZURE)
         ts = f'try_strptime("TIMESTAMP", [{layouts}])'
         if zone:  # to UTC whatever the session's TimeZone (the direct read runs in the store's)
             ts = f"timezone('UTC', {ts})"
@@ -93,7 +94,7 @@ class AzureLLM:
             # the 2023 release (a fraction on every value): read_csv parses the layout itself,
             # 0.1 s of CPU a 2 M-row file faster than strptime of a VARCHAR; a value without a
             # fraction stops the read and the checked reader takes the file (issue 15)
-            types["TIMESTAMP"], ts, layout = "TIMESTAMP", '"TIMESTAMP"', "%Y-%m-%d %H:%M:%S.%n"
+            types["TIMESTAMP"], ts, layout = "TIMESTAMP", '"TIMESTAMP"', DUCKDB_AZURE[0]
         # __bad: what the cast to BIGINT would lose or the checked reader refuses: an empty time
         # or prompt count, a fractional count. A non-finite count fails the cast itself, and a
         # negative one the stored rows' rules (direct reads) or each batch's: both stop the
