@@ -39,7 +39,9 @@ value instead of being refused.
 
 UTF-16 text and a pandas index column keep the checked reader (:mod:`analytics.ingest.csvcheck`),
 which decodes or drops them into a temporary copy first; every other format has no plan yet.
-Both roads are held to the same answers by ``tests/ingest/test_fastcsv.py`` (rows, warnings,
+Every DuckDB call of this road is in :mod:`analytics.store.csvread` (issue 28: the DuckDB code
+behind the store); the plans' select lists are SQL text that the formats declare and the store
+runs. Both roads are held to the same answers by ``tests/ingest/test_fastcsv.py`` (rows, warnings,
 refusals) and by the malformed corpus run on the one road
 (``test_malformed_corpus.py::test_the_one_road_gives_the_corpus_answer``).
 """
@@ -55,6 +57,7 @@ import polars as pl
 from analytics.ingest.rawfile import ROW, Expanded, FormatError, is_gzip
 from analytics.ingest.rowcheck import check_rules
 from analytics.schema import CANONICAL, Parsed, StreamRefused, ts_out_of_range
+from analytics.store import csvread
 
 #: Smallest file (bytes) read on the streamed road: 0, every file of a format with a plan
 #: (issue 28: the one road; files under 64 MB took the checked reader at 0.29-0.33x DuckDB's
@@ -64,10 +67,8 @@ FAST_MIN_BYTES = 0
 #: Rows per batch: about 30 MB of polars + Arrow memory for a BurstGPT batch.
 BATCH_ROWS = 1 << 18
 
-#: Memory DuckDB's CSV reader may hold (its buffers; the batches are on top). It reads with one
-#: thread: the store's INSERT uses the others, and a parallel reader ran ahead of the insert by
-#: a few hundred MB at 20 M rows.
-READER_MEMORY = "128MB"
+#: Memory DuckDB's CSV reader may hold: :data:`analytics.store.csvread.READER_MEMORY`.
+READER_MEMORY = csvread.READER_MEMORY
 
 
 @dataclass
@@ -184,13 +185,8 @@ def _too_long(line: int, length: int) -> str:
             "may have (no trace field is that long: is the file cut off or binary at its end?)")
 
 
-def quoted(name: str) -> str:
-    """``name`` as a DuckDB identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+quoted = csvread.quoted  # plans name the file's columns in their SQL select lists
+_literal = csvread.literal
 
 
 class Streamed:
@@ -227,23 +223,15 @@ class Streamed:
 
     def reader(self):
         """A ``pyarrow.RecordBatchReader`` of the file's rows in the table's canonical columns
-        (computed by DuckDB's SQL, checked in polars, handed on as plain Arrow)."""
-        import duckdb
+        (computed by DuckDB's SQL in :mod:`analytics.store.csvread`, checked in polars, handed
+        on as plain Arrow)."""
         import pyarrow as pa
 
         self._start()
-        con = duckdb.connect(config={"memory_limit": READER_MEMORY, "threads": 1})
         try:
-            con.execute("SET TimeZone = 'UTC'")
-            con.execute("SET enable_progress_bar = false")
-            relation = con.sql(self._sql(), params=[str(self.path)])
-            # the schema from DuckDB's own empty result: pyarrow's ``empty_table()`` imports
-            # pandas (0.5 s of CPU, a third of a 2 M-row ingest; issue 15)
-            empty = relation.limit(0).pl()
-            source = relation.to_arrow_reader(BATCH_ROWS)
-        except duckdb.Error as exc:
-            con.close()
-            self.refused = StreamRefused(self, f"DuckDB: {exc}")
+            con, empty, source = csvread.open_batches(self._sql(), str(self.path), BATCH_ROWS)
+        except csvread.ReadFailed as exc:
+            self.refused = StreamRefused(self, str(exc))
             raise self.refused from exc
         names = [c for c in CANONICAL[self.table] if c in empty.columns]
         self.columns = names
@@ -272,17 +260,14 @@ class Streamed:
         StreamRefused
             DuckDB cannot bind the read (the checked reader judges the file).
         """
-        import duckdb
-
         if self.plan.batch_only is None or not self.direct:
             return None
         self._start()
         cells = self._sql()
         try:
-            names = [d[0] for d in cur.execute(f"SELECT * FROM ({cells}) LIMIT 0",
-                                               [str(self.path)]).description]
-        except duckdb.Error as exc:
-            self.refused = StreamRefused(self, f"DuckDB: {exc}")
+            names = csvread.selected_columns(cur, cells, str(self.path))
+        except csvread.ReadFailed as exc:
+            self.refused = StreamRefused(self, str(exc))
             raise self.refused from exc
         self.columns = [c for c in CANONICAL[self.table] if c in names]
         return (f"SELECT {', '.join(self.columns)} FROM ({cells}) AS parsed WHERE CASE WHEN "
@@ -301,18 +286,11 @@ class Streamed:
             with ``batches`` set: a ``batch_only`` row or a time before the previous row's
             (the batches count the steps back and write the notes). The caller rolls back.
         """
-        import duckdb
-
-        hard = " OR ".join(_rules_sql(self.table, columns)) or "false"
-        stored = ", ".join(columns)
-        counts = "".join(f", {sql}" for sql in self.plan.direct_counts.values())
-        try:  # lag: the stored rows in insertion (file) order, as DuckDB scans them
-            rows, ts_min, ts_max, bad, soft, *counted = cur.execute(
-                f"SELECT count(*), min(ts), max(ts), {hard}, count(*) FILTER "
-                f"(({self.plan.batch_only}) OR ts < __prev){counts} FROM (SELECT {stored}, "
-                f"lag(ts) OVER () AS __prev FROM {table} WHERE dataset_id = ?) AS stored",
-                [dataset_id]).fetchone()
-        except duckdb.Error as exc:
+        try:
+            rows, ts_min, ts_max, bad, soft, *counted = csvread.stored_check(
+                cur, table, dataset_id, self.table, columns, self.plan.batch_only,
+                list(self.plan.direct_counts.values()))
+        except csvread.ReadFailed as exc:
             raise self.direct_refused(exc) from exc
         self.plan.state.update(zip(self.plan.direct_counts, counted, strict=True))
         if bad or not rows:
@@ -350,15 +328,9 @@ class Streamed:
             con.close()
 
     def _sql(self) -> str:
-        cols = ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in self.plan.columns.items())
-        layout = self.plan.timestampformat
-        fmt = "" if layout is None else f", timestampformat = {_literal(layout)}"
         # the compression said, not guessed from the name (an upload's generated name)
-        packed = "gzip" if is_gzip(self.path) else "none"
-        return (f"SELECT {self.plan.select} FROM read_csv(?, header = true, auto_detect = false, "
-                f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
-                f"null_padding = false, compression = '{packed}', columns = {{{cols}}}{fmt}) "
-                "AS cells")
+        return csvread.read_csv_sql(self.plan.columns, self.plan.select,
+                                    self.plan.timestampformat, is_gzip(self.path))
 
     def _check(self, frame: pl.DataFrame, names: list[str]) -> pl.DataFrame:
         """The canonical columns of ``frame``; raise StreamRefused unless the checked reader
@@ -387,32 +359,6 @@ class Streamed:
 #: note or count, found on the stored rows).
 TO_CHECKED = "headroom: a row for the checked reader"
 TO_BATCHES = "row for the batch check"
-
-
-def _rules_sql(table: str, columns: list[str]) -> list[str]:
-    """SQL aggregates, true when some row of the group breaks a rule that
-    :func:`analytics.ingest.rowcheck.check_rules` would refuse or note, or has a time outside
-    :data:`~analytics.schema.TS_ACCEPTED` (``ts_out_of_range``), over the canonical ``columns``
-    of ``table``. Bounds are checked on the column's ``min`` / ``max`` (the whole check of a
-    5 M-row Azure trace: 0.03 s of CPU instead of 0.09 s with a test per row); only a floating
-    column's finiteness and whole counts are tested row by row."""
-    from analytics.schema import COLUMNS, RULES, TS_ACCEPTED
-
-    out = []
-    for col in columns:
-        kind, rule = COLUMNS[table][col], RULES.get(table, {}).get(col)
-        if kind == "TIMESTAMP":
-            first, end = (_literal(f"{t:%Y-%m-%d %H:%M:%S}") for t in TS_ACCEPTED)
-            out.append(f"min({col}) < TIMESTAMP {first} OR max({col}) >= TIMESTAMP {end}")
-        if kind in ("DOUBLE", "FLOAT"):
-            out.append(f"bool_or(NOT isfinite({col}))")
-            if rule is not None and rule.integer:
-                out.append(f"bool_or({col} <> round({col}))")
-        if rule is not None and rule.low is not None:
-            out.append(f"min({col}) < {rule.low!r}")
-        if rule is not None and rule.high is not None:
-            out.append(f"max({col}) > {rule.high!r}")
-    return [f"coalesce({c}, false)" for c in out]
 
 
 def _arrow(frame: pl.DataFrame):
