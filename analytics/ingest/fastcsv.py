@@ -37,8 +37,9 @@ except DuckDB's lenient spellings of numbers: a whole number written ``2.0`` or 
 count column, and an empty extra field at the end of a row (``...,log,``), are read as the
 value instead of being refused.
 
-UTF-16 text and a pandas index column keep the checked reader (:mod:`analytics.ingest.csvcheck`),
-which decodes or drops them into a temporary copy first; every other format has no plan yet.
+UTF-16 text and a pandas index column are streamed into a temporary UTF-8 copy without them
+first (one output line per input line, deleted with the stream), which this road then reads;
+every format but BurstGPT and Azure has no plan yet.
 Every DuckDB call of this road is in :mod:`analytics.store.csvread` (issue 28: the DuckDB code
 behind the store); the plans' select lists are SQL text that the formats declare and the store
 runs. Both roads are held to the same answers by ``tests/ingest/test_fastcsv.py`` (rows, warnings,
@@ -118,8 +119,9 @@ def eligible(path: Path, head: str, opts, expanded: Expanded | None = None) -> b
     ``expanded`` says) at least :data:`FAST_MIN_BYTES`, whose text is UTF-8 (a byte-order
     mark at its start is fine: DuckDB skips the header line it sits on) and has no pandas
     index column. DuckDB reads gzip itself: a large gzip trace once went to the checked reader
-    and took 5 GB of memory for 2 GB of text. UTF-16 text and an index column keep the
-    checked reader (it decodes / drops them into a temporary copy first)."""
+    and took 5 GB of memory for 2 GB of text. UTF-16 text and an index column are first
+    streamed into a UTF-8 copy without them (:func:`analytics.ingest.formats.parse_file`),
+    which is what comes here."""
     from analytics.ingest.encoding import source_codec
     from analytics.ingest.leading_index import is_index_column
 
@@ -202,9 +204,10 @@ class Streamed:
 
     def __init__(self, path: Path, display: str, table: str, plan: Plan,
                  checked: Callable[[], Parsed], replan: Callable[[], Plan] | None = None,
-                 tail: tuple = ()):
+                 tail: tuple = (), lead: tuple = ()):
         self.path, self.display, self.table, self.plan = path, display, table, plan
         self.tail = tuple(tail)  # warnings after the plan's (--tz not applied)
+        self.lead = tuple(lead)  # and before them (UTF-16 decoded, an index column dropped)
         self.checked = checked  # the checked reader's Parsed (after a StreamRefused)
         self.replan = replan or (lambda: plan)  # a fresh plan (its state) for a new reading
         self.refused: StreamRefused | None = None
@@ -241,7 +244,7 @@ class Streamed:
     def warnings(self) -> tuple:
         """The file's warnings (once :meth:`reader` was read to its end, or the
         :meth:`direct_sql` insert went through)."""
-        return (*self.plan.warnings(self.plan.state), *self.tail)
+        return (*self.lead, *self.plan.warnings(self.plan.state), *self.tail)
 
     def direct_sql(self, cur) -> str | None:
         """The file's canonical rows as one SQL query for the store's own ``INSERT ... SELECT``
@@ -370,7 +373,7 @@ def _arrow(frame: pl.DataFrame):
 
 def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
                     checked: Callable[[], Parsed], expanded: Expanded | None = None,
-                    tail: tuple = ()) -> Parsed | None:
+                    tail: tuple = (), lead: tuple = ()) -> Parsed | None:
     """The :class:`~analytics.schema.Parsed` of a streamed file (rows read later, in the store's
     transaction), or None when ``plugin`` has no fast path for this file (then the caller reads
     it with the checked reader). ``expanded``: what :func:`~analytics.ingest.rawfile.
@@ -386,7 +389,7 @@ def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
     return Parsed(plugin.TABLE, plugin.NAME, empty, display, plan.resolution_s, (),
                   assumptions=plan.assumptions,
                   stream=Streamed(path, display, plugin.TABLE, plan, checked,
-                                  lambda: plugin.stream_plan(display, head, opts), tail))
+                                  lambda: plugin.stream_plan(display, head, opts), tail, lead))
 
 
 def carry_monotone(batch: pl.DataFrame, state: dict, display: str, max_backstep_s: float,

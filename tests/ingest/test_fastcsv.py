@@ -169,10 +169,10 @@ def test_a_file_the_fast_reader_leaves_but_the_checked_accepts_is_stored(fast, c
     assert [w["text"] for w in result["warnings"]] == list(warnings)
 
 
-def test_every_size_takes_the_one_road_but_utf16_and_index_columns(tmp_path):
-    """Issue 28: a 400-row trace, plain, gzip or with a byte-order mark, is read by DuckDB (the
-    streamed road); UTF-16 text and a pandas index column keep the checked reader, which
-    decodes / drops them into a temporary copy first."""
+def test_every_size_and_form_takes_the_one_road(tmp_path):
+    """Issue 28: a 400-row trace, plain, gzip, with a byte-order mark, UTF-16 or with a pandas
+    index column, is read by DuckDB (the streamed road; the last two from a UTF-8 copy made as
+    a stream first)."""
     import gzip
 
     src = shared(_BURST)
@@ -188,7 +188,7 @@ def test_every_size_takes_the_one_road_but_utf16_and_index_columns(tmp_path):
     indexed.write_text("\n".join([f",{lines[0]}", *(f"{i},{row}" for i, row in
                                                     enumerate(lines[1:]))]) + "\n")
     for path in (utf16, indexed):
-        assert parse_file(path, stream=True).stream is None, path.name
+        assert parse_file(path, stream=True).stream is not None, path.name
 
 
 @pytest.mark.parametrize("offset", ["+00:00", "+02:00", "-0530"])
@@ -421,3 +421,38 @@ def test_a_long_last_line_is_named_whatever_ends_the_file(con, tmp_path, ending,
         ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     assert refused.value.line == 402  # the header, 400 rows, the long one
     assert f"is {len(last):,} bytes long" in refused.value.reason
+
+
+@pytest.mark.parametrize("form", ["utf-16", "utf-16 gzip", "pandas index", "utf-16 + index"])
+def test_utf16_and_an_index_column_take_the_one_road(form, fast, no_fallback, con, tmp_path):
+    """Issue 28 item 1: a UTF-16 export (with its byte-order mark, plain or gzip) and a CSV with
+    pandas' index column are decoded / stripped as a stream into a UTF-8 copy that the one road
+    reads: the same rows and warnings as the checked reader, and the copy is gone after."""
+    import gzip
+
+    from analytics import tempfiles
+
+    lines = shared(_BURST).read_text().splitlines()
+    if "index" in form:
+        lines = [("," if i == 0 else f"{i - 1},") + line for i, line in enumerate(lines)]
+    text = "\r\n".join(lines) + "\r\n"
+    data = text.encode("utf-16") if "utf-16" in form else text.encode()
+    path = tmp_path / ("trace.csv.gz" if "gzip" in form else "trace.csv")
+    path.write_bytes(gzip.compress(data) if "gzip" in form else data)
+    parsed = parse_file(path, stream=True)
+    assert parsed.stream is not None  # the one road, not the checked reader
+    del parsed
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    frame, warnings = _checked(path)
+    assert _stored(con, result["dataset"]).equals(frame)
+    assert [w["text"] for w in result["warnings"]] == list(warnings)
+    assert ("UTF-16" in warnings[0]) == ("utf-16" in form)
+    assert any("index column" in w for w in warnings) == ("index" in form)
+    import gc
+
+    gc.collect()
+    import tempfile
+    from pathlib import Path
+
+    mine = (tempfiles.prefix("headroom-utf8"), tempfiles.prefix("headroom-noindex"))
+    assert not [p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(mine)]

@@ -44,6 +44,7 @@ canonical          any                 CSV / Parquet already in a canonical sche
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -55,7 +56,7 @@ from analytics.ingest.csvcheck import (
     row_lines,
     ts_range_text,
 )
-from analytics.ingest.encoding import utf8_path
+from analytics.ingest.encoding import source_codec, utf8_path
 from analytics.ingest.formats import (
     alibaba,
     azure,
@@ -224,17 +225,46 @@ def parse_file(
 
 def _streamed(path: Path, display: str, fmt: str | None, opts: ParseOptions,
               expanded) -> Parsed | None:
-    """The streamed Parsed of a large file of a fast-path format, else None."""
+    """The streamed Parsed of a file of a fast-path format, else None. UTF-16 text is decoded
+    and a pandas index column dropped first, each as a stream into a temporary UTF-8 copy (one
+    output line per input line, so every line number holds), which the stream reads and which
+    is deleted with it; the notes say so, first, as the checked reader's do."""
+    import weakref
+
     head = read_head(path, display)
     try:
         plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     except FormatError:
         return None
+    if not hasattr(plugin, "stream_plan"):
+        return None
     zone = _zone_note(plugin, opts.tz)
-    got = fastcsv.streamed_parsed(plugin, path, display, head, opts,
-                                  lambda: parse_file(path, display, fmt, opts, stream=False),
-                                  expanded, tail=(zone,) if zone else ())
-    return None if got is None else with_sources(got, plugin, header_fields(head), opts)
+    stack = contextlib.ExitStack()
+    text_path, lead = path, []
+    try:
+        if source_codec(path) is not None:
+            text_path, decoded = stack.enter_context(utf8_path(path, display))
+            lead.append(decoded)
+            head = read_head(text_path, display)
+        if is_index_column(head):
+            text_path = stack.enter_context(without_index_column(text_path))
+            lead.append(_INDEX_DROPPED)
+            head = read_head(text_path, display)
+        got = fastcsv.streamed_parsed(plugin, text_path, display, head, opts,
+                                      lambda: parse_file(path, display, fmt, opts, stream=False),
+                                      expanded if text_path == path else None,
+                                      tail=(zone,) if zone else (), lead=tuple(lead))
+    except BaseException:
+        stack.close()
+        raise
+    if got is None:
+        stack.close()
+        return None
+    weakref.finalize(got.stream, stack.close)  # the copy lives as long as its stream
+    return with_sources(got, plugin, header_fields(head), opts)
+
+
+_INDEX_DROPPED = "an unnamed leading index column (pandas to_csv) was dropped"
 
 
 def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -> Parsed:
@@ -244,8 +274,7 @@ def _parse_text(path: Path, display: str, fmt: str | None, opts: ParseOptions) -
     if head != "PAR1" and is_index_column(head):
         with without_index_column(path) as stripped:
             parsed = _parse_text(stripped, display, fmt, opts)
-        return dataclasses.replace(parsed, warnings=(
-            "an unnamed leading index column (pandas to_csv) was dropped", *parsed.warnings))
+        return dataclasses.replace(parsed, warnings=(_INDEX_DROPPED, *parsed.warnings))
     plugin = _detect_head(display, head) if fmt is None else FORMATS[fmt]
     try:
         parsed = plugin.parse(path, display, opts)
