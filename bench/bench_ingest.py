@@ -6,8 +6,10 @@ Goals: the throughput ratio (DuckDB CPU seconds / headroom CPU seconds for the s
 peak RSS < 1 GiB at 20 M rows, flat in the file size.
 
 Shapes (real rows resampled, written to a temporary folder, never into the repo):
-BurstGPT (numeric ``Timestamp``; rows of ``BurstGPT_1_head400.csv``) and Azure LLM 2023
-(``TIMESTAMP`` strings with 7 fraction digits; rows of the conversation and code traces).
+BurstGPT (numeric ``Timestamp``; rows of ``BurstGPT_1_head400.csv``), Azure LLM 2023
+(``TIMESTAMP`` strings with 7 fraction digits; rows of the conversation and code traces) and
+canonical (those Azure rows as a user's own canonical requests CSV: ISO ``ts`` with ``T``, an
+offset on every tenth row, a ``model`` column).
 Each side runs in its own child process, A/B alternating, ``--repeat`` times; CPU time is
 ``time.process_time()`` of the ingest call and the store's close (all threads; DuckDB writes a
 CREATE TABLE's rows at the checkpoint of its close, headroom's streamed ingest checkpoints
@@ -83,6 +85,26 @@ def make_azure(path: Path, rows: int, seed: int = 0) -> None:
     pick = pl.Series(rng.integers(0, real.height, rows))
     frame = real.drop("TIMESTAMP")[pick].with_columns(stamp.str.slice(0, 27).alias("TIMESTAMP"))
     frame.select(real.columns).write_csv(path)
+
+
+def make_canonical(path: Path, rows: int, seed: int = 0) -> None:
+    """The Azure rows of :func:`make_azure` as a user's own canonical requests CSV: ``ts`` as
+    ISO 8601 with ``T`` and six fraction digits (every tenth row with ``+00:00``),
+    ``prompt_tokens``, ``completion_tokens`` and a ``model`` drawn from two names."""
+    import polars as pl
+
+    tmp = path.with_suffix(".azure.csv")
+    make_azure(tmp, rows, seed)
+    real = pl.read_csv(tmp)
+    tmp.unlink()
+    rng = np.random.default_rng(seed + 1)
+    ts = real["TIMESTAMP"].str.slice(0, 26).str.replace(" ", "T")
+    zoned = pl.Series(np.arange(rows) % 10 == 0)
+    frame = pl.DataFrame({
+        "ts": pl.select(pl.when(zoned).then(ts + "+00:00").otherwise(ts)).to_series(),
+        "prompt_tokens": real["ContextTokens"], "completion_tokens": real["GeneratedTokens"],
+        "model": pl.Series(np.where(rng.random(rows) < 0.5, "llama-3-8b", "mixtral-8x7b"))})
+    frame.write_csv(path)
 
 
 def run_side(side: str, csv: Path, db: Path) -> dict:
@@ -218,14 +240,17 @@ def main() -> None:
     ap.add_argument("--forms", default="plain,gzip", help="plain and / or gzip")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rss-only", action="store_true", help="skip the throughput runs")
-    ap.add_argument("--shapes", default="burstgpt,azure", help="throughput shapes, comma-separated")
+    ap.add_argument("--shapes", default="burstgpt,azure,canonical",
+                    help="throughput shapes, comma-separated (canonical: a user's own "
+                         "canonical requests CSV)")
     ap.add_argument("--no-rss", action="store_true", help="skip the peak RSS runs")
     ap.add_argument("--child", nargs=3, metavar=("SIDE", "CSV", "DB"))
     ap.add_argument("--make", nargs=3, metavar=("SHAPE", "ROWS", "CSV"))
     args = ap.parse_args()
     if args.make:
         shape, rows, csv = args.make
-        (make_burstgpt if shape == "burstgpt" else make_azure)(Path(csv), int(rows))
+        {"burstgpt": make_burstgpt, "azure": make_azure,
+         "canonical": make_canonical}[shape](Path(csv), int(rows))
         return
     if args.child:
         side, csv, db = args.child

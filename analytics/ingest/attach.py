@@ -9,6 +9,8 @@ page lists attached datasets and refreshes them, and has no field for a path.
 
 from __future__ import annotations
 
+import os
+
 from analytics.config import ParseOptions, check_dataset_name
 from analytics.ingest.rawfile import FormatError
 from analytics.schema import COLUMNS
@@ -64,14 +66,26 @@ def attach(con, name: str, pattern: str | None = None, refresh: bool = False) ->
         pattern = attached.status(con, name)["pattern"]
     elif not pattern:
         raise ValueError("give the files to attach: a path or glob, e.g. 'logs/date=*/*.parquet'")
-    files = attached.list_files(con, pattern)
+    else:
+        pattern = _absolute(pattern)
+    try:
+        files = attached.list_files(con, pattern)
+    except attached.AttachRefused as exc:
+        if refresh:  # every file gone: a refresh cannot help
+            raise attached.AttachRefused(f"{exc} (if its files are gone for good, remove the "
+                                         f"dataset: headroom delete {name})") from exc
+        raise
     paths = [f[0] for f in files]
     form = attached.form_of(pattern, _head(paths[0]))
-    columns = attached.describe(con, form, paths)
+    header = _csv_header(paths) if form == "csv" else None
+    columns = attached.describe(con, form, paths, header)
     attached.check_columns(columns, paths[0])
-    checked = attached.check(con, form, paths, columns)
+    checked = attached.check(con, form, paths, columns, header)
     if checked.violation is not None:
         raise _named(checked.violation, form)
+    if checked.rows == 0:
+        raise FormatError(paths[0], 2, 1, f"no data rows in the {len(paths):,} files "
+                                          f"{pattern} matches (headers only)")
     canon = COLUMNS["requests"]
     unread = [c for c in columns if c not in canon]
     warnings = []
@@ -88,5 +102,60 @@ def attach(con, name: str, pattern: str | None = None, refresh: bool = False) ->
         assumptions = ("the files' ts without a zone or offset read as UTC",)
     sources = {c: c for c in canon if c in columns}
     return attached.register(con, name, pattern, form, files, columns, checked,
-                             tuple(warnings), sources, assumptions, refresh=refresh)
+                             tuple(warnings), sources, assumptions, refresh=refresh,
+                             csv_header=header)
+
+
+def _absolute(pattern: str) -> str:
+    """A local pattern as an absolute path (the app and a cron job run elsewhere); a folder is
+    refused with the glob of its files to give instead."""
+    if attached.is_remote(pattern):
+        return pattern
+    path = os.path.abspath(os.path.expanduser(pattern))
+    if os.path.isdir(path):
+        raise attached.AttachRefused(f"{pattern} is a folder: give a glob of its files, e.g. "
+                                     f"'{pattern.rstrip('/')}/**/*.parquet'")
+    return path
+
+
+#: Most bytes of a CSV file's first line read for its header
+_HEADER_BYTES = 1 << 20
+
+
+def _csv_header(paths: list[str]) -> list[str]:
+    """The header every CSV file has (read from each file's first line: the one place Python
+    opens an attached file before SQL, to name a file whose header differs or whose name hides
+    its compression).
+
+    Raises
+    ------
+    AttachRefused
+        A file whose header differs from the first file's, or gzip bytes without ``.gz``.
+    """
+    import csv
+    import gzip
+    import io
+
+    first = None
+    if attached.is_remote(paths[0]):
+        raise attached.AttachRefused(f"{paths[0]}: CSV files are attached from local folders "
+                                     "only (their headers are checked file by file); attach "
+                                     "Parquet from object storage")
+    for path in paths:
+        with open(path, "rb") as raw:
+            packed = raw.read(2) == b"\x1f\x8b"
+        if packed != path.lower().endswith(".gz"):
+            raise attached.AttachRefused(
+                f"{path}: {'gzip-compressed but not named' if packed else 'named'} .gz"
+                f"{'' if packed else ' but not gzip-compressed'}: name it as it is")
+        with (gzip.open(path, "rb") if packed else open(path, "rb")) as fh:
+            line = fh.readline(_HEADER_BYTES).decode("utf-8-sig", errors="replace")
+        fields = [f.strip() for f in next(csv.reader(io.StringIO(line)), [])]
+        if first is None:
+            first = (path, fields)
+        elif fields != first[1]:
+            raise attached.AttachRefused(
+                f"{path}: its header ({', '.join(fields)}) differs from {first[0]}'s "
+                f"({', '.join(first[1])}): attached CSV files share one header")
+    return first[1] if first is not None else []
 

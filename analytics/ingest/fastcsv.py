@@ -100,6 +100,13 @@ class Plan:
         direct read's one scan of the stored rows and put in ``state`` for ``warnings`` (e.g.
         BurstGPT's failed requests, which the batches count in ``rows``)
     assumptions : what the plan assumes of every row (``Parsed.assumptions``: a zone)
+    late_assumptions : ``late_assumptions(state) -> tuple``: what the rows read made it assume
+        (a zone for the times without an offset, counted over every row), once every batch
+        passed; None: nothing beyond ``assumptions``
+    table : the canonical table the file fills, where the format serves several (canonical
+        CSV); None: the format's ``TABLE``
+    sources : canonical field -> the file's column (``Parsed.sources``); empty: the format's
+        ``SOURCE_COLUMNS``
     """
 
     columns: dict[str, str]
@@ -112,6 +119,9 @@ class Plan:
     batch_only: str | None = None
     direct_counts: dict[str, str] = field(default_factory=dict)
     assumptions: tuple[str, ...] = ()
+    late_assumptions: Callable[[dict], tuple] | None = None
+    table: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 def eligible(path: Path, head: str, opts, expanded: Expanded | None = None) -> bool:
@@ -245,6 +255,11 @@ class Streamed:
         """The file's warnings (once :meth:`reader` was read to its end, or the
         :meth:`direct_sql` insert went through)."""
         return (*self.lead, *self.plan.warnings(self.plan.state), *self.tail)
+
+    def assumptions(self) -> tuple:
+        """What the rows read made the plan assume (after the read, as :meth:`warnings`)."""
+        late = self.plan.late_assumptions
+        return () if late is None else tuple(a for a in late(self.plan.state) if a)
 
     def direct_sql(self, cur) -> str | None:
         """The file's canonical rows as one SQL query for the store's own ``INSERT ... SELECT``
@@ -385,10 +400,11 @@ def streamed_parsed(plugin, path: Path, display: str, head: str, opts,
     if plan is None:
         return None
     check_last_line(path, display, expanded if is_gzip(path) else None)
-    empty = pl.DataFrame(schema=CANONICAL[plugin.TABLE])
-    return Parsed(plugin.TABLE, plugin.NAME, empty, display, plan.resolution_s, (),
-                  assumptions=plan.assumptions,
-                  stream=Streamed(path, display, plugin.TABLE, plan, checked,
+    table = plan.table or plugin.TABLE
+    empty = pl.DataFrame(schema=CANONICAL[table])
+    return Parsed(table, plugin.NAME, empty, display, plan.resolution_s, (),
+                  assumptions=plan.assumptions, sources=dict(plan.sources),
+                  stream=Streamed(path, display, table, plan, checked,
                                   lambda: plugin.stream_plan(display, head, opts), tail, lead))
 
 

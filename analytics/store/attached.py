@@ -159,44 +159,80 @@ def form_of(pattern: str, first_file_head: bytes) -> str:
     return "parquet" if first_file_head[:4] == b"PAR1" else "csv"
 
 
-def _reader(form: str, files: list[str], columns: dict[str, str] | None = None,
+def _reader(form: str, files: list[str], csv_header: list[str] | None = None,
             extra: str = "") -> str:
-    """The DuckDB table function over ``files``: Parquet by name across files, CSV with one
-    header (counts read as DOUBLE, ``ts`` and ``failed`` as text: the checks judge them)."""
+    """The DuckDB table function over ``files``: Parquet by name across files; CSV with the one
+    header every file has (``csv_header``, checked by the caller), its fields typed without
+    detection (counts as DOUBLE, ``ts`` and ``failed`` as text: the checks judge them; other
+    fields text), strict rows (a row with more or fewer fields stops the read, naming its line)."""
     listed = "[" + ", ".join(_literal(f) for f in files) + "]"
     if form == "parquet":
         return (f"read_parquet({listed}, hive_partitioning = true, union_by_name = true"
                 f"{extra})")
-    types = {c: _CSV_TYPES.get(c, "DOUBLE") for c in COLUMNS["requests"]
-             if columns is not None and c in columns}
-    spec = ", ".join(f"{_literal(c)}: {_literal(t)}" for c, t in types.items())
-    typed = f", types = {{{spec}}}" if spec else ""
-    return (f"read_csv({listed}, header = true, hive_partitioning = true, delim = ',', "
-            f"quote = '\"', escape = '\"'{typed}{extra})")
+    spec = ", ".join(f"{_literal(c)}: {_literal(csv_type(c))}" for c in csv_header or [])
+    return (f"read_csv({listed}, header = true, hive_partitioning = true, auto_detect = false, "
+            f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
+            f"null_padding = false, columns = {{{spec}}}{extra})")
 
 
-def describe(con, form: str, files: list[str]) -> dict[str, str]:
+def csv_type(field: str) -> str:
+    """How a CSV field is read: a canonical count or duration as DOUBLE, anything else text."""
+    return "DOUBLE" if field in _CSV_NUMBERS else "VARCHAR"
+
+
+_CSV_NUMBERS = ("prompt_tokens", "completion_tokens", "latency_s", "gpu_s")
+
+
+def hive_keys(path: str) -> list[str]:
+    """The partition keys of a file's folders (``date=2026-12-01`` -> ``date``), outermost first."""
+    parts = path.replace("\\", "/").split("/")[:-1]
+    return [p.split("=", 1)[0] for p in parts if "=" in p and p.split("=", 1)[0]]
+
+
+def describe(con, form: str, files: list[str], csv_header: list[str] | None = None) -> dict:
     """Column -> DuckDB type of the attached files (hive partition keys included).
 
     Raises
     ------
     AttachRefused
-        DuckDB cannot read the files (its first line of error, naming the file).
+        DuckDB cannot read the files (its first line of error, naming the file); a partition
+        key that is also a column of the files (the folder's value would replace the file's);
+        Parquet files whose ``ts`` is zoned in some and naive in others.
     """
+    keys = hive_keys(files[0])
     with con.cursor() as cur:
         _remote_ready(cur, files[0])
         try:
-            got = cur.execute(f"DESCRIBE SELECT * FROM {_reader(form, files)}").fetchall()
+            got = cur.execute(f"DESCRIBE SELECT * FROM {_reader(form, files, csv_header)}"
+                              ).fetchall()
+            own = set(csv_header or []) if form == "csv" else _parquet_fields(cur, files)
+        except AttachRefused:
+            raise
         except Exception as exc:  # noqa: BLE001
             raise AttachRefused(f"{files[0]}: unreadable as {form} ({_short(exc)})") from exc
-    out = {str(r[0]): str(r[1]) for r in got}
-    if form == "csv":  # a CSV's canonical columns are read as text / DOUBLE and then judged
-        out |= {c: _CSV_TYPES.get(c, "DOUBLE") for c in COLUMNS["requests"] if c in out}
-    return out
+    clash = [k for k in keys if k in own]
+    if clash:
+        raise AttachRefused(f"{files[0]}: the folder key {clash[0]}= is also a column of the "
+                            f"file: its folder value would replace the file's {clash[0]}; "
+                            "rename the folder key")
+    return {str(r[0]): str(r[1]) for r in got}
 
 
-#: how a CSV's canonical columns are read (the others: DOUBLE)
-_CSV_TYPES = {"ts": "VARCHAR", "failed": "VARCHAR", "model": "VARCHAR", "session_id": "VARCHAR"}
+def _parquet_fields(cur, files: list[str]) -> set[str]:
+    """The column names the Parquet files hold themselves (not their folders); refuses a ``ts``
+    zoned in some files and naive in others (DuckDB would read the naive ones in the session's
+    zone)."""
+    listed = "[" + ", ".join(_literal(f) for f in files) + "]"
+    rows = cur.execute(f"SELECT file_name, name, coalesce(logical_type, converted_type, type) "
+                       f"FROM parquet_schema({listed}) WHERE num_children IS NULL").fetchall()
+    zoned = {}
+    for file, name, kind in rows:
+        if name == "ts" and kind is not None:
+            zoned.setdefault("isAdjustedToUTC=1" in str(kind), file)
+    if len(zoned) > 1:
+        raise AttachRefused(f"{zoned[True]}: ts carries a time zone (UTC-adjusted) while "
+                            f"{zoned[False]} has none: write every file's ts the same way")
+    return {str(r[1]) for r in rows}
 
 
 def check_columns(columns: dict[str, str], first: str) -> None:
@@ -209,8 +245,10 @@ def check_columns(columns: dict[str, str], first: str) -> None:
     """
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
-        raise AttachRefused(f"{first}: no column {', '.join(missing)} (an attached request "
-                            f"dataset needs {', '.join(REQUIRED)}; found {', '.join(columns)})")
+        comma = " in a comma-separated header" if first.lower().endswith((".csv", ".gz")) else ""
+        raise AttachRefused(f"{first}: no column {', '.join(missing)}{comma} (an attached "
+                            f"request dataset needs {', '.join(REQUIRED)}; found "
+                            f"{', '.join(columns)})")
     if columns["ts"] not in _TS_TYPES:
         raise AttachRefused(f"{first}: column ts has type {columns['ts']}, expected timestamps")
     for col in ("prompt_tokens", "completion_tokens", "latency_s", "gpu_s"):
@@ -254,11 +292,12 @@ def canonical_select(columns: dict[str, str]) -> str:
     return ", ".join(out)
 
 
-def relation(form: str, files: list[str], columns: dict[str, str], dataset_id: int) -> str:
+def relation(form: str, files: list[str], columns: dict[str, str], dataset_id: int,
+             csv_header: list[str] | None = None) -> str:
     """The attached dataset as a subquery in the ``requests`` view's columns (``dataset_id``
     first), for the reads of :mod:`analytics.store.reads` and :mod:`~analytics.store.summaries`."""
     return (f"(SELECT {int(dataset_id)} AS dataset_id, {canonical_select(columns)} "
-            f"FROM {_reader(form, files, columns)})")
+            f"FROM {_reader(form, files, csv_header)})")
 
 
 # -- the check --------------------------------------------------------------------------------
@@ -271,7 +310,14 @@ def _bounds(col: str) -> list[tuple[str, str]]:
         out.append((f"{q} < {rule.low!r}", f"below {rule.low:g}, the least a {col} can be"))
     if rule is not None and rule.high is not None:
         out.append((f"{q} > {rule.high!r}", f"above {rule.high:g}, the most a {col} can be"))
+    if rule is not None and rule.integer:  # a stored count is a BIGINT
+        out.append((f"{q}::DOUBLE >= {_COUNT_CEILING!r}",
+                    "too large for a count (2^63 or more): a unit or a column slip?"))
     return out
+
+
+#: the first value a stored count (BIGINT) cannot hold
+_COUNT_CEILING = float(2 ** 63)
 
 
 def _row_conditions(columns: dict[str, str], form: str, scanned: set[str]) -> list[tuple]:
@@ -315,10 +361,13 @@ def _parquet_stats(cur, files: list[str], columns: dict[str, str]) -> tuple[dict
         f"max(TRY_CAST(stats_max AS DOUBLE)), min(stats_min), max(stats_max), "
         f"sum(stats_null_count) FROM parquet_metadata({listed}) GROUP BY 1").fetchall()
     by = {r[0]: r for r in rows}
+    # a column some file lacks (union_by_name: NULL there) has fewer row groups than the files
+    groups = cur.execute(f"SELECT count(*) FROM (SELECT DISTINCT file_name, row_group_id "
+                         f"FROM parquet_metadata({listed}))").fetchone()[0]
     stats, scanned = {}, set()
     for col in checked:
         kind, got = columns[col], by.get(col)
-        whole = got is not None and got[1] == got[2] == got[3] == got[4]
+        whole = got is not None and got[1] == got[2] == got[3] == got[4] == groups
         if col == "ts":
             if whole and kind in ("TIMESTAMP", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S"):
                 stats[col] = (got[7], got[8], int(got[9]))
@@ -337,7 +386,8 @@ def _parquet_stats(cur, files: list[str], columns: dict[str, str]) -> tuple[dict
     return stats, scanned
 
 
-def check(con, form: str, files: list[str], columns: dict[str, str]) -> Checked:
+def check(con, form: str, files: list[str], columns: dict[str, str],
+          csv_header: list[str] | None = None) -> Checked:
     """Check the rules on the attached ``files`` (see the module docstring); the first value
     refused is :attr:`Checked.violation` (nothing raised: the caller names its line).
 
@@ -352,7 +402,7 @@ def check(con, form: str, files: list[str], columns: dict[str, str]) -> Checked:
         try:
             if form == "parquet":
                 return _check_parquet(cur, files, columns, out)
-            return _check_csv(cur, files, columns, out)
+            return _check_csv(cur, files, columns, out, csv_header)
         except AttachRefused:
             raise
         except Exception as exc:  # noqa: BLE001 - a file DuckDB cannot read
@@ -374,7 +424,8 @@ def _check_parquet(cur, files, columns, out: Checked) -> Checked:
             continue
         rule = RULES["requests"].get(col)
         if rule is not None and ((rule.low is not None and low < rule.low)
-                                 or (rule.high is not None and high > rule.high)):
+                                 or (rule.high is not None and high > rule.high)
+                                 or (rule.integer and high >= _COUNT_CEILING)):
             scanned.add(col)
     for col in sorted(scanned):
         if col not in stats:
@@ -403,13 +454,13 @@ def _check_parquet(cur, files, columns, out: Checked) -> Checked:
     return out
 
 
-def _check_csv(cur, files, columns, out: Checked) -> Checked:
+def _check_csv(cur, files, columns, out: Checked, csv_header: list[str]) -> Checked:
     conds = _row_conditions(columns, "csv", {c for c in COLUMNS["requests"] if c in columns
                                              and c not in ("model", "session_id")})
     bad = " OR ".join(f"coalesce({c}, false)" for c, _, _ in conds) or "false"
     cases = " ".join(f"WHEN coalesce({c}, false) THEN {i}" for i, (c, _, _) in enumerate(conds))
     out.checks.append("every column: one scan (a CSV has no statistics)")
-    reader = _reader("csv", files, columns, ", filename = true, store_rejects = true")
+    reader = _reader("csv", files, csv_header, ", filename = true, store_rejects = true")
     try:
         got = cur.execute(f"SELECT count(*), arg_min(struct_pack(f := filename, c := CASE "
                           f"{cases or 'WHEN false THEN 0'} END), filename) FILTER (WHERE {bad}) "
@@ -433,11 +484,12 @@ def _check_csv(cur, files, columns, out: Checked) -> Checked:
         _, col, reason = conds[int(got[1]["c"])]
         out.violation = Violation(str(got[1]["f"]), col, reason)
         return out
-    _span_and_counts(cur, "csv", files, columns, out)
+    _span_and_counts(cur, "csv", files, columns, out, csv_header)
     return out
 
 
-def _span_and_counts(cur, form, files, columns, out: Checked) -> None:
+def _span_and_counts(cur, form, files, columns, out: Checked,
+                     csv_header: list[str] | None = None) -> None:
     """Time span, empty token counts and whether some ts has no zone (one scan of three
     columns; a Parquet timestamp without a zone says so in its type)."""
     kind = columns["ts"]
@@ -446,7 +498,7 @@ def _span_and_counts(cur, form, files, columns, out: Checked) -> None:
     got = cur.execute(
         f"SELECT min({_ts_sql(kind)}), max({_ts_sql(kind)}), count(*) FILTER (WHERE "
         f"prompt_tokens IS NULL OR completion_tokens IS NULL), {naive}, count(*) "
-        f"FROM {_reader(form, files, columns)}").fetchone()
+        f"FROM {_reader(form, files, csv_header)}").fetchone()
     out.ts_min, out.ts_max, out.empty_tokens = got[0], got[1], int(got[2])
     out.naive_ts, out.rows = bool(got[3]), int(got[4])
 
@@ -454,15 +506,15 @@ def _span_and_counts(cur, form, files, columns, out: Checked) -> None:
 # -- the ledger -------------------------------------------------------------------------------
 
 def record(cur, dataset_id: int, pattern: str, form: str, files: list[tuple],
-           columns: dict[str, str]) -> None:
+           columns: dict[str, str], csv_header: list[str] | None = None) -> None:
     """Keep (or replace) what was validated: pattern, form, files with size and time,
-    columns."""
+    columns (and a CSV's header, in its order)."""
     _run(cur, "DELETE FROM attached WHERE dataset_id = ?", [dataset_id])
     from analytics.store.core import _now
 
     _run(cur, "INSERT INTO attached VALUES (?, ?, ?, ?, ?, ?)",
-         [dataset_id, pattern, form, json.dumps([list(f) for f in files]), json.dumps(columns),
-          _now()])
+         [dataset_id, pattern, form, json.dumps([list(f) for f in files]),
+          json.dumps({"columns": columns, "csv_header": csv_header}), _now()])
 
 
 def attachment(cur, dataset_id: int) -> dict | None:
@@ -472,8 +524,10 @@ def attachment(cur, dataset_id: int) -> dict | None:
                     "WHERE dataset_id = ?", [dataset_id]).fetchone()
     if row is None:
         return None
+    layout = json.loads(row[3])
     return {"pattern": row[0], "form": row[1], "files": json.loads(row[2]),
-            "columns": json.loads(row[3]), "validated_at": row[4]}
+            "columns": layout["columns"], "csv_header": layout["csv_header"],
+            "validated_at": row[4]}
 
 
 def changed_files(att: dict) -> list[str]:
@@ -519,7 +573,8 @@ def source(cur, dataset_id: int, name: str | None = None) -> str:
             public=f"attached dataset {label}: its files changed since they were validated; "
                    "refresh it on the Data page (or headroom attach --refresh)")
     _remote_ready(cur, att["pattern"])
-    return relation(att["form"], [f[0] for f in att["files"]], att["columns"], dataset_id)
+    return relation(att["form"], [f[0] for f in att["files"]], att["columns"], dataset_id,
+                    att["csv_header"])
 
 
 def listing_sha256(pattern: str, files: list[tuple]) -> str:
@@ -533,7 +588,8 @@ def listing_sha256(pattern: str, files: list[tuple]) -> str:
 
 def register(con, name: str, pattern: str, form: str, files: list[tuple],
              columns: dict[str, str], checked: Checked, warnings: tuple[str, ...],
-             sources: dict, assumptions: tuple[str, ...], refresh: bool = False) -> dict:
+             sources: dict, assumptions: tuple[str, ...], refresh: bool = False,
+             csv_header: list[str] | None = None) -> dict:
     """Write the attached dataset's ledger row, file list and attachment (one transaction;
     ``refresh``: replace those of the existing dataset ``name``, keeping its id). Moves the
     data version. Returns the ingest-report row.
@@ -563,6 +619,11 @@ def register(con, name: str, pattern: str, form: str, files: list[tuple],
         elif row is not None:
             raise NameTaken(f"a dataset named {name!r} exists: pick another name "
                             "(or headroom attach --refresh to check an attached one again)")
+        held = _run(cur, "SELECT name FROM datasets WHERE sha256 = ? AND name <> ?",
+                    [sha, name]).fetchone()
+        if held is not None:
+            raise AttachRefused(f"{pattern}: these files are attached already, as dataset "
+                                f"{held[0]}")
         else:
             dataset_id = int(_run(cur, "SELECT nextval('dataset_id_seq')").fetchone()[0])
         _run(cur, "INSERT INTO datasets (dataset_id, name, kind, format, source, sha256, rows, "
@@ -575,7 +636,7 @@ def register(con, name: str, pattern: str, form: str, files: list[tuple],
                   "VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
              [dataset_id, sha, pattern, f"attached_{form}", checked.rows, checked.ts_min,
               checked.ts_max, _now(), json.dumps(sources), json.dumps(list(assumptions))])
-        record(cur, dataset_id, pattern, form, files, columns)
+        record(cur, dataset_id, pattern, form, files, columns, csv_header)
         _bump_data_version(cur)
     from analytics.schema import note_dict
 

@@ -357,6 +357,9 @@ def _open(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnecti
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only, config=_CONFIG)
+            # times are naive UTC everywhere: a zoned value (an attached Parquet file's) is
+            # never read in the machine's own zone
+            con.execute("SET GLOBAL TimeZone = 'UTC'")  # every cursor of it too
             if memory_mb() > 0:
                 con.execute(f"SET memory_limit = '{memory_mb()}MB'")
             return con

@@ -456,3 +456,78 @@ def test_utf16_and_an_index_column_take_the_one_road(form, fast, no_fallback, co
 
     mine = (tempfiles.prefix("headroom-utf8"), tempfiles.prefix("headroom-noindex"))
     assert not [p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(mine)]
+
+
+def _canonical(tmp_path, edit=None):
+    """The real Azure code trace's first 300 rows as a canonical requests CSV (ts with an offset
+    on some rows, a model and failed column, an extra column), edited by ``edit(lines)``."""
+    lines = shared(_AZURE).read_text().splitlines()[:300]
+    out = ["ts,prompt_tokens,completion_tokens,model,failed,extra"]
+    for i, line in enumerate(lines[1:]):
+        ts, p, c = line.split(",")
+        if i % 7 == 3:
+            ts = ts[:26] + "+00:00"
+        out.append(f"{ts},{p},{c},{'llama' if i % 2 else 'mistral'},"
+                   f"{'true' if i % 11 == 0 else 'false'},x{i}")
+    if edit is not None:
+        edit(out)
+    path = tmp_path / "canonical_trace.csv"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("variant", ["as is", "empty counts", "every offset", "no optional"])
+def test_a_canonical_requests_csv_takes_the_one_road(variant, fast, no_fallback, con, tmp_path):
+    """Issue 28 item 1: a canonical requests CSV (users' own traces) has a plan: the same rows,
+    warnings, sources and assumptions as the checked reader, batch by batch."""
+    def edit(lines):
+        if variant == "empty counts":
+            for n in (5, 17, 140):
+                cells = lines[n].split(",")
+                cells[1 if n == 5 else 2] = ""
+                lines[n] = ",".join(cells)
+        if variant == "every offset":
+            lines[1:] = [ln.replace(",", "Z,", 1) if "+00:00" not in ln else ln
+                         for ln in lines[1:]]
+        if variant == "no optional":
+            lines[:] = [",".join(ln.split(",")[:3]) for ln in lines]
+
+    path = _canonical(tmp_path, edit)
+    parsed = parse_file(path, stream=True)
+    assert parsed.stream is not None and parsed.format == "canonical"
+    del parsed
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    checked = parse_file(path, path.name, stream=False)
+    assert _stored(con, result["dataset"]).equals(checked.frame)
+    assert [w["text"] for w in result["warnings"]] == list(checked.warnings)
+    assert result["assumptions"] == list(checked.assumptions)
+    assert result["sources"] == dict(checked.sources)
+    if variant == "as is":
+        assert result["assumptions"][0].startswith("time zone assumed: 256 of 299")
+
+
+def _canon_cell(n: int, col: int, value: str):
+    def edit(lines):
+        cells = lines[n].split(",")
+        cells[col] = value
+        lines[n] = ",".join(cells)
+    return edit
+
+
+@pytest.mark.parametrize("edit", [
+    _canon_cell(9, 1, "2.5"), _canon_cell(12, 2, "-4"),
+    _canon_cell(30, 0, "16/11/2023 18:15:46"), _canon_cell(44, 4, "yes"),
+    _canon_cell(50, 0, "1970-01-01 00:00:00"), _canon_cell(60, 0, ""),
+    _canon_cell(70, 1, "lots"), _canon_cell(80, 2, "inf"),
+    _canon_cell(90, 0, "2023-11-16 17:00:00")],
+    ids=["fraction", "negative", "spelling", "failed", "range", "empty ts", "text",
+         "infinite", "step back"])
+def test_a_bad_canonical_row_is_named_as_the_checked_reader_names_it(edit, fast, con, tmp_path):
+    path = _canonical(tmp_path, edit)
+    with pytest.raises(FormatError) as checked:
+        parse_file(path, path.name, stream=False)
+    before = store.ledger_records(con)
+    with pytest.raises(FormatError) as road:
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert str(road.value) == str(checked.value)
+    assert store.ledger_records(con) == before

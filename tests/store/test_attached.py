@@ -210,3 +210,86 @@ def test_data_page_shows_the_attachment_and_refreshes_it(conv, app_env, tmp_path
     at.switch_page("pages/demand.py").run()
     assert not at.exception and not at.error
     assert at.get("plotly_chart")
+
+
+def _rows_frame(conv, n=50):
+    return conv["rows"][["ts", "prompt_tokens", "completion_tokens"]].head(n).reset_index(
+        drop=True)
+
+
+def test_break_it_review_refusals(conv, con, tmp_path):
+    """The break-it review of the attach road: each case ends in a refusal naming what is wrong
+    (or, where the files are fine, the right values), the store unchanged."""
+    rows = _rows_frame(conv)
+
+    def parquet(rel, frame):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        frame.to_parquet(tmp_path / rel, index=False)
+
+    # a partition without ts: its rows would have no time
+    parquet("nots/p=1/a.parquet", rows)
+    parquet("nots/p=2/a.parquet", rows.drop(columns="ts"))
+    with pytest.raises(FormatError) as err:
+        attach(con, "x", str(tmp_path / "nots/*/*.parquet"))
+    assert (err.value.file.endswith("nots/p=2/a.parquet"), err.value.line, err.value.column,
+            err.value.reason) == (True, 1, "ts", "empty value")
+    # counts a BIGINT cannot hold: refused at attach, not at every later read
+    big = rows.astype({"prompt_tokens": "uint64"})
+    big.loc[3, "prompt_tokens"] = 2 ** 63 + 5
+    parquet("big/a.parquet", big)
+    with pytest.raises(FormatError, match="too large for a count") as err:
+        attach(con, "x", str(tmp_path / "big/*.parquet"))
+    assert (err.value.line, err.value.column) == (4, "prompt_tokens")
+    # naive ts in one file, zoned in another
+    parquet("mixtz/p=1/a.parquet", rows)
+    parquet("mixtz/p=2/a.parquet", rows.assign(ts=rows["ts"].dt.tz_localize("UTC")))
+    with pytest.raises(store.AttachRefused, match="ts carries a time zone"):
+        attach(con, "x", str(tmp_path / "mixtz/*/*.parquet"))
+    # a folder key that is also a column of the files
+    parquet("clash/prompt_tokens=7/a.parquet", rows)
+    with pytest.raises(store.AttachRefused, match="folder key prompt_tokens= is also a column"):
+        attach(con, "x", str(tmp_path / "clash/*/*.parquet"))
+    # headers only; a folder; CSV headers that differ; gzip bytes named .csv; a ragged row
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty/a.csv").write_text("ts,prompt_tokens,completion_tokens\n")
+    with pytest.raises(FormatError, match="no data rows"):
+        attach(con, "x", str(tmp_path / "empty/*.csv"))
+    with pytest.raises(store.AttachRefused, match=r"is a folder: give a glob"):
+        attach(con, "x", str(tmp_path / "empty"))
+    (tmp_path / "hdr").mkdir()
+    rows.to_csv(tmp_path / "hdr/a.csv", index=False)
+    rows[["completion_tokens", "prompt_tokens", "ts"]].to_csv(tmp_path / "hdr/b.csv", index=False)
+    with pytest.raises(store.AttachRefused, match=r"hdr/b.csv: its header .* differs"):
+        attach(con, "x", str(tmp_path / "hdr/*.csv"))
+    (tmp_path / "gz").mkdir()
+    (tmp_path / "gz/a.csv").write_bytes(gzip.compress(rows.to_csv(index=False).encode()))
+    with pytest.raises(store.AttachRefused, match="gzip-compressed but not named .gz"):
+        attach(con, "x", str(tmp_path / "gz/*.csv"))
+    (tmp_path / "ragged").mkdir()
+    text = rows.to_csv(index=False).splitlines()
+    text[6] += ",9"
+    (tmp_path / "ragged/a.csv").write_text("\n".join(text) + "\n")
+    with pytest.raises(FormatError) as err:
+        attach(con, "x", str(tmp_path / "ragged/*.csv"))
+    assert err.value.line == 7
+    assert store.ledger_records(con) == []
+
+
+def test_break_it_review_answers(conv, con, tmp_path, monkeypatch):
+    """Where the files are fine: a model= folder fills model for CSV as for Parquet, a
+    relative pattern works from another folder, the same files under a second name are
+    refused naming the first, and a refresh whose files are all gone says to delete."""
+    rows = _rows_frame(conv)
+    for model in ("gpt4", "llama"):
+        (tmp_path / f"m/model={model}").mkdir(parents=True)
+        rows.to_csv(tmp_path / f"m/model={model}/a.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    report = attach(con, "bymodel", "m/*/*.csv")
+    assert report["rows"] == 100 and report["pattern"] == str(tmp_path / "m/*/*.csv")
+    monkeypatch.chdir("/")
+    assert store.dataset_summary(con, "bymodel")["models"] == 2
+    with pytest.raises(store.AttachRefused, match="attached already, as dataset bymodel"):
+        attach(con, "again", str(tmp_path / "m" / "." / "*" / "*.csv"))
+    shutil.rmtree(tmp_path / "m")
+    with pytest.raises(store.AttachRefused, match="headroom delete bymodel"):
+        attach(con, "bymodel", refresh=True)

@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from analytics.ingest.fastcsv import Plan, carry_monotone
 from analytics.ingest.formats._common import (
+    _OFFSET,
     ROW,
     FormatError,
+    NoteTally,
     Parsed,
     check_monotone,
     check_nonnegative,
@@ -51,7 +54,8 @@ from analytics.ingest.formats._common import (
 )
 from analytics.ingest.hourly import absent_hours_notes, blank_note
 from analytics.ingest.localtime import localize_sequence, note_clock_steps
-from analytics.schema import CANONICAL, REQUIRED, conform
+from analytics.schema import CANONICAL, COLUMNS, REQUIRED, conform
+from analytics.timelayouts import duckdb_iso
 
 #: Required columns whose cells may be empty (an unknown count is NULL with a note, never 0).
 _MAY_BE_EMPTY = {"requests": ("prompt_tokens", "completion_tokens")}
@@ -129,6 +133,75 @@ class Canonical:
     NAME = "canonical"
     TABLE = "any"
     LOCAL_TIMES = True  # times without an offset are local in --tz when given
+
+    @staticmethod
+    def stream_plan(display, head, opts) -> Plan | None:
+        """The one road of a canonical ``requests`` CSV (:mod:`analytics.ingest.fastcsv`): the
+        same rows, warnings and assumptions as :meth:`parse`, batch by batch. ``ts`` is read
+        in the spellings of :mod:`analytics.timelayouts` (an offset converted, none: UTC);
+        counts as numbers, a fractional one, an empty or unreadable time, a ``failed`` other
+        than true / false / 1 / 0 left to the checked reader, which names the line. None (the
+        checked reader) for another table, a repeated column name, or ``--tz`` (local times
+        with their DST hours are resolved on the whole series)."""
+        header = header_fields(head)
+        if (_table_for(header) != "requests" or len(set(header)) != len(header)
+                or opts.tz is not None):
+            return None
+        canon = CANONICAL["requests"]
+        have = [c for c in canon if c in header]
+        types = {c: "DOUBLE" for c in ("prompt_tokens", "completion_tokens", "latency_s",
+                                       "gpu_s")}
+        bad = ['"ts" IS NULL', f"{duckdb_iso(chr(34) + 'ts' + chr(34))} IS NULL"] + [
+            f'coalesce("{c}" <> trunc("{c}"), false)' for c in ("prompt_tokens",
+                                                                 "completion_tokens")]
+        select = [f'{duckdb_iso(chr(34) + "ts" + chr(34))} AS ts', '"ts" AS __ts']
+        for c in have:
+            if c == "ts":
+                continue
+            if c == "failed":
+                low = 'lower(trim("failed"))'
+                select.append(f"coalesce({low} IN ('true', '1'), false) AS failed")
+                bad.append(f"coalesce({low} NOT IN ('true', 'false', '1', '0'), false)")
+            else:
+                select.append(f'"{c}"::{COLUMNS["requests"][c]} AS {c}')
+        if "failed" not in have:
+            select.append("false AS failed")
+        select.append("(" + " OR ".join(bad) + ") AS __bad")
+        tallies = [(c, NoteTally(f"empty {c}: left empty (NULL, not 0)", c))
+                   for c in _MAY_BE_EMPTY["requests"]]
+        missing = [c for c in canon if c not in have]
+
+        def rows(batch, state):  # the time order as parse checks it; the empty counts noted
+            carry_monotone(batch, state, display, opts.max_backstep_s, "ts")
+            for col, tally in tallies:
+                tally.add(batch, batch[col].is_null())
+            text = batch["__ts"].str.strip_chars()
+            naive = ~text.str.contains(_OFFSET)
+            if "first_naive" not in state and naive.any():
+                state["first_naive"] = int(batch[ROW][int(naive.arg_true()[0])])
+            state["naive"] = state.get("naive", 0) + int(naive.sum())
+            state["times"] = state.get("times", 0) + batch.height
+
+        def warnings(state):
+            head = [f"canonical requests file; absent optional columns left empty: {missing}"]
+            return (*(head if missing else []),
+                    *(n for n in (tally.note() for _, tally in tallies) if n is not None))
+
+        def assumed(state):  # as _zone_assumption over every row (the same sentence)
+            k, n = state.get("naive", 0), state.get("times", 0)
+            if k == 0:
+                return ()
+            reading = "read as UTC (give --tz with the zone they were written in)"
+            if k == n:
+                return (f"time zone assumed: the file's ts times have no offset and were "
+                        f"{reading}",)
+            return (f"time zone assumed: {k:,} of {n:,} the file's ts times have no offset "
+                    f"(the first at line {state['first_naive'] + 2}) and were {reading}; the "
+                    f"other {n - k:,} were converted to UTC with their own offset",)
+
+        return Plan({c: types.get(c, "VARCHAR") for c in header}, ", ".join(select), rows,
+                    warnings, 1e-6, late_assumptions=assumed, table="requests",
+                    sources={c: c for c in have})
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
