@@ -100,9 +100,6 @@ class Plan:
         direct read's one scan of the stored rows and put in ``state`` for ``warnings`` (e.g.
         BurstGPT's failed requests, which the batches count in ``rows``)
     assumptions : what the plan assumes of every row (``Parsed.assumptions``: a zone)
-    late_assumptions : ``late_assumptions(state) -> tuple``: what the rows read made it assume
-        (a zone for the times without an offset, counted over every row), once every batch
-        passed; None: nothing beyond ``assumptions``
     table : the canonical table the file fills, where the format serves several (canonical
         CSV); None: the format's ``TABLE``
     sources : canonical field -> the file's column (``Parsed.sources``); empty: the format's
@@ -119,7 +116,6 @@ class Plan:
     batch_only: str | None = None
     direct_counts: dict[str, str] = field(default_factory=dict)
     assumptions: tuple[str, ...] = ()
-    late_assumptions: Callable[[dict], tuple] | None = None
     table: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -255,11 +251,6 @@ class Streamed:
         """The file's warnings (once :meth:`reader` was read to its end, or the
         :meth:`direct_sql` insert went through)."""
         return (*self.lead, *self.plan.warnings(self.plan.state), *self.tail)
-
-    def assumptions(self) -> tuple:
-        """What the rows read made the plan assume (after the read, as :meth:`warnings`)."""
-        late = self.plan.late_assumptions
-        return () if late is None else tuple(a for a in late(self.plan.state) if a)
 
     def direct_sql(self, cur) -> str | None:
         """The file's canonical rows as one SQL query for the store's own ``INSERT ... SELECT``

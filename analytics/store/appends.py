@@ -157,8 +157,7 @@ def _stream_into(cur, p: Parsed, cols: list[str]) -> Parsed:
         raise
     finally:
         cur.unregister("incoming_stream")
-    return replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None,
-                   assumptions=(*p.assumptions, *stream.assumptions()))
+    return replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None)
 
 
 def _new_sites(cur, kind: str, name: str, dataset_id: int) -> list[str]:

@@ -289,8 +289,7 @@ def _insert_stream(cur, p: Parsed, dataset_id: int) -> tuple:
     finally:
         with contextlib.suppress(Exception):  # an aborted transaction: rolled back by the caller
             cur.unregister("incoming_stream")
-    done = replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None,
-                   assumptions=(*p.assumptions, *stream.assumptions()))
+    done = replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None)
     return done, stream.rows, stream.ts_min, stream.ts_max
 
 
@@ -322,8 +321,7 @@ def _insert_direct(cur, p: Parsed, dataset_id: int, sql: str) -> tuple:
     except StoreError as exc:
         raise stream.direct_refused(exc) from None
     rows, ts_min, ts_max = stream.direct_check(cur, dataset_id, table, kept)
-    return (replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None,
-                    assumptions=(*p.assumptions, *stream.assumptions())), rows, ts_min, ts_max)
+    return replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None), rows, ts_min, ts_max
 
 
 class _ArrowStream:

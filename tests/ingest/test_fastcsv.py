@@ -458,16 +458,15 @@ def test_utf16_and_an_index_column_take_the_one_road(form, fast, no_fallback, co
     assert not [p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(mine)]
 
 
-def _canonical(tmp_path, edit=None):
-    """The real Azure code trace's first 300 rows as a canonical requests CSV (ts with an offset
-    on some rows, a model and failed column, an extra column), edited by ``edit(lines)``."""
+def _canonical(tmp_path, edit=None, spell=lambda ts, i: ts.replace(" ", "T")[:26]):
+    """The real Azure code trace's first 300 rows as a canonical requests CSV (ts as ``spell``
+    writes each: by default ``T`` and six fraction digits, no offset; a model and failed
+    column, an extra column), edited by ``edit(lines)``."""
     lines = shared(_AZURE).read_text().splitlines()[:300]
     out = ["ts,prompt_tokens,completion_tokens,model,failed,extra"]
     for i, line in enumerate(lines[1:]):
         ts, p, c = line.split(",")
-        if i % 7 == 3:
-            ts = ts[:26] + "+00:00"
-        out.append(f"{ts},{p},{c},{'llama' if i % 2 else 'mistral'},"
+        out.append(f"{spell(ts, i)},{p},{c},{'llama' if i % 2 else 'mistral'},"
                    f"{'true' if i % 11 == 0 else 'false'},x{i}")
     if edit is not None:
         edit(out)
@@ -476,33 +475,46 @@ def _canonical(tmp_path, edit=None):
     return path
 
 
-@pytest.mark.parametrize("variant", ["as is", "empty counts", "every offset", "no optional"])
-def test_a_canonical_requests_csv_takes_the_one_road(variant, fast, no_fallback, con, tmp_path):
+_SPELL = {"layout T": None, "layout space, no fraction": lambda ts, i: ts[:19],
+          "every offset": lambda ts, i: ts[:26] + ("+00:00" if i % 2 else "Z"),
+          "ISO without layout": lambda ts, i: ts[:19].replace(" ", "t") + ".5",
+          "mixed offsets": lambda ts, i: ts[:26] + ("+00:00" if i % 7 == 3 else "")}
+
+
+@pytest.mark.parametrize("spelling", list(_SPELL))
+@pytest.mark.parametrize("variant", ["as is", "empty counts", "no optional"])
+def test_a_canonical_requests_csv_takes_the_one_road(variant, spelling, fast, con, tmp_path,
+                                                      monkeypatch):
     """Issue 28 item 1: a canonical requests CSV (users' own traces) has a plan: the same rows,
-    warnings, sources and assumptions as the checked reader, batch by batch."""
+    warnings, sources and assumptions as the checked reader. Only a file that mixes times with
+    and without an offset goes back to the checked reader (which counts both kinds)."""
+    went_back = []
+    checked_item = ingest._checked_item
+    monkeypatch.setattr(ingest, "_checked_item",
+                        lambda *a: went_back.append(1) or checked_item(*a))
+
     def edit(lines):
         if variant == "empty counts":
             for n in (5, 17, 140):
                 cells = lines[n].split(",")
                 cells[1 if n == 5 else 2] = ""
                 lines[n] = ",".join(cells)
-        if variant == "every offset":
-            lines[1:] = [ln.replace(",", "Z,", 1) if "+00:00" not in ln else ln
-                         for ln in lines[1:]]
         if variant == "no optional":
             lines[:] = [",".join(ln.split(",")[:3]) for ln in lines]
 
-    path = _canonical(tmp_path, edit)
+    spell = _SPELL[spelling]
+    path = _canonical(tmp_path, edit, *(() if spell is None else (spell,)))
     parsed = parse_file(path, stream=True)
     assert parsed.stream is not None and parsed.format == "canonical"
     del parsed
     [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert bool(went_back) == (spelling == "mixed offsets")
     checked = parse_file(path, path.name, stream=False)
     assert _stored(con, result["dataset"]).equals(checked.frame)
     assert [w["text"] for w in result["warnings"]] == list(checked.warnings)
     assert result["assumptions"] == list(checked.assumptions)
     assert result["sources"] == dict(checked.sources)
-    if variant == "as is":
+    if spelling == "mixed offsets":
         assert result["assumptions"][0].startswith("time zone assumed: 256 of 299")
 
 

@@ -30,6 +30,8 @@ absent hours of each site (and basis) are reported, both as notes
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from analytics.ingest.fastcsv import Plan, carry_monotone
@@ -55,10 +57,19 @@ from analytics.ingest.formats._common import (
 from analytics.ingest.hourly import absent_hours_notes, blank_note
 from analytics.ingest.localtime import localize_sequence, note_clock_steps
 from analytics.schema import CANONICAL, COLUMNS, REQUIRED, conform
-from analytics.timelayouts import duckdb_iso
+from analytics.timelayouts import duckdb_has_offset, duckdb_iso
 
 #: Required columns whose cells may be empty (an unknown count is NULL with a note, never 0).
 _MAY_BE_EMPTY = {"requests": ("prompt_tokens", "completion_tokens")}
+
+
+def _layout(value: str) -> str | None:
+    """The ``read_csv`` layout of a time written ``YYYY-MM-DD hh:mm:ss`` with a space or ``T``
+    and up to six fraction digits, without an offset (what DuckDB parses itself), or None."""
+    got = re.fullmatch(r"\d{4}-\d{2}-\d{2}([ T])\d{2}:\d{2}:\d{2}(\.\d{1,6})?", value)
+    if got is None:
+        return None
+    return f"%Y-%m-%d{got.group(1)}%H:%M:%S" + (".%f" if got.group(2) else "")
 
 
 def _table_for(fields: list[str]) -> str | None:
@@ -137,24 +148,41 @@ class Canonical:
     @staticmethod
     def stream_plan(display, head, opts) -> Plan | None:
         """The one road of a canonical ``requests`` CSV (:mod:`analytics.ingest.fastcsv`): the
-        same rows, warnings and assumptions as :meth:`parse`, batch by batch. ``ts`` is read
-        in the spellings of :mod:`analytics.timelayouts` (an offset converted, none: UTC);
-        counts as numbers, a fractional one, an empty or unreadable time, a ``failed`` other
-        than true / false / 1 / 0 left to the checked reader, which names the line. None (the
-        checked reader) for another table, a repeated column name, or ``--tz`` (local times
-        with their DST hours are resolved on the whole series)."""
+        same rows, warnings and assumptions as :meth:`parse`. The first ``ts`` stands for all:
+        written ``YYYY-MM-DD hh:mm:ss[.ffffff]`` (space or ``T``) without an offset, DuckDB's
+        ``read_csv`` parses that layout itself; otherwise ``ts`` is read in the spellings of
+        :mod:`analytics.timelayouts`, and a value with an offset where the first has none (or
+        the other way round) is left to the checked reader, which counts both kinds. So every
+        time is naive (read as UTC: the assumption is stated) or every one has its offset. A
+        file whose counts are all there is stored by one ``INSERT ... SELECT``
+        (:meth:`~analytics.ingest.fastcsv.Streamed.direct_sql`); an empty count (a note naming
+        lines) or a step back in time goes to the batches. A fractional count, an empty or
+        unreadable time, a ``failed`` other than true / false / 1 / 0 go to the checked reader,
+        which names the line. None (the checked reader) for another table, a repeated column
+        name, or ``--tz`` (local times with their DST hours are resolved on the whole series).
+        """
         header = header_fields(head)
         if (_table_for(header) != "requests" or len(set(header)) != len(header)
                 or opts.tz is not None):
             return None
+        first = header_fields(head, 1)
+        value = first[header.index("ts")].strip() if len(first) == len(header) else ""
+        zoned = re.search(_OFFSET, value) is not None
+        layout = _layout(value)
         canon = CANONICAL["requests"]
         have = [c for c in canon if c in header]
         types = {c: "DOUBLE" for c in ("prompt_tokens", "completion_tokens", "latency_s",
                                        "gpu_s")}
-        bad = ['"ts" IS NULL', f"{duckdb_iso(chr(34) + 'ts' + chr(34))} IS NULL"] + [
-            f'coalesce("{c}" <> trunc("{c}"), false)' for c in ("prompt_tokens",
-                                                                 "completion_tokens")]
-        select = [f'{duckdb_iso(chr(34) + "ts" + chr(34))} AS ts', '"ts" AS __ts']
+        bad = [f'coalesce("{c}" <> trunc("{c}"), false)' for c in ("prompt_tokens",
+                                                                    "completion_tokens")]
+        if layout is not None:  # read_csv parses it; another spelling stops the read
+            types["ts"], select = "TIMESTAMP", ['"ts" AS ts']
+            bad.append('"ts" IS NULL')
+        else:
+            raw = '"ts"'
+            select = [f"{duckdb_iso(raw)} AS ts"]
+            bad += [f"{raw} IS NULL", f"{duckdb_iso(raw)} IS NULL",
+                    f"{duckdb_has_offset(raw)} <> {str(zoned).lower()}"]
         for c in have:
             if c == "ts":
                 continue
@@ -175,33 +203,20 @@ class Canonical:
             carry_monotone(batch, state, display, opts.max_backstep_s, "ts")
             for col, tally in tallies:
                 tally.add(batch, batch[col].is_null())
-            text = batch["__ts"].str.strip_chars()
-            naive = ~text.str.contains(_OFFSET)
-            if "first_naive" not in state and naive.any():
-                state["first_naive"] = int(batch[ROW][int(naive.arg_true()[0])])
-            state["naive"] = state.get("naive", 0) + int(naive.sum())
-            state["times"] = state.get("times", 0) + batch.height
 
         def warnings(state):
             head = [f"canonical requests file; absent optional columns left empty: {missing}"]
             return (*(head if missing else []),
                     *(n for n in (tally.note() for _, tally in tallies) if n is not None))
 
-        def assumed(state):  # as _zone_assumption over every row (the same sentence)
-            k, n = state.get("naive", 0), state.get("times", 0)
-            if k == 0:
-                return ()
-            reading = "read as UTC (give --tz with the zone they were written in)"
-            if k == n:
-                return (f"time zone assumed: the file's ts times have no offset and were "
-                        f"{reading}",)
-            return (f"time zone assumed: {k:,} of {n:,} the file's ts times have no offset "
-                    f"(the first at line {state['first_naive'] + 2}) and were {reading}; the "
-                    f"other {n - k:,} were converted to UTC with their own offset",)
-
+        reading = "read as UTC (give --tz with the zone they were written in)"
         return Plan({c: types.get(c, "VARCHAR") for c in header}, ", ".join(select), rows,
-                    warnings, 1e-6, late_assumptions=assumed, table="requests",
-                    sources={c: c for c in have})
+                    warnings, 1e-6, table="requests", sources={c: c for c in have},
+                    timestampformat=layout,
+                    batch_only="prompt_tokens IS NULL OR completion_tokens IS NULL",
+                    assumptions=() if zoned else (
+                        f"time zone assumed: the file's ts times have no offset and were "
+                        f"{reading}",))
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
