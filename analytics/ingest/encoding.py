@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import gzip
 import io
 import os
 from collections.abc import Iterator
@@ -36,7 +35,11 @@ def _decompressed(source) -> io.BufferedIOBase:
     raw = io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")  # noqa: SIM115
     magic = raw.read(2)
     raw.seek(0)
-    return gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
+    if magic != b"\x1f\x8b":
+        return raw
+    from analytics.ingest.rawfile import gzip_reader  # it imports this module
+
+    return gzip_reader(raw)
 
 
 def utf16_codec(start: bytes) -> str | None:

@@ -156,7 +156,7 @@ def check_last_line(path: Path, display: str, expanded: Expanded | None = None) 
     """
     if expanded is not None and expanded.last_line_bytes is not None:
         if expanded.last_line_bytes > MAX_LINE_BYTES:
-            line = expanded.lines + (0 if expanded.trailing_newline else 1)
+            line = expanded.newlines() + (0 if expanded.trailing_newline else 1)
             raise FormatError(display, line, 1, _too_long(line, expanded.last_line_bytes))
         return
     size = Path(path).stat().st_size

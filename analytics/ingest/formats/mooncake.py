@@ -27,6 +27,7 @@ from analytics.ingest.formats._common import (
     note_rows,
     open_text,
 )
+from analytics.ingest.rawfile import GZIP_FAULTS
 
 _KEYS = ("timestamp", "input_length", "output_length")
 _REQUIRED = ("timestamp", "input_length")
@@ -138,7 +139,7 @@ def _read(path, display) -> dict[str, list]:
                 out = rec.get("output_length")
                 cols["output_length"].append(None if out is None else int(out))
                 cols["hash_blocks"].append(None if hashes is None else len(hashes))
-    except (OSError, EOFError) as exc:
+    except GZIP_FAULTS as exc:
         raise FormatError(display, len(cols[ROW]) + 1, 1,
                           f"gzip stream is truncated or corrupt ({exc})") from exc
     except UnicodeDecodeError as exc:

@@ -38,6 +38,7 @@ from analytics.ingest.formats._common import (
     wide_csv_fields,
 )
 from analytics.ingest.hourly import absent_hours_notes, blank_note
+from analytics.ingest.rawfile import GZIP_FAULTS
 
 #: EPW field labels as the notes and refusals name them (0-based index -> label)
 _EPW_FIELD = {6: "field 7 dry bulb", 8: "field 9 relative humidity"}
@@ -106,7 +107,7 @@ class EPW:
                     rows.append(lineno - 2)  # __row: the notes name line ``row + 2``
                     temp.append(vals[0])
                     rh.append(vals[1])
-        except (OSError, EOFError) as exc:
+        except GZIP_FAULTS as exc:
             raise FormatError(display, lineno + 1, 1, f"gzip stream is truncated ({exc})") from exc
         except csv.Error as exc:  # e.g. a field over the csv module's 128 KiB limit
             raise FormatError(display, lineno + 1, 1, f"malformed CSV: {exc}") from exc
@@ -147,7 +148,7 @@ class OpenMeteo:
                 doc = json.load(fh)
         except json.JSONDecodeError as exc:
             raise FormatError(display, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from exc
-        except (OSError, EOFError) as exc:
+        except GZIP_FAULTS as exc:
             raise FormatError(display, 1, 1, f"gzip stream is truncated ({exc})") from exc
         hourly = doc.get("hourly") if isinstance(doc, dict) else None
         if not isinstance(hourly, dict):
