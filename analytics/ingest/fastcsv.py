@@ -38,8 +38,13 @@ count column, and an empty extra field at the end of a row (``...,log,``), are r
 value instead of being refused.
 
 UTF-16 text and a pandas index column are streamed into a temporary UTF-8 copy without them
-first (one output line per input line, deleted with the stream), which this road then reads;
-every format but BurstGPT and Azure has no plan yet.
+first (one output line per input line, deleted with the stream), which this road then reads.
+BurstGPT, Azure LLM and canonical ``requests`` CSVs have plans. The other tabular formats keep
+the checked reader, by their shape: sacct and nvidia-smi write local times whose repeated and
+skipped DST hours are resolved over each job's or GPU's whole series (a batch cannot), nvidia-smi
+without a header needs ``--fields`` and drops error lines by content, and the hourly site series
+(carbon, weather, prices) report the absent hours of each site, which needs the whole series;
+their files are small (a year of hourly rows is 8,760 lines).
 Every DuckDB call of this road is in :mod:`analytics.store.csvread` (issue 28: the DuckDB code
 behind the store); the plans' select lists are SQL text that the formats declare and the store
 runs. Both roads are held to the same answers by ``tests/ingest/test_fastcsv.py`` (rows, warnings,
