@@ -152,6 +152,9 @@ if staged or refused:
                              "dataset": None, "rows": 0, "format": None} for r in refused])
 
 st.subheader("Datasets")
+st.caption("Request logs too large to copy can stay where they are: an operator attaches them "
+           "in place with headroom attach NAME 'logs/date=*/*.parquet' (Parquet or CSV files, "
+           "hive partitions); they are listed here and refreshed from this page.")
 if not ledger.empty:
     st.dataframe(
         ledger.drop(columns=["dataset_id", "sha256"]),  # the hash is in every report

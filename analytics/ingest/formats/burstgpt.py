@@ -92,13 +92,14 @@ class Requests:
         fields = set(header) & {*_SPEC, *_OPTIONAL}
         types = {"Timestamp": "DOUBLE", "Elapsed time": "DOUBLE", "Request tokens": "DOUBLE",
                  "Response tokens": "DOUBLE", "Total tokens": "DOUBLE"}
-        counts = ["Request tokens", "Response tokens", "Total tokens"]
+        # __bad holds only what no later check catches (issue 28: 10 tests per row, not 17):
+        # a non-finite value fails its cast to BIGINT (the read stops), a negative count the
+        # stored rows' rules (min < 0), a fractional or negative Total the sum test; each of
+        # them, and every cell here, is then named by the checked reader
         bad = [f"{quoted(c)} IS NULL" for c in _SPEC] + [
-            f"NOT isfinite({quoted(c)})" for c in ("Timestamp", *counts)] + [
-            f"{quoted(c)} <> trunc({quoted(c)})" for c in counts] + [
-            f"{quoted(c)} < 0" for c in ("Timestamp", *counts)] + [  # as _check_counts
-            f'"Timestamp" > {10 * 365 * 86400}',
-            '"Total tokens" <> "Request tokens" + "Response tokens"']
+            f"{quoted(c)} <> trunc({quoted(c)})" for c in ("Request tokens", "Response tokens")
+        ] + ['"Timestamp" < 0', f'"Timestamp" > {10 * 365 * 86400}',  # as _check_counts
+             '"Total tokens" <> "Request tokens" + "Response tokens"']
         if "Elapsed time" in fields:
             bad.append('coalesce(NOT isfinite("Elapsed time"), false)')
         micros = 'CAST(round_even("Timestamp" * 1000000, 0) AS BIGINT)'  # as _relative_ts
