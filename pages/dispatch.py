@@ -61,6 +61,21 @@ fill_label = c8.selectbox(
     help="Trace hours whose carbon, temperature or price hour is absent or blank in a site's "
          "data: refuse and name them (checked before any fitting), carry the last earlier "
          "site hour forward, or interpolate linearly between the site hours around them.")
+SERVED = {"provisioned capacity (overbooking factor x rolling band)": "provisioned",
+          "envelope upper bound (no overbooking)": "upper"}
+d1, d2, d3 = st.columns([2, 1, 1])
+served_label = d1.radio(
+    "dispatched", list(SERVED), key="dispatched", persist_state="session", horizontal=True,
+    help="What the sites serve each hour: the capacity the Capacity page provisions (the "
+         "Learn-then-Test overbooking factor at the violation target below, times the rolling "
+         "band's upper bound), or the rolling band's upper bound itself.")
+served = SERVED[served_label]
+violation_target = d2.slider("violation target", 0.01, 0.30, 0.05, 0.01,
+                             key="dispatch_violation", persist_state="session",
+                             disabled=served != "provisioned")
+delta = d3.select_slider("LTT delta", [0.01, 0.05, 0.1, 0.2], value=0.1,
+                         key="dispatch_delta", persist_state="session",
+                         disabled=served != "provisioned")
 st.caption("Site data (carbon 2022/2023, weather, prices) rarely share the trace's year: each "
            "trace hour takes the site values of the same day-of-year and hour, shifted by the "
            "offset. BurstGPT dates are relative, so this pairing is a scenario, not a replay.")
@@ -80,7 +95,8 @@ try:
         plan, notes = cache.dispatch_plan(name, BIN_CHOICES_S[bin_label], params, sites, kind,
                                           float(scale), utilisation, int(offset),
                                           None if basis == "auto" else basis, home, max_share,
-                                          fill_missing=FILLS[fill_label])
+                                          fill_missing=FILLS[fill_label], dispatched=served,
+                                          violation_target=violation_target, delta=delta)
 except (ValueError, KeyError) as exc:
     st.error(f"No dispatch: {widgets.plain(str(exc))}")
     if hasattr(exc, "gaps") and FILLS[fill_label] == "none":  # say where the choice is
@@ -92,7 +108,16 @@ out = Export("Dispatch", [name, *site_sets])
 out.param(dataset=name, bin=bin_label, alpha=params.alpha, base_model=params.base_model,
           sites=", ".join(sites), home_site=home, max_share=max_share, traffic_scale=scale,
           gpu_kind=kind_name, alignment_offset_days=int(offset), carbon_basis=basis,
-          utilisation=utilisation, missing_site_hours=FILLS[fill_label])
+          utilisation=utilisation, missing_site_hours=FILLS[fill_label], dispatched=served,
+          **({"violation_target": violation_target, "ltt_delta": delta}
+             if served == "provisioned" else {}))
+if served == "provisioned":
+    got = plan.dispatched
+    st.caption(f"Dispatched: the provisioned capacity, overbooking factor "
+               f"{got['overbooking_factor']:.2f} x the rolling band's upper bound"
+               + ("" if got["certified"] else
+                  " (no factor was certified at this violation target: the largest tried, as "
+                  "Capacity provisions then)") + ".")
 if plan.filled:
     st.warning("Missing site hours were filled: " + "; ".join(
         f"{widgets.plain(f['site'])} {f['series'].replace('_', ' ')}: {f['hours']} hours by "

@@ -76,8 +76,17 @@ def add_parsers(sub) -> None:
     p.add_argument("--offset-days", type=int, default=0,
                    help="shift when aligning site-data years to the trace by day-of-year")
     p.add_argument("--basis", default=None, help="carbon basis: avg, LCA or direct")
+    p.add_argument("--dispatched", choices=["provisioned", "upper"], default="provisioned",
+                   help="what is dispatched: the capacity Capacity provisions, the overbooking "
+                        "factor x the rolling band (provisioned, default), or an envelope's "
+                        "upper bound itself (upper, with --method)")
+    p.add_argument("--target-violation", dest="violation_target", type=open_unit, default=0.05,
+                   help="provisioned: tolerated share of bins whose demand exceeds capacity")
+    p.add_argument("--delta", type=open_unit, default=0.1,
+                   help="provisioned: Learn-then-Test failure probability of the certificate")
     p.add_argument("--method", default="rolling", choices=list(METHODS),
-                   help="envelope whose upper bound is served")
+                   help="envelope whose upper bound is served (the provisioned capacity is "
+                        "the rolling band's)")
     p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
     p.add_argument("--fill-missing", choices=LazyChoices(_fill_methods), default="none",
                    metavar="METHOD",
@@ -129,7 +138,8 @@ def dispatch_cmd(args, settings) -> dict:
     req = decisions.DispatchRequest(
         sites=sites, gpu=args.gpu, scale=args.scale, utilization=args.utilization,
         offset_days=args.offset_days, basis=args.basis, home=args.home,
-        max_share=args.max_share, method=args.method, fill_missing=args.fill_missing)
+        max_share=args.max_share, method=args.method, fill_missing=args.fill_missing,
+        dispatched=args.dispatched, violation_target=args.violation_target, delta=args.delta)
     with open_store(settings.db_path) as con:
         try:
             return decisions.dispatch_document(con, grid_request(args), req,

@@ -55,6 +55,9 @@ class Dispatch:
     notes : list of str, what the sites use and what is not reported
     filled : list of dict, one per (site, series) whose missing trace hours were filled:
         :meth:`analytics.decisions.sites.SiteGap.as_dict` with the fill ``method``
+    dispatched : what was dispatched (:func:`provisioned_hourly_demand` /
+        :func:`envelope_hourly_demand`): ``what`` (``provisioned`` or ``upper``) and, for the
+        provisioned capacity, the overbooking factor and its certificate
     """
 
     shares: pd.DataFrame
@@ -62,6 +65,7 @@ class Dispatch:
     per_site: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     filled: list[dict] = field(default_factory=list)
+    dispatched: dict = field(default_factory=dict)
 
 
 def dispatch(hours: pd.DatetimeIndex, demand: np.ndarray, sites: list[Site],
@@ -164,6 +168,7 @@ def to_json(d: Dispatch) -> dict:
         "usd": {p: num(t.loc[p, "usd"]) for p in t.index},
         "sites": sites,
         "filled_hours": d.filled,
+        "dispatched": d.dispatched,
         "notes": d.notes,
     }
 
@@ -210,6 +215,41 @@ def envelope_hourly_demand(result, method: str = "rolling", scale: float = 1.0
     return s.index, s.to_numpy()
 
 
+#: What a dispatch can serve: the capacity Capacity provisions (f x the rolling band), or an
+#: interval method's upper bound itself
+DISPATCHED = ("provisioned", "upper")
+
+
+def provisioned_hourly_demand(result, violation_target: float = 0.05, delta: float = 0.1,
+                              scale: float = 1.0) -> tuple[pd.DatetimeIndex, np.ndarray, dict]:
+    """Hourly demand to dispatch: the capacity the Capacity page provisions on the test window,
+    the overbooking factor f (Learn-then-Test, :func:`analytics.decisions.capacity.overbook`)
+    times the rolling band's upper bound, summed per hour. The conformal demand envelopes
+    paper (abstract, Sec. 5-6) puts the calibrated factor and the dispatch in one policy: this
+    dispatches what that policy provisions (issue 33, deviation 1).
+
+    Returns
+    -------
+    hours : DatetimeIndex (H,); demand : ndarray (H,), demand units per hour;
+    info : ``what`` = ``provisioned``, ``overbooking_factor`` (the chosen f; when none is
+    certified, the largest factor tried, which is what Capacity provisions then),
+    ``certified``, ``violation_target``, ``delta``
+    """
+    from analytics.decisions.capacity import overbook
+    from analytics.envelope.pipeline import residual_stream
+
+    stream = residual_stream(result.series, result.params.base_model)
+    ob = overbook(stream, result.test["rolling_hi"].to_numpy(float), result.params.alpha,
+                  violation_target, delta)
+    test = ob.frame[ob.frame["part"] == "test"]
+    s = pd.Series(test["capacity"].to_numpy(float) * scale,
+                  index=pd.to_datetime(test["ts"])).resample("1h").sum()
+    factor = ob.factor if ob.factor is not None else float(ob.curve["factor"].max())
+    return s.index, s.to_numpy(), {"what": "provisioned", "overbooking_factor": factor,
+                                   "certified": ob.factor is not None,
+                                   "violation_target": violation_target, "delta": delta}
+
+
 def kwh_per_unit(kind, demand_target: str, utilisation: float = 0.8) -> float:
     """IT energy (kWh) per demand unit for a GPU kind: per token (``weighted_tokens``) or per
     GPU-second (``gpu_seconds``). Power = :func:`analytics.hardware.power.gpu_power_w`
@@ -225,14 +265,31 @@ def kwh_per_unit(kind, demand_target: str, utilisation: float = 0.8) -> float:
 
 def plan_dispatch(result, sites: list[Site], kind, demand_target: str = "weighted_tokens",
                   scale: float = 1.0, utilisation: float = 0.8, method: str = "rolling",
-                  home: str | None = None) -> Dispatch:
+                  home: str | None = None, dispatched: str = "provisioned",
+                  violation_target: float = 0.05, delta: float = 0.1) -> Dispatch:
     """Envelope -> hourly demand -> carbon-aware dispatch over ``sites`` (pure).
 
     ``sites`` come from :func:`analytics.decisions.sites.build_sites` on the trace hours of
     :func:`envelope_hourly_demand` (the service layer reads their series from the store).
     ``demand_target`` is what the envelope counts (``weighted_tokens`` or ``gpu_seconds``),
-    ``scale`` a traffic multiplier, ``method`` the interval method whose upper bound is
-    dispatched. Raises ValueError (infeasible limits, missing throughput).
+    ``scale`` a traffic multiplier. ``dispatched``: ``provisioned`` (default) serves the
+    capacity Capacity provisions at ``violation_target`` / ``delta``
+    (:func:`provisioned_hourly_demand`, the rolling band's f x upper); ``upper`` serves the
+    upper bound of interval method ``method`` itself (:func:`envelope_hourly_demand`).
+    Raises ValueError (infeasible limits, missing throughput, an unknown ``dispatched``, a
+    ``method`` other than rolling with ``provisioned``).
     """
-    hours, demand = envelope_hourly_demand(result, method, scale)
-    return dispatch(hours, demand, sites, kwh_per_unit(kind, demand_target, utilisation), home)
+    if dispatched not in DISPATCHED:
+        raise ValueError(f"dispatched {dispatched!r}: choose one of {', '.join(DISPATCHED)}")
+    if dispatched == "provisioned":
+        if method != "rolling":
+            raise ValueError(f"the provisioned capacity is the overbooking factor x the rolling "
+                             f"band (Capacity's); method {method!r} is served with dispatched "
+                             "'upper'")
+        hours, demand, info = provisioned_hourly_demand(result, violation_target, delta, scale)
+    else:
+        hours, demand = envelope_hourly_demand(result, method, scale)
+        info = {"what": "upper", "method": method}
+    out = dispatch(hours, demand, sites, kwh_per_unit(kind, demand_target, utilisation), home)
+    out.dispatched = info
+    return out

@@ -95,7 +95,12 @@ class DispatchRequest:
     basis : carbon basis (avg, LCA, direct; None: the best available)
     home : all-at-home baseline site (None: the first)
     max_share : most share of an hour per site, in (0, 1]
-    method : interval method whose upper bound is served
+    method : interval method whose upper bound is served with ``dispatched`` = ``upper``
+    dispatched : ``provisioned`` (default: the capacity Capacity provisions, the overbooking
+        factor at ``violation_target`` / ``delta`` x the rolling band) or ``upper`` (the
+        method's upper bound itself): :data:`analytics.decisions.dispatch.DISPATCHED`
+    violation_target, delta : the provisioned capacity's Learn-then-Test certificate, as
+        :class:`CapacityRequest` states them
     fill_missing : what to do with trace hours a site series has no value for
         (:data:`analytics.decisions.sites.FILL_METHODS`): ``none`` refuses, naming them,
         before anything is fitted; ``ffill`` / ``interpolate`` fill them and the document says
@@ -112,6 +117,9 @@ class DispatchRequest:
     max_share: float = 1.0
     method: str = "rolling"
     fill_missing: str = "none"
+    dispatched: str = "provisioned"
+    violation_target: float = 0.05
+    delta: float = 0.1
 
 
 def dispatch_plan(con, grid_req: demand.GridRequest, req: DispatchRequest,
@@ -128,6 +136,13 @@ def dispatch_plan(con, grid_req: demand.GridRequest, req: DispatchRequest,
     without carbon data).
     """
     kind = _kinds((req.gpu,))[0]
+    if req.dispatched not in dispatch.DISPATCHED:
+        raise ValueError(f"dispatched {req.dispatched!r}: choose one of "
+                         f"{', '.join(dispatch.DISPATCHED)}")
+    if req.dispatched == "provisioned" and req.method != "rolling":
+        raise ValueError(f"the provisioned capacity is the overbooking factor x the rolling band "
+                         f"(Capacity's); method {req.method!r} is dispatched as its upper bound "
+                         "(--dispatched upper)")
     if req.fill_missing not in sites.FILL_METHODS:
         raise ValueError(f"fill method {req.fill_missing!r}: choose one of "
                          f"{', '.join(sites.FILL_METHODS)}")
@@ -151,7 +166,8 @@ def dispatch_plan(con, grid_req: demand.GridRequest, req: DispatchRequest,
     notes = [line for src in sources for line in src.note()]
     notes += [f"filled by {req.fill_missing}: {g.describe()}" for g in gaps]
     plan = dispatch.plan_dispatch(env, built, kind, target, req.scale, req.utilization,
-                                  req.method, req.home)
+                                  req.method, req.home, req.dispatched, req.violation_target,
+                                  req.delta)
     plan.filled = [g.as_dict(req.fill_missing) for g in gaps]
     return plan, notes
 

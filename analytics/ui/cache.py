@@ -406,13 +406,18 @@ def capacity_plan(name: str, bin_s: int, params: EnvelopeParams, kinds: list[GPU
 def dispatch_plan(name: str, bin_s: int, params: EnvelopeParams, sites: list[str], kind,
                   scale: float = 1.0, utilization: float = 0.8, offset_days: int = 0,
                   basis: str | None = None, home: str | None = None, max_share: float = 1.0,
-                  method: str = "rolling", fill_missing: str = "none"):
+                  method: str = "rolling", fill_missing: str = "none",
+                  dispatched: str = "provisioned", violation_target: float = 0.05,
+                  delta: float = 0.1):
     """Carbon-aware dispatch of a dataset's envelope: ``(Dispatch, notes)`` (cached).
-    Raises ValueError (``MissingHours`` when site hours are missing and ``fill_missing`` is
-    ``none``) / KeyError."""
+    ``dispatched``: the provisioned capacity (default) or the envelope's upper bound
+    (:class:`analytics.services.decisions.DispatchRequest`). Raises ValueError
+    (``MissingHours`` when site hours are missing and ``fill_missing`` is ``none``) /
+    KeyError."""
     req = decisions.DispatchRequest(tuple(sites), kind, float(scale), float(utilization),
                                     int(offset_days), basis, home, float(max_share), method,
-                                    fill_missing)
+                                    fill_missing, dispatched, float(violation_target),
+                                    float(delta))
     return _dispatch(_request(name, bin_s), req, params)
 
 

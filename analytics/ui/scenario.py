@@ -89,7 +89,12 @@ LINKED: dict[str, dict[str, Spec]] = {
                  "basis": Spec(str, ("auto", "avg", "LCA", "direct")),
                  "dispatch_util": Spec(float, lo=0.1, hi=1.0), "home": Spec(str),
                  "fill_missing": Spec(str, ("refuse and name them", "forward fill",
-                                            "interpolate"))},
+                                            "interpolate")),
+                 "dispatched": Spec(str, ("provisioned capacity (overbooking factor x "
+                                          "rolling band)",
+                                          "envelope upper bound (no overbooking)")),
+                 "dispatch_violation": Spec(float, lo=0.01, hi=0.30),
+                 "dispatch_delta": Spec(float, (0.01, 0.05, 0.1, 0.2))},
     "power": {"power_jobs": Spec(str), "power_inference": Spec(str),
               "power_share": Spec(float, lo=0.0, hi=1.0),
               "power_util": Spec(float, (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)),

@@ -104,6 +104,27 @@ def test_real_five_sites_cli(tmp_path, capsys):
     assert max(shares.values()) <= 0.4 + 1e-9
     assert shares["BPAT"] == pytest.approx(0.4)  # the hydro-heavy grid is filled first
     assert all(1.1 < v["mean_pue"] < 1.3 for v in doc["sites"].values())
+    # issue 33, deviation 1: by default the provisioned capacity is dispatched, the
+    # overbooking factor f x the rolling band. The LP is linear in each hour's demand and f is
+    # one number, so every policy's tCO2e and energy are f times the upper bound's (derived
+    # from the constraints: shares of an hour do not depend on its size)
+    got = doc["dispatched"]
+    assert got["what"] == "provisioned" and got["violation_target"] == 0.05
+    f = got["overbooking_factor"]
+    assert 0.5 < f < 1.5
+    assert cli.main(["--db", str(db), "dispatch", "burstgpt1_week1_per_minute_tps", "--sites",
+                     "CISO,ERCO,BPAT,PJM,NYIS", "--scale", "1000", "--max-share", "0.4",
+                     "--dispatched", "upper"]) == 0
+    upper = strict_loads(capsys.readouterr().out)
+    assert upper["dispatched"] == {"what": "upper", "method": "rolling"}
+    for key in ("baseline_tco2e", "proportional_tco2e", "carbon_aware_tco2e", "it_mwh"):
+        assert doc[key] == pytest.approx(f * upper[key], rel=1e-9), key
+    assert {s: v["carbon_aware_share"] for s, v in upper["sites"].items()} == pytest.approx(
+        shares)
+    # provisioned capacity is the rolling band's: another method is refused before a fit
+    assert cli.main(["--db", str(db), "dispatch", "burstgpt1_week1_per_minute_tps", "--sites",
+                     "CISO,ERCO", "--method", "split"]) == 2
+    assert "rolling band" in json.loads(capsys.readouterr().out)["error"]
 
 
 def test_the_lp_weighs_carbon_by_each_sites_pue():
