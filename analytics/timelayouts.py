@@ -56,10 +56,16 @@ def duckdb_has_offset(col_sql: str) -> str:
     return f"regexp_matches({duckdb_normalised(col_sql)}, '{ISO_OFFSET}')"
 
 
+#: an offset a clock can have (hours 00-23, minutes 00-59): DuckDB's ``%z`` takes any two
+#: digits (``+99`` shifted a time by four days) where polars refuses them
+VALID_OFFSET = r"[+-]([01]\d|2[0-3]):?[0-5]\d$"
+
+
 def duckdb_iso(col_sql: str) -> str:
     """SQL: the text ``col_sql`` as a naive UTC ``TIMESTAMP`` by the spellings above, NULL where
-    it is none (whatever the session's time zone)."""
+    it is none (an offset outside +-23:59 included; whatever the session's time zone)."""
     norm = duckdb_normalised(col_sql)
-    return (f"CASE WHEN regexp_matches({norm}, '{ISO_OFFSET}') THEN timezone('UTC', "
-            f"try_strptime({norm}, {_sql_list(DUCKDB_WITH_OFFSET)})) "
+    return (f"CASE WHEN regexp_matches({norm}, '{ISO_OFFSET}') THEN CASE WHEN "
+            f"regexp_matches({norm}, '{VALID_OFFSET}') THEN timezone('UTC', "
+            f"try_strptime({norm}, {_sql_list(DUCKDB_WITH_OFFSET)})) END "
             f"ELSE try_strptime({norm}, {_sql_list(DUCKDB_WITHOUT)})::TIMESTAMP END")

@@ -33,9 +33,11 @@ Anything the fast reader does not judge raises :class:`~analytics.schema.StreamR
 transaction rolls back (the store is as it was) and the file is read again by the checked reader
 (:func:`analytics.ingest.formats.parse_file`), which names the first bad line and column with
 the messages it always gave. So the fast path only ever accepts what the checked path accepts,
-except DuckDB's lenient spellings of numbers: a whole number written ``2.0`` or ``1e3`` in a
-count column, and an empty extra field at the end of a row (``...,log,``), are read as the
-value instead of being refused.
+except DuckDB's lenient spellings of numbers and quotes: a whole number written ``2.0``,
+``2.``, ``.0``, ``1e3`` or ``1_000`` in a count column, an empty extra field at the end of a
+row (``...,log,``), a cell `` "abc"`` (read as ``abc``), a stray quote inside a cell and
+bare-CR line endings are read instead of being refused (the break-it review of the canonical
+plan lists them; no value changes but the quoted cell's).
 
 UTF-16 text and a pandas index column are streamed into a temporary UTF-8 copy without them
 first (one output line per input line, deleted with the stream), which this road then reads.
@@ -105,6 +107,9 @@ class Plan:
         direct read's one scan of the stored rows and put in ``state`` for ``warnings`` (e.g.
         BurstGPT's failed requests, which the batches count in ``rows``)
     assumptions : what the plan assumes of every row (``Parsed.assumptions``: a zone)
+    fallback : ``fallback() -> Plan``: the plan without its layout shortcut (``read_csv``'s own
+        timestamp parse), for a file whose cells do not all fit that layout; None: such a file
+        goes to the checked reader
     table : the canonical table the file fills, where the format serves several (canonical
         CSV); None: the format's ``TABLE``
     sources : canonical field -> the file's column (``Parsed.sources``); empty: the format's
@@ -123,6 +128,7 @@ class Plan:
     assumptions: tuple[str, ...] = ()
     table: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    fallback: Callable[[], Plan] | None = None
 
 
 def eligible(path: Path, head: str, opts, expanded: Expanded | None = None) -> bool:
@@ -245,6 +251,8 @@ class Streamed:
         try:
             con, empty, source = csvread.open_batches(self._sql(), str(self.path), BATCH_ROWS)
         except csvread.ReadFailed as exc:
+            if (again := self._to_fallback(exc)) is not None:
+                raise again from exc
             self.refused = StreamRefused(self, str(exc))
             raise self.refused from exc
         names = [c for c in CANONICAL[self.table] if c in empty.columns]
@@ -318,8 +326,24 @@ class Streamed:
         """The :class:`~analytics.schema.StreamRefused` of a failed :meth:`direct_sql` insert
         or :meth:`direct_check` (``exc``): for the batch checks (``batches``: rows to note or
         count) or the checked reader. The direct read is off for this file afterwards."""
+        if not batches and (again := self._to_fallback(exc)) is not None:
+            return again
         self.direct = False
         self.refused = StreamRefused(self, f"direct read: {exc}", batches=batches)
+        return self.refused
+
+    def _to_fallback(self, exc: Exception) -> StreamRefused | None:
+        """Where DuckDB could not convert a cell with the plan's own layout and the plan has a
+        ``fallback`` (a reading without that layout): switch to it and ask for the file to be
+        read again (a :class:`~analytics.schema.StreamRefused` with ``batches``: the ingest
+        runs again), instead of leaving a large file to the checked reader. Else None."""
+        fallback = self.plan.fallback
+        said = str(exc).split("\n-- failing SQL:", 1)[0]  # DuckDB's words, not the SQL's
+        if fallback is None or not any(m in said for m in _CONVERSION):
+            return None
+        self.replan, self.plan, self.direct = fallback, fallback(), True
+        self.refused = StreamRefused(self, f"read again without the layout: {exc}",
+                                     batches=True)
         return self.refused
 
     def _batches(self, con, source, names: list[str]):
@@ -336,6 +360,8 @@ class Streamed:
             self.refused = exc
             raise
         except Exception as exc:  # DuckDB's reader error, or anything unforeseen: checked path
+            if (again := self._to_fallback(exc)) is not None:
+                raise again from exc
             self.refused = StreamRefused(self, f"{type(exc).__name__}: {exc}")
             raise self.refused from exc
         finally:
@@ -367,6 +393,9 @@ class Streamed:
             low, high = out["ts"].min(), out["ts"].max()
             self.ts_min = low if self.ts_min is None else min(self.ts_min, low)
             self.ts_max = high if self.ts_max is None else max(self.ts_max, high)
+
+#: How DuckDB says a cell did not convert (a layout that does not fit every row)
+_CONVERSION = ("Conversion Error", "Could not convert", "Could not parse")
 
 #: Why a direct read (:meth:`Streamed.direct_sql`) stopped: the file goes to the checked reader
 #: (a row it would refuse: DuckDB's ``error()`` in the INSERT) or to the batch checks (a row to

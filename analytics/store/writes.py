@@ -172,6 +172,9 @@ def _stream_memory(con, streamed: bool):
                     _one(cur, f"SET memory_limit = '{value}'")
 
 
+#: What stops a direct insert at a row the narrow table cannot keep.
+_NOT_NARROW = "headroom: not a narrow row"
+
 #: How DuckDB reports a full disk (errno ENOSPC).
 _DISK_FULL_TEXT = "No space left on device"
 
@@ -316,10 +319,12 @@ def _insert_direct(cur, p: Parsed, dataset_id: int, sql: str) -> tuple:
     try:  # a constant the narrow table would not keep stops it (folded away by DuckDB)
         _run(cur, f"INSERT INTO {table} (dataset_id, {cols}) "
                   f"SELECT ? AS dataset_id, {cols} FROM ({sql}) AS direct WHERE CASE WHEN "
-                  f"{where} THEN true ELSE error('headroom: not a narrow row') END",
+                  f"{where} THEN true ELSE error('{_NOT_NARROW}') END",
              [dataset_id, str(stream.path)])
-    except StoreError as exc:
-        raise stream.direct_refused(exc) from None
+    except StoreError as exc:  # a row the narrow table cannot keep (a failed request): the
+        # batches write the wide table; anything else goes to the checked reader
+        said = str(exc).split("\n-- failing SQL:", 1)[0]  # DuckDB's words, not the SQL's
+        raise stream.direct_refused(exc, batches=_NOT_NARROW in said) from None
     rows, ts_min, ts_max = stream.direct_check(cur, dataset_id, table, kept)
     return replace(p, warnings=(*p.warnings, *stream.warnings()), stream=None), rows, ts_min, ts_max
 

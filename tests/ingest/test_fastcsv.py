@@ -543,3 +543,42 @@ def test_a_bad_canonical_row_is_named_as_the_checked_reader_names_it(edit, fast,
         ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     assert str(road.value) == str(checked.value)
     assert store.ledger_records(con) == before
+
+
+def test_failed_requests_in_a_narrow_header_go_to_the_batches(fast, no_fallback, con, tmp_path):
+    """A canonical file of ts, counts and failed only fits the narrow table until a request
+    failed: that row sends the direct insert to the batches (the wide table), not the checked
+    reader, which holds a file whole and refuses a large one (break-it review)."""
+    def edit(lines):
+        lines[:] = [",".join(ln.split(",")[:3] + [ln.split(",")[4]]) for ln in lines]
+
+    path = _canonical(tmp_path, edit)
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    checked = parse_file(path, path.name, stream=False)
+    assert _stored(con, result["dataset"]).equals(checked.frame)
+    assert int(checked.frame["failed"].sum()) == 28
+
+
+@pytest.mark.parametrize("empty", [False, True], ids=["direct", "batches"])
+def test_a_time_leaving_the_first_ones_layout_is_read_again_not_refused(empty, fast,
+                                                                        no_fallback, con,
+                                                                        tmp_path):
+    """The first ts has a fraction, a later one none (Python's isoformat writes whole seconds
+    so): read_csv's own layout stops there, and the file is read again with the ISO spellings
+    (direct, or batches where a count is empty), never by the checked reader (break-it
+    review: a large file was refused by that reader's size limit)."""
+    def edit(lines):
+        cells = lines[150].split(",")
+        cells[0] = cells[0][:19]
+        lines[150] = ",".join(cells)
+        if empty:
+            cells = lines[40].split(",")
+            cells[2] = ""
+            lines[40] = ",".join(cells)
+
+    path = _canonical(tmp_path, edit)
+    [result] = ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    checked = parse_file(path, path.name, stream=False)
+    assert _stored(con, result["dataset"]).equals(checked.frame)
+    assert [w["text"] for w in result["warnings"]] == list(checked.warnings)
+    assert result["assumptions"] == list(checked.assumptions)

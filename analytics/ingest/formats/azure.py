@@ -33,7 +33,7 @@ from analytics.ingest.formats._common import (
     parse_timestamps,
     read_csv_checked,
 )
-from analytics.timelayouts import DUCKDB_AZURE
+from analytics.timelayouts import DUCKDB_AZURE, VALID_OFFSET
 
 
 class AzureLLM:
@@ -86,8 +86,10 @@ class AzureLLM:
         zone = "%z" if re.search(_ISO_OFFSET, value.strip()) else ""
         layouts = ", ".join(f"'{layout}{zone}'" for layout in DUCKDB_AZURE)
         ts = f'try_strptime("TIMESTAMP", [{layouts}])'
-        if zone:  # to UTC whatever the session's TimeZone (the direct read runs in the store's)
-            ts = f"timezone('UTC', {ts})"
+        if zone:  # to UTC whatever the session's TimeZone (the direct read runs in the store's);
+            # an offset no clock has (+99: DuckDB's %z takes it) is no time, as polars says
+            ts = (f"CASE WHEN regexp_matches(trim(\"TIMESTAMP\"), '{VALID_OFFSET}') THEN "
+                  f"timezone('UTC', {ts}) END")
         types = {"ContextTokens": "DOUBLE", "GeneratedTokens": "DOUBLE"}
         layout = None
         if not zone and re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{1,9}", value):

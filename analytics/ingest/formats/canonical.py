@@ -146,7 +146,7 @@ class Canonical:
     LOCAL_TIMES = True  # times without an offset are local in --tz when given
 
     @staticmethod
-    def stream_plan(display, head, opts) -> Plan | None:
+    def stream_plan(display, head, opts, layout: bool = True) -> Plan | None:
         """The one road of a canonical ``requests`` CSV (:mod:`analytics.ingest.fastcsv`): the
         same rows, warnings and assumptions as :meth:`parse`. The first ``ts`` stands for all:
         written ``YYYY-MM-DD hh:mm:ss[.ffffff]`` (space or ``T``) without an offset, DuckDB's
@@ -160,6 +160,9 @@ class Canonical:
         unreadable time, a ``failed`` other than true / false / 1 / 0 go to the checked reader,
         which names the line. None (the checked reader) for another table, a repeated column
         name, or ``--tz`` (local times with their DST hours are resolved on the whole series).
+        A file whose later times leave the first one's layout (a whole second after a fraction,
+        as Python's ``isoformat`` writes) is read again without it (``layout`` False: the
+        ``fallback``), not left to the checked reader, which holds a file whole.
         """
         header = header_fields(head)
         if (_table_for(header) != "requests" or len(set(header)) != len(header)
@@ -168,7 +171,7 @@ class Canonical:
         first = header_fields(head, 1)
         value = first[header.index("ts")].strip() if len(first) == len(header) else ""
         zoned = re.search(_OFFSET, value) is not None
-        layout = _layout(value)
+        layout = _layout(value) if layout else None
         canon = CANONICAL["requests"]
         have = [c for c in canon if c in header]
         types = {c: "DOUBLE" for c in ("prompt_tokens", "completion_tokens", "latency_s",
@@ -213,6 +216,8 @@ class Canonical:
         return Plan({c: types.get(c, "VARCHAR") for c in header}, ", ".join(select), rows,
                     warnings, 1e-6, table="requests", sources={c: c for c in have},
                     timestampformat=layout,
+                    fallback=None if layout is None else
+                    (lambda: Canonical.stream_plan(display, head, opts, layout=False)),
                     batch_only="prompt_tokens IS NULL OR completion_tokens IS NULL",
                     assumptions=() if zoned else (
                         f"time zone assumed: the file's ts times have no offset and were "
