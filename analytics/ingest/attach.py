@@ -14,11 +14,11 @@ import os
 from analytics.config import ParseOptions, check_dataset_name
 from analytics.ingest.rawfile import FormatError
 from analytics.schema import COLUMNS
-from analytics.store import attached
+from analytics.store import attached, attached_check, attached_files
 
 
 def _head(path: str) -> bytes:
-    if attached.is_remote(path):
+    if attached_files.is_remote(path):
         return b""
     try:
         with open(path, "rb") as fh:
@@ -27,7 +27,7 @@ def _head(path: str) -> bytes:
         return b""
 
 
-def _named(v: attached.Violation, form: str) -> FormatError:
+def _named(v: attached_check.Violation, form: str) -> FormatError:
     """The FormatError of a violation: Parquet names the row (its 'line', as the canonical
     reader names Parquet rows), a CSV cell DuckDB could not read its line; a CSV rule the
     checked reader finds in that file."""
@@ -69,18 +69,18 @@ def attach(con, name: str, pattern: str | None = None, refresh: bool = False) ->
     else:
         pattern = _absolute(pattern)
     try:
-        files = attached.list_files(con, pattern)
-    except attached.AttachRefused as exc:
+        files = attached_files.list_files(con, pattern)
+    except attached_files.AttachRefused as exc:
         if refresh:  # every file gone: a refresh cannot help
-            raise attached.AttachRefused(f"{exc} (if its files are gone for good, remove the "
+            raise attached_files.AttachRefused(f"{exc} (if its files are gone for good, remove the "
                                          f"dataset: headroom delete {name})") from exc
         raise
     paths = [f[0] for f in files]
-    form = attached.form_of(pattern, _head(paths[0]))
+    form = attached_files.form_of(pattern, _head(paths[0]))
     header = _csv_header(paths) if form == "csv" else None
-    columns = attached.describe(con, form, paths, header)
-    attached.check_columns(columns, paths[0])
-    checked = attached.check(con, form, paths, columns, header)
+    columns = attached_files.describe(con, form, paths, header)
+    attached_files.check_columns(columns, paths[0])
+    checked = attached_check.check(con, form, paths, columns, header)
     if checked.violation is not None:
         raise _named(checked.violation, form)
     if checked.rows == 0:
@@ -109,11 +109,11 @@ def attach(con, name: str, pattern: str | None = None, refresh: bool = False) ->
 def _absolute(pattern: str) -> str:
     """A local pattern as an absolute path (the app and a cron job run elsewhere); a folder is
     refused with the glob of its files to give instead."""
-    if attached.is_remote(pattern):
+    if attached_files.is_remote(pattern):
         return pattern
     path = os.path.abspath(os.path.expanduser(pattern))
     if os.path.isdir(path):
-        raise attached.AttachRefused(f"{pattern} is a folder: give a glob of its files, e.g. "
+        raise attached_files.AttachRefused(f"{pattern} is a folder: give a glob of its files, e.g. "
                                      f"'{pattern.rstrip('/')}/**/*.parquet'")
     return path
 
@@ -137,15 +137,15 @@ def _csv_header(paths: list[str]) -> list[str]:
     import io
 
     first = None
-    if attached.is_remote(paths[0]):
-        raise attached.AttachRefused(f"{paths[0]}: CSV files are attached from local folders "
+    if attached_files.is_remote(paths[0]):
+        raise attached_files.AttachRefused(f"{paths[0]}: CSV files are attached from local folders "
                                      "only (their headers are checked file by file); attach "
                                      "Parquet from object storage")
     for path in paths:
         with open(path, "rb") as raw:
             packed = raw.read(2) == b"\x1f\x8b"
         if packed != path.lower().endswith(".gz"):
-            raise attached.AttachRefused(
+            raise attached_files.AttachRefused(
                 f"{path}: {'gzip-compressed but not named' if packed else 'named'} .gz"
                 f"{'' if packed else ' but not gzip-compressed'}: name it as it is")
         with (gzip.open(path, "rb") if packed else open(path, "rb")) as fh:
@@ -154,7 +154,7 @@ def _csv_header(paths: list[str]) -> list[str]:
         if first is None:
             first = (path, fields)
         elif fields != first[1]:
-            raise attached.AttachRefused(
+            raise attached_files.AttachRefused(
                 f"{path}: its header ({', '.join(fields)}) differs from {first[0]}'s "
                 f"({', '.join(first[1])}): attached CSV files share one header")
     return first[1] if first is not None else []

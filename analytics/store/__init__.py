@@ -30,14 +30,10 @@ every multi-statement write runs inside :func:`transaction`.
 
 from analytics.schema import stored_tables  # noqa: F401 - the tables behind a view
 from analytics.store.appends import APPENDABLE, AppendRefused  # noqa: F401
-from analytics.store.attached import (  # noqa: F401
-    AttachedChanged,
-    AttachRefused,
-    attached_names,
-    files_stamp,
-)
-from analytics.store.attached import local_files as attached_files  # noqa: F401
+from analytics.store.attached import attached_names, files_stamp  # noqa: F401
+from analytics.store.attached import local_files as attached_paths  # noqa: F401
 from analytics.store.attached import status as attached_status  # noqa: F401
+from analytics.store.attached_files import AttachedChanged, AttachRefused  # noqa: F401
 from analytics.store.core import (  # noqa: F401
     DATA_TABLES,
     MIGRATIONS,

@@ -10,6 +10,7 @@ from analytics.config import Weights
 from analytics.lazy import lazy_module
 from analytics.schema import COLUMNS
 from analytics.store import attached
+from analytics.store.attached_files import AttachedChanged
 from analytics.store.core import DATA_TABLES, UnknownDataset, _run
 
 # pandas / numpy only when a frame is asked for: `headroom datasets` reads the ledger without
@@ -321,7 +322,7 @@ def demand_minutes(con) -> pd.DataFrame:
         for name, i in attached.attached_names(con).items():
             try:  # an attached dataset whose files changed is left out until refreshed
                 src = attached.source(cur, i, name)
-            except attached.AttachedChanged:
+            except AttachedChanged:
                 continue
             parts.append(f" UNION ALL SELECT dataset_id, count(DISTINCT epoch(ts)::BIGINT // 60)"
                          f" FROM {src} AS r GROUP BY dataset_id")
