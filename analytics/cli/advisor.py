@@ -36,8 +36,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--value-per-token", type=positive, default=2e-7,
                    help="USD per served output token (paper default 2e-7); below the "
                         "break-even the JSON says decision do_not_launch")
-    p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
-                   help="price per GPU-hour for a hardware key, e.g. B200=14.24 (repeatable)")
+    _price_arg(p)
     p.add_argument("--top", type=int, default=0, help="print only the best N ranked arms "
                                                      "(plus abstaining / infeasible counts)")
     p.add_argument("--queue-weight", type=nonneg, default=1.0,
@@ -63,8 +62,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("advisor-voi", help=COMMANDS["advisor-voi"])
     p.add_argument("--value-per-token", type=positive, default=2e-7,
                    help="USD per served output token (paper default 2e-7)")
-    p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
-                   help="price per GPU-hour for a hardware key (repeatable)")
+    _price_arg(p)
     p.add_argument("--budget-node-h", type=positive, default=0.2,
                    help="node-hours the ranked benchmarks may spend (greedy by gain per "
                         "node-hour; the paper's 0.2)")
@@ -85,6 +83,12 @@ def add_parsers(sub) -> None:
                    help="backtest runs, each on a random half of the eligible cells")
     _fit_args(p)
     p.set_defaults(run=voi)
+
+
+def _price_arg(p) -> None:
+    """``--price HW=USD_PER_GPU_H`` (repeatable), as ``advise`` and ``advisor-voi`` take it."""
+    p.add_argument("--price", action="append", default=[], metavar="HW=USD_PER_GPU_H",
+                   help="price per GPU-hour for a hardware key, e.g. B200=14.24 (repeatable)")
 
 
 def _fit_args(p) -> None:
