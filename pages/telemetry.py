@@ -5,21 +5,21 @@ from datetime import timedelta
 import pandas as pd
 import streamlit as st
 from analytics.config import GAP_STEPS
-from analytics.ui import cache, charts, scenario, widgets
+from analytics.ui import cache, charts, gpu_telemetry, scenario, widgets
 from analytics.ui.export import Export
 
 scenario.through_app(__file__)  # a deep link on a fresh server goes through app.py
 
 st.title("Telemetry")
 
-status = cache.nvml_status()
+status = gpu_telemetry.nvml_status()
 if status["available"]:
     st.success(f"NVML sees {len(status['gpus'])} GPU(s): {', '.join(status['gpus'])}")
 
     @st.fragment(run_every="3s")
     def live():
         try:
-            frame = cache.sample_live(1.0, 250)
+            frame = gpu_telemetry.sample_live(1.0, 250)
         except Exception as exc:  # the driver went away mid-session: say so, keep the page
             st.warning(f"Live sampling stopped: {widgets.plain(exc)}")
             return
@@ -37,7 +37,7 @@ else:
 
 ledger = cache.datasets()
 names = ledger.loc[ledger["kind"] == "telemetry", "name"].tolist()
-refs = cache.reference_cdfs()
+refs = gpu_telemetry.reference_cdfs()
 if not names:
     st.caption("No telemetry dataset in the store yet.")
     if not refs.empty:
@@ -46,7 +46,7 @@ if not names:
     widgets.stop()
 
 name = st.selectbox("Telemetry dataset", names, key="telemetry_dataset", persist_state="session")
-rows = cache.telemetry_rows(name)
+rows = gpu_telemetry.telemetry_rows(name)
 widgets.warn_synthetic(widgets.synthetic_among([name]), "telemetry")
 metrics = [m for m in ("power_w", "sm_active", "gpu_util_pct", "mem_used_mib", "temp_c",
                        "sm_clock_mhz", "mem_clock_mhz") if rows[m].notna().any()]
@@ -55,12 +55,12 @@ metric = st.selectbox("Metric", metrics, key="telemetry_metric", persist_state="
 
 st.subheader("Serving window vs whole job")
 try:
-    guess = cache.serving_window(name)
+    guess = gpu_telemetry.serving_window(name)
 except ValueError:
     guess = (rows["ts"].min(), rows["ts"].max())
 # the samples' span, to the end of the last sample's period (a sample stands for the time
 # after it, up to the next one)
-first, last = rows["ts"].min().to_pydatetime(), cache.samples_end(name).to_pydatetime()
+first, last = rows["ts"].min().to_pydatetime(), gpu_telemetry.samples_end(name).to_pydatetime()
 
 
 def _within(t0, t1) -> tuple:
@@ -74,7 +74,7 @@ vllm_result = st.file_uploader("vllm bench serve result (JSON) to take the windo
 if vllm_result is not None and st.session_state.get("vllm_seen") != vllm_result.file_id:
     st.session_state["vllm_seen"] = vllm_result.file_id
     try:
-        w0, w1 = cache.window_from_vllm_result(vllm_result.getvalue())
+        w0, w1 = gpu_telemetry.window_from_vllm_result(vllm_result.getvalue())
         st.session_state["win"] = _within(w0, w1)
         if st.session_state["win"] != (pd.Timestamp(w0).to_pydatetime(),
                                        pd.Timestamp(w1).to_pydatetime()):
@@ -89,14 +89,14 @@ start, end = st.slider("serving window (UTC), within the samples", min_value=fir
                        format="YYYY-MM-DD HH:mm:ss", key="win", persist_state="session")
 with st.expander("Freshness windows (s): samples older than this are down-weighted"):
     cols = st.columns(len(metrics))
-    fresh = {m: cols[i].number_input(m, 0.1, 3600.0, float(cache.DEFAULT_FRESHNESS_S[m]),
+    fresh = {m: cols[i].number_input(m, 0.1, 3600.0, float(gpu_telemetry.DEFAULT_FRESHNESS_S[m]),
                                      key=f"fresh_{m}",
                                      persist_state="session") for i, m in enumerate(metrics)}
 st.caption("The window starts as the first to last sample above half the peak utilisation (or "
            "power); edit it, e.g. from a `vllm bench serve` result. Each sample counts for the "
            "time it stood for, fully within its freshness window and decaying after it.")
 try:
-    table = cache.window_averages(name, pd.Timestamp(start), pd.Timestamp(end), fresh)
+    table = gpu_telemetry.window_averages(name, pd.Timestamp(start), pd.Timestamp(end), fresh)
 except ValueError as exc:
     st.error(widgets.plain(exc))
     widgets.stop()
@@ -116,7 +116,7 @@ out.table(table, "window_table", "Whole-job and serving-window averages per GPU"
     "window": st.column_config.NumberColumn("serving window", format="%.3f"),
     "window_minus_whole": st.column_config.NumberColumn("difference", format="%+.3f")})
 st.subheader("Energy in the window, per GPU")
-energy = cache.gpu_energy(name, pd.Timestamp(start), pd.Timestamp(end))
+energy = gpu_telemetry.gpu_energy(name, pd.Timestamp(start), pd.Timestamp(end))
 out.table(energy, "energy_table", "Energy in the window, per GPU", hide_index=True,
           column_config={
     "gpu_uuid": st.column_config.TextColumn("UUID"),

@@ -1,8 +1,8 @@
-"""Streamlit caching over :mod:`analytics.services`: the store, data, demand envelopes,
-decisions and telemetry, and the machinery every cached page read uses (:func:`cached`,
-:func:`memo`, :func:`data_version`, :func:`figure`). The what-if analyses (advisor, serving,
-power) are cached in :mod:`analytics.ui.whatifs` on the same machinery. Pages call these two
-modules and nothing else that touches data.
+"""Streamlit caching over :mod:`analytics.services`: the store, data, demand envelopes and
+decisions, and the machinery every cached page read uses (:func:`cached`, :func:`memo`,
+:func:`data_version`, :func:`figure`). The what-if analyses (advisor, serving, power) are
+cached in :mod:`analytics.ui.whatifs` and GPU telemetry in :mod:`analytics.ui.gpu_telemetry`,
+on the same machinery. Pages call these modules and nothing else that touches data.
 
 Every cached read is keyed on the store path and its ``data_version`` (plus the arguments), so
 an ingest or delete invalidates what depends on the data without any ``.clear()``.
@@ -24,19 +24,17 @@ import pandas as pd
 import streamlit as st
 
 from analytics import store
-from analytics import telemetry as telemetry_core
 from analytics.config import GPUKind, ParseOptions, Settings
 from analytics.envelope import forecast
 from analytics.envelope import grid as grids
 from analytics.envelope.pipeline import EnvelopeParams, EnvelopeResult
-from analytics.services import data, decisions, demand, telemetry
+from analytics.services import data, decisions, demand
 
 StoreBusy = store.StoreBusy  # raised when another process keeps the store locked
 StoreError = store.StoreError  # the store cannot be used (its ``public`` message says why)
 WAPE_UNDEFINED = forecast.WAPE_UNDEFINED  # why WAPE is empty (zero demand in the test window)
 DEMAND_KINDS = data.DEMAND_KINDS
 APPENDABLE_KINDS = store.APPENDABLE  # dataset kinds that take appended files
-DEFAULT_FRESHNESS_S = telemetry.DEFAULT_FRESHNESS_S
 
 
 def settings() -> Settings:
@@ -97,6 +95,12 @@ def store_stamp(db_path: Path | None = None) -> tuple:
 #: store path -> (stamp read at, data version, attached files, their stamp when read)
 _versions: dict[str, tuple[tuple, int, tuple, tuple]] = {}
 _versions_lock = threading.Lock()
+#: attached path list -> (monotonic time stat'ed, their stamp): one stat pass a second at
+#: most, however many cached reads a page run makes
+_file_stamps: dict[tuple, tuple[float, tuple]] = {}
+
+#: Seconds a stat of the attached files stands for (a changed file is seen within it).
+FILES_STAT_S = 1.0
 
 
 def data_version() -> int:
@@ -105,9 +109,9 @@ def data_version() -> int:
     Read from the store once per change of :func:`store_stamp` (issue 15: a page rerun used to
     open the store for every cached call, 60-150 ms each, most of a warm rerun); the stamp is
     taken before the read, so a write racing it is seen on the next call. Where datasets are
-    attached (read in place), their files are stat'ed on every call too: a changed file moves
-    no store byte, and the version then differs from the stored one (its views see the change
-    and refuse until a refresh).
+    attached (read in place), their files are stat'ed too, at most once per
+    :data:`FILES_STAT_S`: a changed file moves no store byte, and the version then differs
+    from the stored one (its views see the change and refuse until a refresh).
     """
     path = settings().db_path
     stamp = store_stamp(path)
@@ -115,14 +119,33 @@ def data_version() -> int:
         hit = _versions.get(str(path))
     if hit is None or hit[0] != stamp or stamp[0] is None:
         with connection() as con:
-            version, files = store.data_version(con), store.attached_files(con)
+            version, files = store.data_version(con), store.attached_paths(con)
         hit = (stamp, version, files, store.files_stamp(files))
         with _versions_lock:
             _versions[str(path)] = hit
     _, version, files, then = hit
-    if files and store.files_stamp(files) != then:  # an attached file changed: a new key
-        return (version << 32) | zlib.crc32(repr(store.files_stamp(files)).encode())
+    if not files:
+        return version
+    now = _attached_stamp(files)
+    if now != then:  # an attached file changed: a new key
+        return (version << 32) | zlib.crc32(repr(now).encode())
     return version
+
+
+def _attached_stamp(files: tuple) -> tuple:
+    """:func:`analytics.store.files_stamp` of ``files``, taken again after
+    :data:`FILES_STAT_S`."""
+    import time
+
+    with _versions_lock:
+        got = _file_stamps.get(files)
+    if got is not None and time.monotonic() - got[0] < FILES_STAT_S:
+        return got[1]
+    fresh = store.files_stamp(files)
+    with _versions_lock:
+        _file_stamps.clear()  # one attached set per store: keep the latest only
+        _file_stamps[files] = (time.monotonic(), fresh)
+    return fresh
 
 
 class _Refused:
@@ -424,55 +447,6 @@ def dispatch_plan(name: str, bin_s: int, params: EnvelopeParams, sites: list[str
 def pue_curve(t_min_c: float = -10.0, t_max_c: float = 45.0):
     """Temperatures and the PUE the dispatch model gives them (reference chart)."""
     return decisions.pue_curve(t_min_c, t_max_c)
-
-
-# --------------------------------------------------------------------------- telemetry
-telemetry_rows = cached(telemetry.rows)
-reference_cdfs = cached(telemetry.reference_cdfs)
-
-
-@st.cache_data(ttl=60, show_spinner=False)
-def nvml_status() -> dict:
-    """Whether NVML works on this host, and why not (cached for a minute)."""
-    return telemetry_core.status()
-
-
-def sample_live(seconds: float = 1.0, interval_ms: int = 250) -> pd.DataFrame:
-    """A short NVML sample for the live chart (not stored). Raises TelemetryUnavailable."""
-    return telemetry_core.sample(seconds, interval_ms)
-
-
-def serving_window(name: str) -> tuple:
-    """A first guess at the serving window of a telemetry dataset (busy samples)."""
-    return telemetry_core.detect_serving_window(telemetry_rows(name))
-
-
-@st.cache_data(show_spinner=False)
-def _samples_end(db_path: str, version: int, name: str) -> pd.Timestamp:
-    ts = telemetry_rows(name)["ts"]
-    return pd.Timestamp(ts.max()) + telemetry_core.sample_step(ts)
-
-
-def samples_end(name: str) -> pd.Timestamp:
-    """End of a telemetry dataset's last sample period: its last sample plus the median
-    sample spacing (:func:`analytics.telemetry.sample_step`), once per data version."""
-    return _samples_end(str(settings().db_path), data_version(), name)
-
-
-def window_averages(name: str, start, end, freshness: dict) -> pd.DataFrame:
-    """Whole-job vs serving-window means (:func:`analytics.telemetry.window_averages`)."""
-    return telemetry_core.window_averages(telemetry_rows(name), start, end, freshness)
-
-
-def gpu_energy(name: str, start, end) -> pd.DataFrame:
-    """Per (host, GPU) power and energy over ``[start, end]`` (reset-aware counter deltas and
-    power x time; :func:`analytics.telemetry.energy_by_gpu`)."""
-    return telemetry_core.energy_by_gpu(telemetry_rows(name), start, end)
-
-
-def window_from_vllm_result(payload: bytes) -> tuple:
-    """Serving window from an uploaded ``vllm bench serve`` result JSON. Raises ValueError."""
-    return telemetry.window_from_vllm_result(payload)
 
 
 # --------------------------------------------------------------------------- long work

@@ -187,10 +187,15 @@ def test_cli_documents_parse_strictly(conv, tmp_path, capsys):
     assert strict_loads(capsys.readouterr().out)["attached"]["files"] == conv["parts"]
 
 
-def test_data_page_shows_the_attachment_and_refreshes_it(conv, app_env, tmp_path):
+def test_data_page_shows_the_attachment_and_refreshes_it(conv, app_env, tmp_path,
+                                                         monkeypatch):
     """The Data page lists an attached dataset with what it reads, warns when its files
     changed, and its Refresh button checks them again; the Demand page charts it."""
     from harness import new_app
+
+    from analytics.ui import cache
+
+    monkeypatch.setattr(cache, "FILES_STAT_S", 0.0)  # the file changes within the second
 
     logs = _copy(conv, "parquet", tmp_path / "logs")
     with store.connect(app_env["db"]) as con:
