@@ -353,20 +353,24 @@ def conform(frame: pl.DataFrame, table: str,
     return frame.select(cols)
 
 
-#: Where a canonical table's rows are kept when that is not the table of its name (migration
-#: 13, issue 15): ``requests`` is a view over ``requests_full`` (every column; where every
-#: frame and batch is written) and ``requests_tokens`` (dataset, time and token counts only).
-#: A file whose rows fill only those columns and leave the others at :data:`NARROW`'s constants
-#: (an Azure LLM trace read directly, :meth:`analytics.ingest.fastcsv.Streamed.direct_sql`) is
-#: written to the narrow table: DuckDB spends 0.6-0.9 s of CPU per 5 M rows (of 2.1-2.7 s)
-#: appending the five columns such a file leaves empty or constant, most of it for the two
-#: empty VARCHARs (``bench/bench_ingest.py``). Readers see one ``requests``; writers name the
-#: stored tables. :data:`NARROW`: canonical table -> (stored table, its columns after
-#: ``dataset_id``, the other columns' values in the view as SQL constants; absent: NULL).
+#: Where a canonical table's rows are kept when that is not the table of its name (migrations
+#: 13 and 18, issues 15 and 28): ``requests`` is a view over ``requests_full`` (every column;
+#: where every frame and batch is written) and narrower tables for rows a direct read
+#: (:meth:`analytics.ingest.fastcsv.Streamed.direct_sql`) fills only in part:
+#: ``requests_tokens`` (time and token counts; an Azure LLM trace) and ``requests_models``
+#: (those, the model and the failed flag; BurstGPT v1, a canonical CSV with a model column).
+#: DuckDB spends CPU appending and checkpointing every column a file leaves empty: 0.6-0.9 s
+#: per 5 M rows (of 2.1-2.7 s) for the five of an Azure trace, 0.7 s (of 3.0 s) for the three
+#: of a BurstGPT one, most of it for the empty VARCHARs (``bench/bench_ingest.py``). Readers see
+#: one ``requests``; writers name the stored tables. :data:`NARROW`: canonical table -> its
+#: narrow tables, narrowest first, each (stored table, its columns after ``dataset_id``, the
+#: other columns' values in the view as SQL constants; absent: NULL).
 STORED_IN: dict[str, str] = {"requests": "requests_full"}
-NARROW: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
-    "requests": ("requests_tokens", ("ts", "prompt_tokens", "completion_tokens"),
-                 {"failed": "false"}),
+NARROW: dict[str, tuple[tuple[str, tuple[str, ...], dict[str, str]], ...]] = {
+    "requests": (("requests_tokens", ("ts", "prompt_tokens", "completion_tokens"),
+                  {"failed": "false"}),
+                 ("requests_models", ("ts", "model", "prompt_tokens", "completion_tokens",
+                                      "failed"), {})),
 }
 
 
@@ -377,11 +381,16 @@ def stored_table(table: str) -> str:
 
 def stored_tables(table: str) -> list[str]:
     """Every stored table holding rows of canonical ``table`` (what a delete must reach)."""
-    return [stored_table(table), *((NARROW[table][0],) if table in NARROW else ())]
+    return [stored_table(table), *(entry[0] for entry in NARROW.get(table, ()))]
 
 
 def narrow_for(table: str, columns) -> tuple[str, tuple[str, ...], dict[str, str]] | None:
-    """:data:`NARROW`'s entry for rows of ``table`` that fill exactly ``columns`` (the narrow
-    table's columns and those it keeps as constants), else None."""
-    entry = NARROW.get(table)
-    return entry if entry is not None and set(columns) == {*entry[1], *entry[2]} else None
+    """The first of :data:`NARROW`'s tables for ``table`` that keeps rows filling exactly
+    ``columns``: every column is one it stores or keeps as a constant, and every constant's
+    column is among them (so the insert checks it; a column absent from both is NULL in the
+    view, as in ``requests_full``). None when no narrow table fits."""
+    cols = set(columns)
+    for entry in NARROW.get(table, ()):
+        if cols <= {*entry[1], *entry[2]} and set(entry[2]) <= cols:
+            return entry
+    return None

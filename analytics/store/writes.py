@@ -312,8 +312,9 @@ def _insert_direct(cur, p: Parsed, dataset_id: int, sql: str) -> tuple:
     table, kept, where = stored_table(p.table), stream.columns, "true"
     narrow = narrow_for(p.table, stream.columns)
     if narrow is not None:  # the rows fill only the narrow table's columns and its constants
-        table, kept = narrow[0], list(narrow[1])
-        where = " AND ".join(f"{c} IS NOT DISTINCT FROM {v}" for c, v in narrow[2].items())
+        table, kept = narrow[0], [c for c in narrow[1] if c in stream.columns]
+        where = " AND ".join([f"{c} IS NOT DISTINCT FROM {v}" for c, v in narrow[2].items()]
+                             or ["true"])
     cols = ", ".join(kept)
     _run(cur, "SET enable_progress_bar = false")  # this cursor's session only, as the batches'
     try:  # a constant the narrow table would not keep stops it (folded away by DuckDB)

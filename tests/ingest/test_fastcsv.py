@@ -40,10 +40,12 @@ def _stored(con, name: str) -> pl.DataFrame:
     return rows.with_columns(pl.col("ts").cast(pl.Datetime("us")))
 
 
-#: The ``requests`` view's columns over each stored table (migration 13).
+#: The ``requests`` view's columns over each stored table (migrations 13 and 18).
 _AS_VIEW = {"requests_full": "t.* EXCLUDE (dataset_id)",
             "requests_tokens": "ts, NULL::VARCHAR AS model, prompt_tokens, completion_tokens, "
                                "false AS failed, NULL::VARCHAR AS session_id, "
+                               "NULL::DOUBLE AS latency_s, NULL::DOUBLE AS gpu_s",
+            "requests_models": "t.* EXCLUDE (dataset_id), NULL::VARCHAR AS session_id, "
                                "NULL::DOUBLE AS latency_s, NULL::DOUBLE AS gpu_s"}
 
 

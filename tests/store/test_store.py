@@ -167,6 +167,43 @@ def test_migration_13_keeps_request_rows_behind_one_view(tmp_path, monkeypatch):
     con.close()
 
 
+def test_migration_18_keeps_model_rows_in_their_own_table(tmp_path, monkeypatch):
+    """Issue 28: schema 18 adds ``requests_models`` (time, model, tokens, failed) to the view
+    ``requests``: a store's rows in the other two tables are kept, a BurstGPT v1 trace read
+    directly is kept there with the checked reader's values (the empty session, latency and GPU
+    time it leaves NULL in the view), and a delete reaches it."""
+    from analytics.ingest import fastcsv
+    from analytics.schema import COLUMNS
+
+    db = tmp_path / "v17.duckdb"
+    raw = store_at_version(db, 17)
+    raw.execute("INSERT INTO requests_full VALUES (7, TIMESTAMP '2024-01-01 00:00:01', "
+                "'gpt-4', 10, 20, true, 's1', 1.5, 0.25)")
+    raw.execute("INSERT INTO requests_tokens VALUES (8, TIMESTAMP '2024-01-01 00:00:02', 3, 4)")
+    raw.close()
+    con = store.connect(db)  # migrates 17 -> 18
+    assert [(r[0], r[1]) for r in con.execute("DESCRIBE requests").fetchall()] == [
+        ("dataset_id", "INTEGER"), *COLUMNS["requests"].items()]
+    assert con.execute("SELECT dataset_id, model, failed, session_id FROM requests "
+                       "ORDER BY ts").fetchall() == [(7, "gpt-4", True, "s1"),
+                                                     (8, None, False, None)]
+    monkeypatch.setattr(fastcsv, "FAST_MIN_BYTES", 0)
+    rel = "burstgpt/BurstGPT_1_head400.csv"
+    [res] = _ingest(con, rel)
+    assert con.execute("SELECT count(*) FROM requests_models").fetchone()[0] == res["rows"] == 400
+    real = con.execute("SELECT count(*) FILTER (WHERE \"Response tokens\" = 0), "
+                       "sum(\"Request tokens\"), count(DISTINCT \"Model\") FROM read_csv(?)",
+                       [str(shared(rel))]).fetchone()
+    assert con.execute(
+        "SELECT count(*) FILTER (WHERE failed), sum(prompt_tokens), count(DISTINCT model), "
+        "count(session_id) + count(latency_s) + count(gpu_s) FROM requests r JOIN datasets d "
+        "USING (dataset_id) WHERE d.name = ?", [res["dataset"]]).fetchone() == (*real, 0)
+    store.delete_dataset(con, res["dataset"])
+    assert con.execute("SELECT count(*) FROM requests_models").fetchone()[0] == 0
+    assert store.table_counts(con)["requests"] == 2
+    con.close()
+
+
 def test_jobs_dataset_ledger_uses_submit_times(con):
     res = _ingest(con, "mit_supercloud/slurm-log-queueing-clean.csv")
     assert res[0]["rows"] == 9628 and res[0]["table"] == "jobs"
