@@ -85,6 +85,10 @@ def newest() -> None:
                                       bin_label), key="live_chart")
     refits = view["bins"].dropna(subset=["refit"])
     st.caption(f"The last {len(view['bins']):,} bins; refreshed every {live_data.REFRESH_S} s."
+               + ("" if not run.get("dataset") else
+                  f" Every bin of known demand is appended to dataset "
+                  f"{widgets.plain(run['dataset'])} as it closes (the Demand and Data pages "
+                  "read it like a trace).")
                + ("" if refits.empty else
                   f" Last refit at the bin of {pd.Timestamp(refits['ts'].iloc[-1]):%m-%d %H:%M} "
                   f"UTC: {widgets.plain(refits['refit'].iloc[-1])}."))

@@ -213,8 +213,9 @@ def runs(con) -> list[dict]:
     """The stored live runs, newest first (:func:`analytics.store.live_runs`), with their
     options flattened in: ``name``, ``model``, ``history``, ``alpha``, ``bin_s``, ``bins``,
     ``alarms`` (bins with the alarm up), ``gaps`` (bins of unknown demand), ``energy`` (the
-    GPUs' label matchers, or None), ``carbon_site``, ``first_ts`` and
-    ``last_ts`` (ISO text or None)."""
+    GPUs' label matchers, or None), ``carbon_site``, ``first_ts``, ``last_ts`` (ISO text or
+    None) and ``dataset`` (the series dataset its bins are appended to, None before its first
+    bin: :mod:`analytics.store.live`)."""
     from analytics import store
 
     out = []
@@ -226,7 +227,7 @@ def runs(con) -> list[dict]:
                     "energy": cfg.get("energy_selector"), "carbon_site": cfg.get("carbon_site"),
                     "first_ts": pd.Timestamp(r["first_ts"]).isoformat(),
                     "last_ts": None if r["last_ts"] is None
-                    else pd.Timestamp(r["last_ts"]).isoformat()})
+                    else pd.Timestamp(r["last_ts"]).isoformat(), "dataset": r["dataset"]})
     return out
 
 

@@ -62,6 +62,7 @@ from analytics.store.live import (  # noqa: F401
     live_runs,
     live_stamp,
     save_live_bins,
+    series_name,
     start_live_run,
 )
 from analytics.store.reads import (  # noqa: F401

@@ -80,8 +80,7 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
                                       "one grid); ingest it as a new dataset")
     cols = list(COLUMNS[kind])
     listed = ", ".join(cols)
-    _run(cur, "DROP TABLE IF EXISTS __incoming")
-    _run(cur, f"CREATE TEMP TABLE __incoming AS SELECT {listed} FROM {kind} LIMIT 0")
+    _run(cur, f"CREATE OR REPLACE TEMP TABLE __incoming AS SELECT {listed} FROM {kind} LIMIT 0")
     warnings = list(p.warnings)
     if p.stream is not None:
         p = _stream_into(cur, p, cols)
@@ -93,8 +92,7 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
     if ts is not None:
         window = (f" AND {ts} BETWEEN (SELECT min({ts}) FROM __incoming) "
                   f"AND (SELECT max({ts}) FROM __incoming)")
-    _run(cur, "DROP TABLE IF EXISTS __keep")
-    _run(cur, f"""CREATE TEMP TABLE __keep AS
+    _run(cur, f"""CREATE OR REPLACE TEMP TABLE __keep AS
         WITH inc AS (SELECT row_number() OVER (ORDER BY rowid) AS __n, {listed},
                             row_number() OVER (PARTITION BY {listed} ORDER BY rowid) AS __k
                        FROM __incoming),
@@ -103,17 +101,17 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
         SELECT inc.* FROM inc
          WHERE NOT EXISTS (SELECT 1 FROM old WHERE {_same(cols, 'old', 'inc')}
                                                AND old.__k = inc.__k)""", [dataset_id])
-    incoming = int(_run(cur, "SELECT count(*) FROM __incoming").fetchone()[0])
-    added = int(_run(cur, "SELECT count(*) FROM __keep").fetchone()[0])
-    dropped = incoming - added
+    span = f"min({ts}), max({ts})" if ts is not None else "NULL, NULL"
+    incoming, added, lo, hi = _run(cur, f"SELECT (SELECT count(*) FROM __incoming), count(*), "
+                                        f"{span} FROM __keep").fetchone()
+    added = int(added)
+    dropped = int(incoming) - added
     if kind in KEYS:
         _refuse_conflicts(cur, p.source, name, kind, dataset_id, p.lines)
     if "site" in cols:
         warnings.extend(_new_sites(cur, kind, name, dataset_id))
     _run(cur, f"INSERT INTO {stored_table(kind)} (dataset_id, {listed}) "
               f"SELECT ?, {listed} FROM __keep ORDER BY __n", [dataset_id])
-    lo, hi = (_run(cur, f"SELECT min({ts}), max({ts}) FROM __keep").fetchone()
-              if ts is not None else (None, None))
     if dropped:
         warnings.append(f"{dropped:,} row(s) already stored in dataset {name!r} (the same "
                         "values within this file's time span) were dropped")
@@ -130,8 +128,7 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
          [dataset_id, sha256, p.source, p.format, added, dropped, lo, hi, _now(),
           *provenance_json(p)])
-    _run(cur, "DROP TABLE __incoming")
-    _run(cur, "DROP TABLE __keep")
+    _run(cur, "DROP TABLE __incoming; DROP TABLE __keep")
     return {"file": p.source, "dataset": name, "format": p.format, "rows": added,
             "dropped": dropped, "status": "appended", "table": kind,
             "source_tz": p.source_tz,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from analytics.schema import COLUMNS
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
                 ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid"),
@@ -227,4 +227,7 @@ MIGRATIONS: dict[int, list[str]] = {
           SELECT dataset_id, ts, model, prompt_tokens, completion_tokens, failed,
                  NULL::VARCHAR AS session_id, NULL::DOUBLE AS latency_s, NULL::DOUBLE AS gpu_s
             FROM requests_models"""],
+    # the live series is a dataset that grows (issue 29 item 2): each run names the
+    # demand_series dataset its closed bins are appended to (analytics.store.live)
+    19: ["ALTER TABLE live_runs ADD COLUMN IF NOT EXISTS dataset VARCHAR"],
 }

@@ -83,51 +83,59 @@ def ingest(con, items: list[IngestItem]) -> list[dict]:
     StoreError
         A statement failed. Nothing of the batch is written.
     """
-    results, changed = [], False
     with _stream_memory(con, any(it.parsed.stream is not None for it in items)) as status, \
             con.cursor() as cur, transaction(cur):
-        seen_names = set()
-        for item in items:
-            p = item.parsed
-            dup = _run(cur, "SELECT d.name, d.dataset_id FROM dataset_files f JOIN datasets d "
-                            "USING (dataset_id) WHERE f.sha256 = $1 UNION ALL SELECT name, "
-                            "dataset_id FROM datasets WHERE sha256 = $1 LIMIT 1",
-                       [item.sha256]).fetchone()
-            if dup:
-                alias, new_alias = _site_alias(cur, dup[1], p)
-                changed |= new_alias
-                results.append({"file": p.source, "dataset": dup[0], "format": p.format,
-                                "rows": 0, "status": "duplicate",
-                                "hint": f"these bytes are already dataset {dup[0]!r}; "
-                                        "delete it first to ingest them with other "
-                                        "options or another name"
-                                        + (f"; site {alias['alias']!r} names its series (site "
-                                           f"{alias['site']!r}) too" if alias else ""),
-                                **({"site_alias": alias} if alias else {})})
-                continue
-            if item.append_to is not None:
-                results.append(appends.append(cur, item.append_to, p, item.sha256, _fill))
-                continue
-            if _taken(cur, item.name, seen_names):
-                if item.alternatives is None:
-                    raise NameTaken(
-                        f"{p.source}: a dataset named {item.name!r} already exists with other "
-                        f"content; ingest this file under another name (`headroom ingest "
-                        f"--name NEW_NAME {p.source}`, one file per call) or delete the old "
-                        f"dataset first (`headroom delete {item.name}`)"
-                    )
-                item = _renamed(cur, item, seen_names)
-            check_dataset_name(item.name)  # ValueError: nothing of the batch is written
-            seen_names.add(item.name)
-            results.append(_insert(cur, item))
-        if changed or any(r["status"] in ("ingested", "appended") for r in results):
-            _bump_data_version(cur)
+        results = write_items(cur, items)
     if "checkpoint" in status:  # committed (in the write-ahead log), not yet in the store file
         for r in results:
             r.setdefault("warnings", []).append(note_dict(
                 "the disk that holds the store filled up after these rows were committed: they "
                 "are kept in the store's write-ahead log (.wal) and folded into the store when "
                 "there is room again; free space there"))
+    return results
+
+
+def write_items(cur, items: list[IngestItem]) -> list[dict]:
+    """:func:`ingest`'s writes on ``cur``, inside the caller's transaction (the live road
+    appends its bins with the bins' own record: :func:`analytics.store.live.save_live_bins`);
+    moves the data version when a row or a site alias was written. Returns and raises as
+    :func:`ingest`."""
+    results, changed, seen_names = [], False, set()
+    for item in items:
+        p = item.parsed
+        dup = _run(cur, "SELECT d.name, d.dataset_id FROM dataset_files f JOIN datasets d "
+                        "USING (dataset_id) WHERE f.sha256 = $1 UNION ALL SELECT name, "
+                        "dataset_id FROM datasets WHERE sha256 = $1 LIMIT 1",
+                   [item.sha256]).fetchone()
+        if dup:
+            alias, new_alias = _site_alias(cur, dup[1], p)
+            changed |= new_alias
+            results.append({"file": p.source, "dataset": dup[0], "format": p.format,
+                            "rows": 0, "status": "duplicate",
+                            "hint": f"these bytes are already dataset {dup[0]!r}; "
+                                    "delete it first to ingest them with other "
+                                    "options or another name"
+                                    + (f"; site {alias['alias']!r} names its series (site "
+                                       f"{alias['site']!r}) too" if alias else ""),
+                            **({"site_alias": alias} if alias else {})})
+            continue
+        if item.append_to is not None:
+            results.append(appends.append(cur, item.append_to, p, item.sha256, _fill))
+            continue
+        if _taken(cur, item.name, seen_names):
+            if item.alternatives is None:
+                raise NameTaken(
+                    f"{p.source}: a dataset named {item.name!r} already exists with other "
+                    f"content; ingest this file under another name (`headroom ingest "
+                    f"--name NEW_NAME {p.source}`, one file per call) or delete the old "
+                    f"dataset first (`headroom delete {item.name}`)"
+                )
+            item = _renamed(cur, item, seen_names)
+        check_dataset_name(item.name)  # ValueError: nothing of the batch is written
+        seen_names.add(item.name)
+        results.append(_insert(cur, item))
+    if changed or any(r["status"] in ("ingested", "appended") for r in results):
+        _bump_data_version(cur)
     return results
 
 

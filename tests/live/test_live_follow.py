@@ -23,6 +23,7 @@ from analytics import cli, store
 from analytics.live.follow import LiveConfig
 from analytics.live.source import SourceError
 from analytics.services import live as live_service
+from analytics.services.demand import demand_grid
 
 
 def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
@@ -61,9 +62,16 @@ def test_follow_stores_each_bin_loses_none_while_prometheus_is_down_and_resumes(
             one_shot = list(live_service.live_window(
                 con, url, config, split, (split + pd.Timedelta(hours=4)).to_pydatetime()))
             stored = store.live_bins(con, "r1")
+            series = store.live_run(con, "r1")["dataset"]  # the live series, a dataset
+            grid = demand_grid(con, series, 300)
+            ledger = store.dataset(con, series)
         finally:
             con.close()
     assert len(more) == 12 and len(stored) == len(one_shot) == 48
+    # every bin was appended to the run's series as it closed, through the restarts
+    assert (series, ledger["kind"], int(ledger["rows"])) == ("live-r1", "demand_series", 48)
+    assert grid["ts"].tolist() == pd.to_datetime(stored["ts"]).tolist()
+    assert grid["target"].tolist() == stored["demand"].tolist()
     keys = ("demand", "point", "lower", "upper", "alpha_t", "covered", "alarm",
             "coverage_so_far")
     for k in keys:  # the followed, stopped, back-filled and resumed run is the one-shot window

@@ -57,6 +57,15 @@ def test_live_page_shows_the_stored_run(live_week, tmp_path, monkeypatch, app_en
     assert shown["J/token"] == f"{records[-1]['j_per_token']:.3g}"
     assert not at.error  # no alarm on the week's quiet hours
     assert at.get("plotly_chart")
+    # the run's series is a dataset, named on the page, and the Demand page reads it
+    from analytics.ui.widgets import plain
+
+    said = f"appended to dataset {plain('live-fleet')} as it closes"
+    assert any(said in c.value for c in at.caption), [c.value for c in at.caption]
+    at.switch_page("pages/demand.py").run()
+    pick = next(s for s in at.selectbox if "live-fleet" in s.options)
+    pick.select("live-fleet").run()
+    assert not at.exception and at.get("plotly_chart")
 
 
 @pytest.mark.browser
