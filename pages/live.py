@@ -76,6 +76,10 @@ def newest() -> None:
                                  f"; {gpt * 1000:.3g} mgCO2/token at the site's hourly carbon "
                                  "intensity")) if run.get("energy") else
                 "no GPUs named: start the run with --energy-selector to measure it")
+    served = live_data.serving_row(last)
+    if served:  # the engine's own serving metrics, where it exposes them
+        for col, (label, shown, why) in zip(st.columns(len(served)), served, strict=True):
+            col.metric(label, shown, help=why)
     if cov is not None and run["bins"] - run["gaps"] >= 100 and cov < view["target"] - 0.05:
         st.warning(f"Coverage so far {cov:.1%} is below the {view['target']:.0%} the band aims "
                    "at: the history no longer describes this traffic; refit on a newer one.")

@@ -127,3 +127,51 @@ def demand_bins(series: list[Series], start_s: float, end_s: float, bin_s: int,
     out.attrs["last_sample_s"] = max((float(s.ts_s[-1]) for s in series if len(s.ts_s)),
                                      default=None)
     return out
+
+
+def power_energy_bins(series: list[Series], start_s: float, end_s: float,
+                      bin_s: int) -> tuple[np.ndarray, list[str | None]]:
+    """Energy (J) per bin ``[start_s, end_s)`` of GPUs that report power, not energy: each
+    GPU's power samples (W) integrated over the bin ``(start, end]`` with the power linear
+    between samples (the trapezoid rule; the bin's edges interpolated), summed over the GPUs.
+
+    A bin is unknown (NaN, with the reason) when a GPU has no sample at or before its start or
+    at or after its end (its power there is not measured) or a scrape gap touches it (a step
+    over :data:`analytics.config.GAP_STEPS` local intervals, :mod:`analytics.timegaps`).
+
+    Returns ``(energy_j, reasons)``, shapes (n,) and n.
+
+    >>> s = Series("p", "prompt", (), np.array([0.0, 150.0, 300.0]), np.array([100.0, 300, 100]))
+    >>> power_energy_bins([s], 0, 300, 300)[0].tolist()  # (100+300)/2*150 + (300+100)/2*150
+    [60000.0]
+    """
+    first = int(np.floor(start_s / bin_s)) * bin_s
+    last = int(np.ceil(end_s / bin_s)) * bin_s
+    n = max((last - first) // bin_s, 0)
+    edges = first + bin_s * np.arange(n + 1, dtype=float)
+    total = np.zeros(n)
+    why: list[str | None] = [None] * n
+    if not series:
+        return np.full(n, np.nan), ["no power series of these GPUs"] * n
+    for s in series:
+        t, p = np.asarray(s.ts_s, float), np.asarray(s.values, float)
+        if t.size < 2:
+            for b in range(n):
+                why[b] = why[b] or f"{s.name}{dict(s.labels)} has fewer than two samples"
+            continue
+        # energy from the first sample to each sample (trapezoids), then to each edge
+        cum = np.concatenate([[0.0], np.cumsum(np.diff(t) * (p[1:] + p[:-1]) / 2)])
+        k = np.clip(np.searchsorted(t, edges, side="right") - 1, 0, t.size - 2)
+        p_edge = np.interp(edges, t, p)
+        e_edge = cum[k] + (edges - t[k]) * (p[k] + p_edge) / 2
+        total += np.diff(e_edge)
+        gaps = np.flatnonzero(logging_gaps(np.diff(t)))
+        for b in range(n):
+            lo, hi = edges[b], edges[b + 1]
+            if t[0] > lo or t[-1] < hi:
+                why[b] = why[b] or f"{s.name}{dict(s.labels)} has no power sample before " \
+                    "or after this bin"
+            elif any(t[i] < hi and t[i + 1] > lo for i in gaps):
+                why[b] = why[b] or f"{s.name}{dict(s.labels)} has a scrape gap in this bin"
+    energy = np.where([w is None for w in why], total, np.nan)
+    return energy, why

@@ -7,7 +7,9 @@ labelled ``run``, ``model`` and ``alpha`` (the run's miscoverage, so bands of se
 apart). :func:`alert_rules` and :func:`dashboard` write a Prometheus alerting-rules file and a
 Grafana dashboard over those series; :data:`METRICS` names them all once.
 
-Energy per token (item 6) is exported for runs that name their GPUs (``--energy-selector``).
+Energy per token (item 6) is exported for runs that name their GPUs (``--energy-selector``);
+the serving stats (finished and queued requests, KV cache, latency quantiles) where the engine
+exposes them.
 """
 
 from __future__ import annotations
@@ -40,6 +42,18 @@ METRICS = {
     "headroom_carbon_per_token_grams": ("operational carbon per token in the last closed bin "
                                         "(gCO2; the site's hourly carbon intensity)",
                                         "gco2_per_token"),
+    "headroom_requests_finished": ("requests the engine finished in the last closed bin",
+                                   "requests"),
+    "headroom_requests_waiting": ("mean requests queued in the last closed bin",
+                                  "waiting_mean"),
+    "headroom_kv_cache_usage_ratio": ("mean KV-cache usage in the last closed bin (0-1)",
+                                      "kv_cache_mean"),
+    "headroom_ttft_p95_seconds": ("95th percentile time to first token of the last closed "
+                                  "bin (the engine's histogram)", "ttft_p95_s"),
+    "headroom_itl_p95_seconds": ("95th percentile inter-token latency (TBT) of the last closed "
+                                 "bin", "itl_p95_s"),
+    "headroom_e2e_latency_p95_seconds": ("95th percentile end-to-end request latency of the "
+                                         "last closed bin", "e2e_p95_s"),
 }
 #: Per-run constants exported beside them: name -> help text.
 CONSTANTS = {
@@ -136,7 +150,8 @@ def alert_rules(stale_bins: int = 3, coverage_slack: float = 0.05,
 def dashboard() -> dict:
     """A Grafana dashboard (JSON model; import it and pick the Prometheus data source) over
     :data:`METRICS`: demand against the band, the alarm, coverage so far against 1 - alpha,
-    the ACI step and energy per token, for the models chosen in its ``model`` variable."""
+    the ACI step, energy per token, the latency quantiles and the queue and KV cache, for the
+    models chosen in its ``model`` variable."""
     ds = {"type": "prometheus", "uid": "${datasource}"}
     sel = '{model=~"$model"}'
 
@@ -175,6 +190,13 @@ def dashboard() -> dict:
                 (f"headroom_energy_per_token_joules{sel}", "J/token {{model}}"),
                 (f"headroom_energy_per_output_token_joules{sel}", "J/output token {{model}}")],
                 unit="J"),
+            panel(7, "Latency p95: TTFT, inter-token, end to end (s)", 27, [
+                (f"headroom_ttft_p95_seconds{sel}", "TTFT {{model}}"),
+                (f"headroom_itl_p95_seconds{sel}", "ITL {{model}}"),
+                (f"headroom_e2e_latency_p95_seconds{sel}", "e2e {{model}}")], unit="s"),
+            panel(8, "Queue and KV cache", 27, [
+                (f"headroom_requests_waiting{sel}", "waiting {{model}}"),
+                (f"headroom_kv_cache_usage_ratio{sel}", "KV cache {{model}}")]),
         ],
     }
 

@@ -32,7 +32,9 @@ import pandas as pd
 from analytics.envelope import forecast
 from analytics.live import bins as live_bins
 from analytics.live.envelope import LiveEnvelope
-from analytics.live.source import ENERGY_COUNTER, PrometheusSource
+from analytics.live.serving_stats import COLUMNS as SERVING_COLUMNS
+from analytics.live.serving_stats import serving_bins
+from analytics.live.source import ENERGY_COUNTER, POWER_GAUGE, PrometheusSource
 
 
 @dataclass(frozen=True)
@@ -85,22 +87,36 @@ def window_frame(source: PrometheusSource, config: LiveConfig, start_s: float,
     """The bins ``[start_s, end_s)`` of ``config``'s model from ``source``
     (:func:`analytics.live.bins.demand_bins`; samples from two bins before, as baselines, to
     ``read_until_s``, default ``end_s``: a later sample places the last bin's increase and
-    tells the follower the bin is complete), with ``energy_j`` and ``energy_gap_reason`` when
-    the config names the GPUs (``energy_selector``; else None). Raises SourceError."""
+    tells the follower the bin is complete), with ``energy_j``, ``energy_gap_reason`` and
+    ``energy_basis`` (DCGM's energy counter, or else its power gauge integrated over time)
+    when the config names the GPUs (``energy_selector``; else None) and the serving stats of
+    :func:`analytics.live.serving_stats.serving_bins` (None where the engine does not expose
+    them). Raises SourceError."""
     c = config
     until = max(end_s, read_until_s or end_s)
     series = source.counters(c.engine, c.model, start_s - 2 * c.bin_s, until)
     frame = live_bins.demand_bins(series, start_s, end_s, c.bin_s, c.w_prompt, c.w_completion)
-    frame["energy_j"], frame["energy_gap_reason"] = None, None
+    served = serving_bins(source.serving(c.engine, c.model, start_s - 2 * c.bin_s, until),
+                          start_s, end_s, c.bin_s)
+    for col in SERVING_COLUMNS:
+        frame[col] = served[col].to_numpy(object)
+    frame["energy_j"], frame["energy_gap_reason"], frame["energy_basis"] = None, None, None
     if c.energy_selector:
         energy = source.energy(c.energy_selector, start_s - 2 * c.bin_s, until)
-        if not energy:
-            frame["energy_gap_reason"] = (f"no {ENERGY_COUNTER} series matches "
-                                          f"{c.energy_selector}")
-        else:  # mJ counters: the same increases, resets and gaps as the token counters
+        power = [] if energy else source.power(c.energy_selector, start_s - 2 * c.bin_s, until)
+        if energy:  # mJ counters: the same increases, resets and gaps as the token counters
             e = live_bins.demand_bins(energy, start_s, end_s, c.bin_s, 1e-3, 0.0)
             frame["energy_j"] = e["target"].to_numpy()
             frame["energy_gap_reason"] = e["gap_reason"].to_numpy()
+            frame["energy_basis"] = ENERGY_COUNTER
+        elif power:  # no energy counter: the power gauge (W) integrated over each bin
+            joules, why = live_bins.power_energy_bins(power, start_s, end_s, c.bin_s)
+            frame["energy_j"] = joules
+            frame["energy_gap_reason"] = why
+            frame["energy_basis"] = f"{POWER_GAUGE} x time"
+        else:
+            frame["energy_gap_reason"] = (f"no {ENERGY_COUNTER} or {POWER_GAUGE} series "
+                                          f"matches {c.energy_selector}")
     return frame
 
 
@@ -123,8 +139,9 @@ def bin_record(env: LiveEnvelope, row, config: LiveConfig,
     """Close one bin (``row`` of :func:`window_frame`) on ``env``: its record,
     :class:`~analytics.live.envelope.LiveBin`'s fields and ``model``, ``prompt_tokens``,
     ``completion_tokens``, ``samples``, ``resets``, ``base_model``, ``energy_j``,
-    ``j_per_token``, ``j_per_output_token``, ``energy_gap_reason``, ``gco2_per_kwh`` and
-    ``gco2_per_token`` (None where unknown; ``carbon``: hourly gCO2/kWh by hour start)."""
+    ``j_per_token``, ``j_per_output_token``, ``energy_gap_reason``, ``gco2_per_kwh``,
+    ``gco2_per_token`` and the serving stats (:data:`analytics.live.serving_stats.COLUMNS`)
+    (None where unknown; ``carbon``: hourly gCO2/kWh by hour start)."""
     demand_v = None if row.gap else float(row.target)
     b = env.step(row.ts, demand_v, row.gap_reason)
     prompt = None if row.gap else float(row.prompt_tokens)
@@ -139,9 +156,17 @@ def bin_record(env: LiveEnvelope, row, config: LiveConfig,
             "energy_j": energy, "j_per_token": per_token,
             "j_per_output_token": _ratio(energy, completion),
             "energy_gap_reason": None if energy is not None else row.energy_gap_reason,
+            "energy_basis": None if energy is None else row.energy_basis,
             "gco2_per_kwh": ci,
             "gco2_per_token": None if per_token is None or ci is None
-            else per_token / J_PER_KWH * ci, "refit": None}
+            else per_token / J_PER_KWH * ci, "refit": None,
+            **{col: _known(getattr(row, col)) for col in SERVING_COLUMNS}}
+
+
+def _known(value) -> float | None:
+    """A serving stat as stored and printed: a finite float, or None (unknown)."""
+    return None if value is None or pd.isna(value) or not math.isfinite(float(value)) \
+        else float(value)
 
 
 class Follower:

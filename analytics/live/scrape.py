@@ -1,6 +1,6 @@
 """A live source without a Prometheus (issue 29 item 1): headroom scrapes an engine's own
 ``/metrics`` (vLLM, SGLang: the Prometheus text format, parsed by ``prometheus_client``) and
-keeps the token counters' samples itself, so the follower bins them exactly as it bins
+keeps the token counters' and serving metrics' samples itself, so the follower bins them exactly as it bins
 Prometheus' stored samples (:class:`analytics.live.source.PrometheusSource`'s interface).
 
 Without a TSDB there is no back-fill: the samples are the ones headroom took, stamped with its
@@ -20,10 +20,12 @@ import numpy as np
 from analytics.live.source import (
     COUNTERS,
     MAX_BYTES,
+    SERVING,
     Series,
     SourceError,
     _no_answer,
     check_url,
+    serving_names,
 )
 
 #: Seconds of samples kept (enough for a poll that closes a day of bins at once).
@@ -52,6 +54,7 @@ class ScrapeSource:
         self.timeout_s, self.clock, self.model = float(timeout_s), clock, model
         self.samples: dict[tuple, list[tuple[float, float]]] = {}
         self.names = {n for kinds in COUNTERS.values() for ns in kinds.values() for n in ns}
+        self.names |= {n for engine in SERVING for n in serving_names(engine)}
 
     def scrape(self) -> int:
         """Read the engine's counters once; returns the samples taken. Raises SourceError
@@ -101,6 +104,15 @@ class ScrapeSource:
         if engine not in COUNTERS:
             raise ValueError(f"unknown engine {engine!r}: one of {', '.join(COUNTERS)}")
         kind_of = {n: k for k, names in COUNTERS[engine].items() for n in names}
+        return self._kept(kind_of, model, start_s, end_s)
+
+    def serving(self, engine: str, model: str, start_s: float, end_s: float) -> list[Series]:
+        """The kept samples in ``(start_s, end_s]`` of the engine's serving metrics for
+        ``model`` (:meth:`analytics.live.source.PrometheusSource.serving`' shape)."""
+        return self._kept(serving_names(engine), model, start_s, end_s)
+
+    def _kept(self, kind_of: dict[str, str], model: str, start_s: float,
+              end_s: float) -> list[Series]:
         out = []
         for (name, labels), pts in sorted(self.samples.items()):
             if name not in kind_of or dict(labels).get("model_name") != model:
@@ -115,3 +127,7 @@ class ScrapeSource:
         """Energy needs DCGM's exporter through a Prometheus: refused (ValueError)."""
         raise ValueError("energy per token reads DCGM's energy counter from a Prometheus: give "
                          "--prometheus, or leave --energy-selector out with --scrape")
+
+    def power(self, selector: str, start_s: float, end_s: float) -> list[Series]:
+        """Power needs DCGM's exporter through a Prometheus: refused (ValueError)."""
+        return self.energy(selector, start_s, end_s)

@@ -5,7 +5,8 @@ the tokens the engine counted).
 Metric names are the engines' own (looked up in their docs and exporters, not guessed):
 vLLM ``vllm:prompt_tokens_total`` / ``vllm:generation_tokens_total`` (older releases expose the
 same counters without ``_total``), SGLang ``sglang:prompt_tokens_total`` /
-``sglang:generation_tokens_total``, all labelled ``model_name``. Every request has a timeout,
+``sglang:generation_tokens_total``, all labelled ``model_name``; their serving metrics
+(:data:`SERVING`) and DCGM's energy counter and power gauge. Every request has a timeout,
 an answer is read up to :data:`MAX_BYTES`, and a window is read in chunks of :data:`CHUNK_S`.
 """
 
@@ -27,6 +28,41 @@ COUNTERS = {
     "sglang": {"prompt": ("sglang:prompt_tokens_total",),
                "completion": ("sglang:generation_tokens_total",)},
 }
+#: The serving metrics per engine, each stat's current name first (vLLM's production metrics
+#: and ``docs/design/metrics.md``; SGLang's ``srt/metrics/collector.py``): a counter of
+#: finished requests, gauges of running and queued requests and of KV-cache usage (a fraction,
+#: 0-1), and latency histograms (seconds; read as their ``_bucket`` series) of TTFT, the
+#: inter-token latency (TBT / ITL; ``time_per_output_token`` in older releases) and end-to-end.
+SERVING = {
+    "vllm": {"requests": ("vllm:request_success_total", "vllm:request_success"),
+             "running": ("vllm:num_requests_running",),
+             "waiting": ("vllm:num_requests_waiting",),
+             "kv_cache": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+             "ttft": ("vllm:time_to_first_token_seconds",),
+             "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+             "e2e": ("vllm:e2e_request_latency_seconds",)},
+    "sglang": {"requests": ("sglang:num_requests_total",),
+               "running": ("sglang:num_running_reqs",),
+               "waiting": ("sglang:num_queue_reqs",),
+               "kv_cache": ("sglang:token_usage",),
+               "ttft": ("sglang:time_to_first_token_seconds",),
+               "itl": ("sglang:inter_token_latency_seconds",
+                       "sglang:time_per_output_token_seconds"),
+               "e2e": ("sglang:e2e_request_latency_seconds",)},
+}
+#: The stats of :data:`SERVING` that are histograms (their samples are ``<name>_bucket``).
+HISTOGRAMS = ("ttft", "itl", "e2e")
+
+
+def serving_names(engine: str) -> dict[str, str]:
+    """Metric sample name -> stat of :data:`SERVING` for ``engine`` (a histogram's
+    ``_bucket`` series). Raises ValueError for an unknown engine."""
+    if engine not in SERVING:
+        raise ValueError(f"unknown engine {engine!r}: one of {', '.join(SERVING)}")
+    return {(f"{n}_bucket" if stat in HISTOGRAMS else n): stat
+            for stat, names in SERVING[engine].items() for n in names}
+
+
 #: Largest answer read from Prometheus (bytes); a larger one is refused, naming the query.
 MAX_BYTES = 64 * 2**20
 #: Seconds of samples asked for in one query (a week of 15-s scrapes of a few series is small).
@@ -40,8 +76,9 @@ class SourceError(Exception):
 
 @dataclass(frozen=True)
 class Series:
-    """One counter series: ``name`` (metric), ``kind`` (``prompt`` / ``completion``),
-    ``labels``, sample times ``ts_s`` (UNIX s, ascending) and ``values``."""
+    """One sample series: ``name`` (metric), ``kind`` (``prompt`` / ``completion`` for the token
+    counters, the stat of :data:`SERVING` for a serving metric), ``labels``, sample times
+    ``ts_s`` (UNIX s, ascending) and ``values``."""
 
     name: str
     kind: str
@@ -105,6 +142,13 @@ class PrometheusSource:
         model_q = json.dumps(model, ensure_ascii=False)[1:-1]  # PromQL strings escape as JSON
         return self.read(kind_of, f'model_name="{model_q}"', start_s, end_s)
 
+    def serving(self, engine: str, model: str, start_s: float, end_s: float) -> list[Series]:
+        """Every sample in ``(start_s, end_s]`` of the engine's serving metrics for ``model``
+        (:data:`SERVING`; :attr:`Series.kind` is the stat, a histogram's series carry their
+        ``le`` label). Raises SourceError, ValueError (an unknown engine)."""
+        model_q = json.dumps(model, ensure_ascii=False)[1:-1]
+        return self.read(serving_names(engine), f'model_name="{model_q}"', start_s, end_s)
+
     def energy(self, selector: str, start_s: float, end_s: float) -> list[Series]:
         """Every sample in ``(start_s, end_s]`` of DCGM's energy counter
         (:data:`ENERGY_COUNTER`, mJ since the driver loaded) on the GPUs the PromQL label
@@ -112,6 +156,12 @@ class PrometheusSource:
         :func:`check_selector`). Raises SourceError, ValueError (a selector that is not label
         matchers)."""
         return self.read({ENERGY_COUNTER: "prompt"}, check_selector(selector), start_s, end_s)
+
+    def power(self, selector: str, start_s: float, end_s: float) -> list[Series]:
+        """Every sample in ``(start_s, end_s]`` of DCGM's power gauge (:data:`POWER_GAUGE`, W)
+        on the GPUs ``selector`` picks (:meth:`energy`'s matchers). Raises SourceError,
+        ValueError."""
+        return self.read({POWER_GAUGE: "prompt"}, check_selector(selector), start_s, end_s)
 
     def read(self, kind_of: dict[str, str], matchers: str, start_s: float,
              end_s: float) -> list[Series]:
@@ -139,6 +189,9 @@ class PrometheusSource:
 
 #: DCGM exporter's cumulative energy counter (mJ since the driver loaded; DCGM field 156).
 ENERGY_COUNTER = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+#: DCGM exporter's power draw gauge (W; in dcgm-exporter's default counters), integrated over
+#: time where a GPU has no energy counter.
+POWER_GAUGE = "DCGM_FI_DEV_POWER_USAGE"
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
 
 

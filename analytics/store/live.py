@@ -29,12 +29,17 @@ import re
 
 from analytics.store.core import _now, _run, transaction
 
+#: The serving stats of a bin (:data:`analytics.live.serving_stats.COLUMNS`; migration 20).
+SERVING_COLUMNS = ("requests", "running_mean", "waiting_mean", "kv_cache_mean", "kv_cache_max",
+                   "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "e2e_p50_s",
+                   "e2e_p95_s")
+
 #: The columns of a stored bin, in table order after ``name`` and ``ts``.
 BIN_COLUMNS = ("demand", "prompt_tokens", "completion_tokens", "point", "lower", "upper",
                "alpha_t", "covered", "above", "alarm", "alarm_reason", "coverage_so_far",
                "gap_reason", "samples", "resets", "martingale", "energy_j", "j_per_token",
                "j_per_output_token", "gco2_per_kwh", "gco2_per_token", "energy_gap_reason",
-               "refit")
+               "refit", "energy_basis", *SERVING_COLUMNS)
 
 
 def live_run(con, name: str) -> dict | None:
@@ -105,7 +110,8 @@ def save_live_bins(con, name: str, records: list[dict]) -> int:
         stored = {r[0] for r in _run(cur, "SELECT ts FROM live_bins WHERE name = ? AND ts "
                                           "BETWEEN ?::TIMESTAMP AND ?::TIMESTAMP",
                                      [name, min(stamps), max(stamps)]).fetchall()}
-        cur.executemany(f"INSERT INTO live_bins VALUES ({marks}) ON CONFLICT DO NOTHING", rows)
+        cur.executemany(f"INSERT INTO live_bins (name, ts, {', '.join(BIN_COLUMNS)}, "
+                        f"closed_at) VALUES ({marks}) ON CONFLICT DO NOTHING", rows)
         new = [r for r in records if _naive(r["ts"]) not in stored]
         _append_series(cur, name, new)
     return len(new)

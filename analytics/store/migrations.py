@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from analytics.schema import COLUMNS
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
                 ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid"),
@@ -230,4 +230,12 @@ MIGRATIONS: dict[int, list[str]] = {
     # the live series is a dataset that grows (issue 29 item 2): each run names the
     # demand_series dataset its closed bins are appended to (analytics.store.live)
     19: ["ALTER TABLE live_runs ADD COLUMN IF NOT EXISTS dataset VARCHAR"],
+    # each live bin's serving stats (issue 29 item 1): finished requests, mean running and
+    # queued requests, KV-cache usage and the TTFT / ITL / end-to-end latency quantiles (s);
+    # and what its energy was measured by (DCGM's energy counter, or its power gauge x time)
+    20: ["ALTER TABLE live_bins ADD COLUMN IF NOT EXISTS energy_basis VARCHAR",
+         *(f"ALTER TABLE live_bins ADD COLUMN IF NOT EXISTS {c} DOUBLE" for c in (
+             "requests", "running_mean", "waiting_mean", "kv_cache_mean", "kv_cache_max",
+             "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "e2e_p50_s",
+             "e2e_p95_s"))],
 }

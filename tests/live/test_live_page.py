@@ -68,6 +68,37 @@ def test_live_page_shows_the_stored_run(live_week, tmp_path, monkeypatch, app_en
     assert not at.exception and at.get("plotly_chart")
 
 
+def test_the_newest_bins_serving_metrics_are_shown_where_the_engine_has_them(
+        live_week, tmp_path, monkeypatch, app_env):
+    """A bin whose engine exposes serving metrics (finished requests, TTFT / ITL / e2e p95,
+    queue, KV cache) shows them in a second row; the week's bins (tokens only) show none."""
+    from analytics import store
+
+    with prometheus_server(tmp_path / "prom", live_week[1]) as url:
+        db, _, _, records = _followed(live_week, tmp_path, url)
+    monkeypatch.setenv("HEADROOM_DB", str(db))
+    at = new_app().run()
+    at.switch_page("pages/live.py").run()
+    assert "TTFT p95" not in metrics(at)
+    served = {"requests": 41.0, "ttft_p95_s": 0.2375, "itl_p95_s": 0.031, "e2e_p95_s": 12.5,
+              "waiting_mean": 3.5, "kv_cache_mean": 0.42}
+    nxt = {**records[-1], **served,
+           "ts": (pd.Timestamp(records[-1]["ts"]) + pd.Timedelta(minutes=5)).isoformat()}
+    con = store.connect(db)
+    try:
+        assert store.save_live_bins(con, "fleet", [nxt]) == 1
+        stored = store.live_bins(con, "fleet", limit=1).iloc[0]
+    finally:
+        con.close()
+    assert {k: stored[k] for k in served} == served  # stored as the follower gave them
+    at.run()
+    shown = metrics(at)
+    assert (shown["TTFT p95"], shown["ITL p95"], shown["e2e p95"]) == ("238 ms", "31 ms",
+                                                                        "12.5 s")
+    assert (shown["requests finished"], shown["queued"], shown["KV cache"]) == ("41", "3.5",
+                                                                               "42%")
+
+
 @pytest.mark.browser
 def test_a_new_bin_arrives_on_the_open_page_without_a_reload(live_week, tmp_path):
     raw = tmp_path / "raw"
