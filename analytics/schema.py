@@ -75,6 +75,12 @@ COLUMNS: dict[str, dict[str, str]] = {
         # their share of all sent; ``failed`` (the run) is true only above
         # :data:`analytics.config.HEAVY_FAILURE_SHARE`. Figures count the successes only.
         "failed_requests": "INTEGER", "failed_share": "DOUBLE",
+        # the tail percentiles the result files carry (issue 30 item 1; ``ttft_ms``, ``itl_ms``
+        # and ``latency_s`` are medians): TTFT and ITL p90 / p99 (ms), TPOT median and p99 (ms),
+        # end-to-end p90 / p99 (s); empty where a file does not write them
+        "ttft_p90_ms": "DOUBLE", "ttft_p99_ms": "DOUBLE", "itl_p90_ms": "DOUBLE",
+        "itl_p99_ms": "DOUBLE", "tpot_ms": "DOUBLE", "tpot_p99_ms": "DOUBLE",
+        "latency_p90_s": "DOUBLE", "latency_p99_s": "DOUBLE",
     },
     "reference_cdf": {
         "source": "VARCHAR", "cluster": "VARCHAR", "metric": "VARCHAR",
@@ -149,7 +155,8 @@ RULES: dict[str, dict[str, Rule]] = {
     "bench_runs": {c: _NONNEG for c in (
         "gpu_mem_gb", "params_b", "active_params_b", "in_len", "out_len", "concurrency",
         "throughput_tok_s", "ttft_ms", "itl_ms", "latency_s", "power_w", "energy_per_token_j",
-        "request_rate")} | {"n_gpus": _COUNT, "tp": _COUNT, "pp": _COUNT,
+        "request_rate", "ttft_p90_ms", "ttft_p99_ms", "itl_p90_ms", "itl_p99_ms", "tpot_ms",
+        "tpot_p99_ms", "latency_p90_s", "latency_p99_s")} | {"n_gpus": _COUNT, "tp": _COUNT, "pp": _COUNT,
                             "failed_requests": _COUNT, "failed_share": Rule(low=0, high=1)},
     "reference_cdf": {"cdf_percent": Rule(low=0, high=100)},
 }

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from analytics.schema import COLUMNS
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
+#: The benchmark tail percentiles of migration 21.
+_PERCENTILES = ("ttft_p90_ms", "ttft_p99_ms", "itl_p90_ms", "itl_p99_ms", "tpot_ms",
+                "tpot_p99_ms", "latency_p90_s", "latency_p99_s")
 _ADDED_LATER = {("requests", "gpu_s"), ("jobs", "gpu_milli"), ("jobs", "mig_slice"),
                 ("jobs", "elapsed_s"), ("bench_runs", "request_rate"),
                 ("bench_runs", "concurrency_measured"), ("telemetry", "gpu_uuid"),
-                ("bench_runs", "failed_requests"), ("bench_runs", "failed_share")}  # added later
+                ("bench_runs", "failed_requests"), ("bench_runs", "failed_share"),
+                *(("bench_runs", c) for c in _PERCENTILES)}  # added later
 
 
 
@@ -238,4 +242,6 @@ MIGRATIONS: dict[int, list[str]] = {
              "requests", "running_mean", "waiting_mean", "kv_cache_mean", "kv_cache_max",
              "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "e2e_p50_s",
              "e2e_p95_s"))],
+    # the tail percentiles benchmark result files carry (issue 30 item 1)
+    21: [f"ALTER TABLE bench_runs ADD COLUMN IF NOT EXISTS {c} DOUBLE" for c in _PERCENTILES],
 }

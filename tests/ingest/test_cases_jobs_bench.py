@@ -122,6 +122,11 @@ def test_case_19_request_rate_is_not_concurrency(con):
     assert row["concurrency"] == pytest.approx(36.0, abs=0.05)  # 3.937 req/s x 9.150 s
     assert row["concurrency_measured"] is True
     assert any("MEASURED by Little's law" in w for w in p.warnings)
+    # the tail percentiles the result carries (issue 30 item 1): p99 by vLLM's default
+    assert (row["ttft_p99_ms"], row["itl_p99_ms"], row["tpot_ms"], row["tpot_p99_ms"]) == (
+        171.3, 102.5, 70.3, 83.0)
+    assert row["latency_p99_s"] == pytest.approx(10.4809)
+    assert (row["ttft_p90_ms"], row["itl_p90_ms"], row["latency_p90_s"]) == (None, None, None)
     ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
     runs = store.bench_runs(con)
     assert runs["request_rate"].item() == 4.0

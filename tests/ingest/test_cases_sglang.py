@@ -73,6 +73,15 @@ def test_sglang_jsonl_every_run_ingested_with_given_hardware(tmp_path, con):
     assert runs["in_len"].tolist() == [1024.0] * 3 and runs["out_len"].tolist() == [512.0] * 3
     assert runs["ttft_ms"].tolist() == [250.0] * 3 and runs["itl_ms"].tolist() == [22.0] * 3
     assert runs["latency_s"].tolist() == [24.0] * 3
+    # the tail percentiles SGLang writes are kept (issue 30 item 1); p90 TTFT / ITL it does not
+    assert runs["ttft_p99_ms"].tolist() == [900.0] * 3 and runs["itl_p99_ms"].tolist() == [50.0] * 3
+    assert runs["tpot_ms"].tolist() == [23.5] * 3 and runs["tpot_p99_ms"].tolist() == [40.0] * 3
+    assert runs["latency_p99_s"].tolist() == [30.0] * 3
+    assert runs[["ttft_p90_ms", "itl_p90_ms", "latency_p90_s"]].isna().all().all()
+    summary = store.dataset_summary(con, "sglang_runs")
+    assert summary["sources"]["ttft_p99_ms"] == "p99_ttft_ms"
+    assert summary["sources"]["latency_p99_s"] == "p99_e2e_latency_ms / 1000"
+    assert "ttft_p90_ms" not in summary["sources"]  # not in the file: not claimed
     assert runs["model"].tolist()[1] == "meta-llama/Llama-3.1-8B-Instruct"
     assert runs["params_b"].tolist()[1] == 8.0
     measured = [w for w in p.warnings if getattr(w, "column", None) == "concurrency"]

@@ -52,6 +52,13 @@ def test_qwen3_14b_gpqa_first_configuration_values():
     assert row["throughput_tok_s"] == pytest.approx(234.06050523961807)
     assert row["itl_ms"] == pytest.approx(33.62808651581872)
     assert row["out_len"] == pytest.approx(7026.242424242424)
+    # the ITL tail the leaderboard measured (issue 30 item 1), as the flat CSV writes it
+    assert row["itl_p90_ms"] == pytest.approx(51.68297459313183)
+    assert row["itl_p99_ms"] == pytest.approx(68.6399259546306)
+    flat = parse_file(shared(f"{V3}/all_task_configurations_flat.csv")).frame.filter(
+        (pl.col("model") == "Qwen/Qwen3-14B") & (pl.col("task") == "gpqa")
+        & (pl.col("hardware") == "B200") & (pl.col("concurrency") == 8)).row(0, named=True)
+    assert (flat["itl_p90_ms"], flat["itl_p99_ms"]) == (row["itl_p90_ms"], row["itl_p99_ms"])
 
 
 def test_expert_parallel_configuration_keeps_tp_from_parallelization():

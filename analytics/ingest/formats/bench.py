@@ -202,6 +202,18 @@ def cell_number(raw, display: str, line: int, col: str, *, positive: bool = Fals
     return val
 
 
+def tail_fields(doc: dict, keys: dict[str, tuple[str, float]], display: str,
+                line: int) -> dict[str, float | None]:
+    """The tail percentiles a result ``doc`` carries: ``keys`` maps a ``bench_runs`` column
+    (``ttft_p99_ms``, ...) to the file's key and the factor to its unit (``1e-3``: ms to s);
+    None where the file does not write the key. Raises FormatError naming a bad value."""
+    out = {}
+    for col, (key, scale) in keys.items():
+        v = cell_number(doc.get(key), display, line, key, required=False)
+        out[col] = None if v is None else v * scale
+    return out
+
+
 def json_records(path: Path, display: str, what: str) -> list[tuple[int, dict]]:
     """The JSON objects of a result file with the line each starts on: one object (a
     ``--save-result`` JSON, pretty-printed or not), a list of objects, or JSON Lines (one

@@ -3,11 +3,12 @@ states for every benchmark format).
 
 ML.ENERGY leaderboard v3 (``tasks/<task>.json``, ``models/<org>__<model>__<task>.json`` or
 ``all_task_configurations_flat.csv``): ``avg_power_watts`` (all GPUs), ``energy_per_token_joules``,
-``output_throughput_tokens_per_sec``, ``median_itl_ms``, ``max_num_seqs``, ``avg_output_len``,
-total/activated parameters. A per-model file writes model id, task, parameter counts and precision
-once beside its configurations and the parallel degrees under ``parallelization``: they are read
-as if written on each configuration, so the three layouts give the same row for the same
-configuration. Diffusion rows (no tokens) are skipped; a file of diffusion runs only raises
+``output_throughput_tokens_per_sec``, ``median_itl_ms`` (and ``p90_itl_ms`` / ``p99_itl_ms``),
+``max_num_seqs``, ``avg_output_len``, total/activated parameters. A per-model file writes model
+id, task, parameter counts and precision once beside its configurations and the parallel
+degrees under ``parallelization``: they are read as if written on each configuration, so the
+three layouts give the same row for the same configuration. Diffusion rows (no tokens) are
+skipped; a file of diffusion runs only raises
 :class:`~analytics.ingest.rawfile.SkippedByDesign` (reported ``skipped``, not ``rejected``).
 """
 
@@ -29,7 +30,8 @@ from analytics.ingest.formats.bench import TABLE, cell_number, csv_rows, finish_
 
 _V3_NUM = ("num_gpus", "tensor_parallel", "avg_power_watts", "energy_per_token_joules",
            "output_throughput_tokens_per_sec", "median_itl_ms", "max_num_seqs",
-           "avg_output_len", "total_params_billions", "activated_params_billions")
+           "avg_output_len", "total_params_billions", "activated_params_billions",
+           "p90_itl_ms", "p99_itl_ms")
 
 #: Fields a per-model file (``models/<org>__<model>__<task>.json``) writes once, beside its
 #: ``configurations``, that a tasks file and the flat CSV write on every configuration.
@@ -72,7 +74,8 @@ def _v3_record(c: dict, display: str, line: int, column: str = "") -> dict | Non
         "model": c.get("model_id"), "params_b": v["total_params_billions"],
         "active_params_b": v["activated_params_billions"], "out_len": v["avg_output_len"],
         "concurrency": v["max_num_seqs"], "throughput_tok_s": v["output_throughput_tokens_per_sec"],
-        "itl_ms": v["median_itl_ms"], "power_w": v["avg_power_watts"],
+        "itl_ms": v["median_itl_ms"], "itl_p90_ms": v["p90_itl_ms"],
+        "itl_p99_ms": v["p99_itl_ms"], "power_w": v["avg_power_watts"],
         "energy_per_token_j": v["energy_per_token_joules"], "failed": False,
     }
 
@@ -153,7 +156,8 @@ class MLEnergyV3:
                       "active_params_b": "activated_params_billions",
                       "out_len": "avg_output_len", "concurrency": "max_num_seqs",
                       "throughput_tok_s": "output_throughput_tokens_per_sec",
-                      "itl_ms": "median_itl_ms", "power_w": "avg_power_watts",
+                      "itl_ms": "median_itl_ms", "itl_p90_ms": "p90_itl_ms",
+                      "itl_p99_ms": "p99_itl_ms", "power_w": "avg_power_watts",
                       "energy_per_token_j": "energy_per_token_joules"}
     TABLE = TABLE
 

@@ -8,8 +8,8 @@ set), ``concurrency`` (SGLang's *measured* mean number of requests in flight: th
 latencies / duration), ``duration`` (s), ``completed``, ``total_input_tokens``,
 ``total_output_tokens``, ``request_throughput``, ``output_throughput`` (output tok/s),
 ``median_ttft_ms`` (else ``mean_ttft_ms``), ``median_itl_ms`` (else ``median_tpot_ms``),
-``median_e2e_latency_ms``, ``mean_e2e_latency_ms``, and ``model_id`` / ``tokenizer_id`` where
-the SGLang version writes them.
+``median_e2e_latency_ms``, ``mean_e2e_latency_ms``, the tail percentiles it writes
+(:data:`TAILS`), and ``model_id`` / ``tokenizer_id`` where the SGLang version writes them.
 
 ``concurrency`` column: ``max_concurrency`` when set (configured, ``concurrency_measured``
 false); otherwise SGLang's measured ``concurrency`` (or, when absent, Little's law: request
@@ -37,7 +37,16 @@ from analytics.ingest.formats.bench import (
     finish_frame,
     json_records,
     params_from_name,
+    tail_fields,
 )
+
+#: SGLang's tail percentiles (``bench_serving.py`` writes p99 TTFT, p95 / p99 ITL, p90 / p99
+#: e2e and median / p99 TPOT): bench_runs column -> (its key, factor to the column's unit).
+TAILS = {"ttft_p90_ms": ("p90_ttft_ms", 1.0), "ttft_p99_ms": ("p99_ttft_ms", 1.0),
+         "itl_p90_ms": ("p90_itl_ms", 1.0), "itl_p99_ms": ("p99_itl_ms", 1.0),
+         "tpot_ms": ("median_tpot_ms", 1.0), "tpot_p99_ms": ("p99_tpot_ms", 1.0),
+         "latency_p90_s": ("p90_e2e_latency_ms", 1e-3),
+         "latency_p99_s": ("p99_e2e_latency_ms", 1e-3)}
 
 #: Message of a file ingested without a hardware (the CLI option and the Data page field).
 NO_HARDWARE = ("SGLang results carry no hardware: give --hardware (e.g. `headroom ingest "
@@ -57,7 +66,8 @@ class SGLangBench:
         "throughput_tok_s": "output_throughput", "ttft_ms": "median_ttft_ms",
         "itl_ms": "median_itl_ms", "latency_s": "median_e2e_latency_ms",
         "failed_requests": "failed (else num_prompts - completed)",
-        "failed_share": "failed / (completed + failed)"}
+        "failed_share": "failed / (completed + failed)",
+        **{col: key + (" / 1000" if scale != 1.0 else "") for col, (key, scale) in TAILS.items()}}
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -156,4 +166,5 @@ def _record(doc: dict, line: int, display: str, opts, hw_raw: str) -> dict:
         "latency_s": None if e2e is None else e2e / 1000.0,
         "power_w": None, "energy_per_token_j": None,
         **failure_fields(doc, completed, display, line),
+        **tail_fields(doc, TAILS, display, line),
     }

@@ -3,7 +3,8 @@ per file or several appended as JSON Lines (``--append-result``, one run per lin
 hardware in the result's metadata (``vllm bench serve ... --metadata hardware=H100 tp=1
 precision=bf16``) or given at ingest (``ParseOptions.hardware``, ``tp``, ``precision``; the
 file's own values win); throughput is ``output_throughput``, TTFT/ITL the medians, ``request_rate``
-the offered rate (req/s, ``inf`` -> empty), ``concurrency`` is ``max_concurrency`` when set, else
+the offered rate (req/s, ``inf`` -> empty), the tail percentiles the file writes (:data:`TAILS`:
+p90 / p99 TTFT, ITL and e2e, TPOT median and p99), ``concurrency`` is ``max_concurrency`` when set, else
 measured by Little's law (request throughput x mean e2e latency) with ``concurrency_measured``
 true; lengths are ``total_*_tokens / completed``. ``failed`` requests (vLLM PR #26478) are
 kept as ``failed_requests`` and ``failed_share`` (of completed + failed); the figures count the
@@ -30,7 +31,15 @@ from analytics.ingest.formats.bench import (
     finish_frame,
     json_records,
     params_from_name,
+    tail_fields,
 )
+
+#: ``vllm bench serve``'s tail percentiles (it writes p99 by default, others with
+#: ``--metric-percentiles``): bench_runs column -> (its key, factor to the column's unit).
+TAILS = {"ttft_p90_ms": ("p90_ttft_ms", 1.0), "ttft_p99_ms": ("p99_ttft_ms", 1.0),
+         "itl_p90_ms": ("p90_itl_ms", 1.0), "itl_p99_ms": ("p99_itl_ms", 1.0),
+         "tpot_ms": ("median_tpot_ms", 1.0), "tpot_p99_ms": ("p99_tpot_ms", 1.0),
+         "latency_p90_s": ("p90_e2el_ms", 1e-3), "latency_p99_s": ("p99_e2el_ms", 1e-3)}
 
 
 class VllmBench:
@@ -43,7 +52,8 @@ class VllmBench:
         "concurrency": "max_concurrency", "throughput_tok_s": "output_throughput",
         "ttft_ms": "median_ttft_ms", "itl_ms": "median_itl_ms", "latency_s": "median_e2el_ms",
         "power_w": "power_w (metadata)", "failed_requests": "failed (else num_prompts - completed)",
-        "failed_share": "failed / (completed + failed)"}
+        "failed_share": "failed / (completed + failed)",
+        **{col: key + (" / 1000" if scale != 1.0 else "") for col, (key, scale) in TAILS.items()}}
 
     @staticmethod
     def detect(name: str, head: str) -> bool:
@@ -146,7 +156,7 @@ def _vllm_record(doc: dict, line: int, display: str, opts) -> tuple[dict, tuple[
         "latency_s": None if doc.get("median_e2el_ms") is None else
         cell_number(doc["median_e2el_ms"], display, line, "median_e2el_ms") / 1000.0,
         "power_w": power, "energy_per_token_j": power / tput if power else None,
-        **failed,
+        **failed, **tail_fields(doc, TAILS, display, line),
     }
     if rec["active_params_b"] is None:
         rec["active_params_b"] = rec["params_b"]
