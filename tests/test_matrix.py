@@ -173,6 +173,13 @@ def test_the_commands_without_a_dataset_answer_on_the_matrix_store(matrix, capsy
     code, doc = _run(capsys, db, "advise", "--model", "llama-3-8b", "--params-b", "8",
                      "--concurrency", "16", "--in-len", "512", "--out-len", "256", "--no-store")
     assert code == 0 and doc["arms"], doc
+    code, doc = _run(capsys, db, "slo-capacity", "--model", "Qwen/Qwen3-14B", "--itl-p99-ms",
+                     "100")
+    assert code == 0 and doc["meets"] >= 1, doc
+    code, doc = _run(capsys, db, "slo-capacity", "--model", "Qwen/Qwen3-14B", "--ttft-p90-ms",
+                     "500")  # the matrix's TTFT tables are Argonne's, not this model's
+    assert code == 0 and doc["meets"] == 0 and {a["status"] for a in doc["arms"]} == {
+        "unmeasured"}, doc
 
 
 @pytest.fixture

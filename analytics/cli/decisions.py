@@ -18,6 +18,7 @@ from analytics.config import GPU_CATALOG
 COMMANDS = {
     "capacity": "calibrated overbooking, GPU-hours and GPU mix",
     "dispatch": "carbon-aware dispatch of the envelope across sites",
+    "slo-capacity": "per-replica throughput at a latency SLO, per measured arm of a model",
 }
 
 METHODS = ("direct_quantile", "split", "cqr", "rolling", "aci", "regime")
@@ -96,6 +97,17 @@ def add_parsers(sub) -> None:
     p.add_argument("--carbon", default=None, help=argparse.SUPPRESS)  # accepted, sites name it
     p.set_defaults(run=dispatch_cmd)
 
+    p = sub.add_parser("slo-capacity", help=COMMANDS["slo-capacity"])
+    p.add_argument("--model", required=True, help="the benchmarked model (its model id)")
+    p.add_argument("--task", default=None, help="only runs of this benchmark task")
+    for flag, what in (("ttft-p90-ms", "TTFT p90 (ms)"), ("ttft-p99-ms", "TTFT p99 (ms)"),
+                       ("itl-p90-ms", "inter-token latency p90 (ms)"),
+                       ("itl-p99-ms", "inter-token latency p99 (ms)"),
+                       ("tpot-p99-ms", "time per output token p99 (ms)"),
+                       ("latency-p99-s", "end-to-end latency p99 (s)")):
+        p.add_argument(f"--{flag}", type=positive, default=None, help=f"SLO limit on the {what}")
+    p.set_defaults(run=slo_capacity_cmd)
+
 
 def _available(text: str) -> tuple[tuple[str, int], ...]:
     known = {k.name for k in GPU_CATALOG}
@@ -146,3 +158,21 @@ def dispatch_cmd(args, settings) -> dict:
                                                EnvelopeParams(alpha=args.alpha))
         except MissingHours as exc:
             raise BadInput(f"{exc} (--fill-missing ffill or interpolate)") from exc
+
+
+def slo_capacity_cmd(args, settings) -> dict:
+    """Per-replica capacity at a latency SLO, per measured arm."""
+    from analytics.decisions.fleet import Slo
+    from analytics.services import decisions, open_store
+
+    slo = Slo(args.ttft_p90_ms, args.ttft_p99_ms, args.itl_p90_ms, args.itl_p99_ms,
+              args.tpot_p99_ms, args.latency_p99_s)
+    try:
+        slo.limits()
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    with open_store(settings.db_path) as con:
+        try:
+            return decisions.slo_capacity_document(con, args.model, slo, args.task)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from exc
