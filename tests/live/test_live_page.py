@@ -62,24 +62,11 @@ def test_live_page_shows_the_stored_run(live_week, tmp_path, monkeypatch, app_en
 
     said = f"appended to dataset {plain('live-fleet')} as it closes"
     assert any(said in c.value for c in at.caption), [c.value for c in at.caption]
-    at.switch_page("pages/demand.py").run()
-    pick = next(s for s in at.selectbox if "live-fleet" in s.options)
-    pick.select("live-fleet").run()
-    assert not at.exception and at.get("plotly_chart")
-
-
-def test_the_newest_bins_serving_metrics_are_shown_where_the_engine_has_them(
-        live_week, tmp_path, monkeypatch, app_env):
-    """A bin whose engine exposes serving metrics (finished requests, TTFT / ITL / e2e p95,
-    queue, KV cache) shows them in a second row; the week's bins (tokens only) show none."""
+    # the week's engine exports tokens only: no serving row; a bin whose engine exposes
+    # serving metrics (finished requests, TTFT / ITL / e2e p95, queue, KV cache) shows them
+    assert "TTFT p95" not in shown
     from analytics import store
 
-    with prometheus_server(tmp_path / "prom", live_week[1]) as url:
-        db, _, _, records = _followed(live_week, tmp_path, url)
-    monkeypatch.setenv("HEADROOM_DB", str(db))
-    at = new_app().run()
-    at.switch_page("pages/live.py").run()
-    assert "TTFT p95" not in metrics(at)
     served = {"requests": 41.0, "ttft_p95_s": 0.2375, "itl_p95_s": 0.031, "e2e_p95_s": 12.5,
               "waiting_mean": 3.5, "kv_cache_mean": 0.42}
     nxt = {**records[-1], **served,
@@ -97,6 +84,10 @@ def test_the_newest_bins_serving_metrics_are_shown_where_the_engine_has_them(
                                                                         "12.5 s")
     assert (shown["requests finished"], shown["queued"], shown["KV cache"]) == ("41", "3.5",
                                                                                "42%")
+    at.switch_page("pages/demand.py").run()
+    pick = next(s for s in at.selectbox if "live-fleet" in s.options)
+    pick.select("live-fleet").run()
+    assert not at.exception and at.get("plotly_chart")
 
 
 @pytest.mark.browser
