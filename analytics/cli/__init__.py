@@ -1,7 +1,7 @@
 """The ``headroom`` command: every analysis, one JSON document on stdout.
 
 Exit codes: 0 success, 2 bad input (the message names file, line and column where there is one),
-1 internal error. Progress goes to stderr. See ``DESIGN.md`` for the contract of each command.
+1 internal error. Progress goes to stderr. ``docs/cli.md`` is the contract of every command.
 
 Each command family is one module with ``add_parsers(sub)`` (its flags, each subcommand's
 ``run`` handler set with ``set_defaults``) and handlers ``(args, settings) -> document`` that

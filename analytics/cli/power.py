@@ -1,6 +1,6 @@
 """``headroom powersim``: the hybrid power co-simulation from the command line.
 
-DESIGN.md contract::
+The document (``docs/cli.md`` states what every command shares)::
 
     headroom powersim [--inference-share X] [--utilization U] [--sweep]
         -> {"cv", "ramp_p50": {"1min", "5min", "15min"}, "sweep": [...]}

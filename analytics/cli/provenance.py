@@ -14,10 +14,12 @@ from __future__ import annotations
 NAME_ARGS = ("dataset", "trace", "source", "target_trace", "jobs", "inference", "history")
 #: commands that compute from datasets (the others list, move or delete them)
 ANALYSES = frozenset({"grid", "envelope", "coldstart", "capacity", "dispatch", "telemetry",
-                      "advise", "advisor-backtest", "advisor-voi", "serve-energy", "powersim"})
+                      "advise", "advisor-backtest", "advisor-voi", "serve-energy", "powersim",
+                      "slo-capacity"})
 #: commands that read every dataset of these kinds
 WHOLE_KINDS = {"advise": ("bench_runs", "jobs"), "advisor-backtest": ("bench_runs", "jobs"),
-               "advisor-voi": ("bench_runs", "jobs"), "serve-energy": ("bench_runs",)}
+               "advisor-voi": ("bench_runs", "jobs"), "serve-energy": ("bench_runs",),
+               "slo-capacity": ("bench_runs",)}
 
 
 def names_read(args, doc: dict) -> set[str]:

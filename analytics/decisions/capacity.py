@@ -318,8 +318,9 @@ def curve_json(curve: pd.DataFrame) -> list[dict]:
 
 
 def to_json(p: CapacityPlan) -> dict:
-    """The CLI document (DESIGN.md): factor, test violation rate, shortfall, GPUs per kind, and
-    ``curve`` (:func:`curve_json`), the factor / violation trade-off the factor was chosen on."""
+    """The ``headroom capacity`` document (``docs/cli.md``): factor, test violation rate,
+    shortfall, GPUs per kind, and ``curve`` (:func:`curve_json`), the factor / violation
+    trade-off the factor was chosen on."""
     ob = p.overbooking
     gpu_hours = {r.kind: {"envelope_gpu_h": r.envelope_gpu_h, "peak_gpu_h": r.peak_gpu_h,
                           "saved_gpu_h": r.saved_gpu_h, "saved_fraction": r.saved_fraction}

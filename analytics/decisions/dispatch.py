@@ -149,7 +149,8 @@ def dispatch(hours: pd.DatetimeIndex, demand: np.ndarray, sites: list[Site],
 
 
 def to_json(d: Dispatch) -> dict:
-    """The CLI document (DESIGN.md): baseline vs carbon-aware tCO2e, per-site figures."""
+    """The ``headroom dispatch`` document (``docs/cli.md``): baseline vs carbon-aware tCO2e,
+    per-site figures."""
     t = d.totals.set_index("policy")
     sites = {}
     for r in d.per_site.itertuples():

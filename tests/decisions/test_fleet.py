@@ -92,3 +92,16 @@ def test_cli_document_is_strict_and_refusals_are_clear(bench, capsys):
     rc = cli.main(["--db", str(db), "slo-capacity", "--model", "nope", "--itl-p99-ms", "80"])
     err = strict_loads(capsys.readouterr().out)
     assert rc == 2 and "no benchmark run of model 'nope'" in err["error"]
+
+
+def test_a_document_from_the_synthetic_demo_says_so(tmp_path, capsys):
+    """Every benchmark row is read, so the demo's synthetic grid labels the document; its runs
+    carry medians only, so a p99 ITL limit leaves every arm unmeasured (never a made-up tail)."""
+    db = tmp_path / "demo.duckdb"
+    assert cli.main(["--db", str(db), "demo"]) == 0
+    capsys.readouterr()
+    rc = cli.main(["--db", str(db), "slo-capacity", "--model", "synthetic/dense-8b",
+                   "--itl-p99-ms", "100"])
+    doc = strict_loads(capsys.readouterr().out)
+    assert rc == 0 and doc["synthetic_datasets"] and doc["meets"] == 0
+    assert {a["status"] for a in doc["arms"]} == {"unmeasured"}
