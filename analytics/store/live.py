@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 
 from analytics.store.core import _now, _run, transaction
@@ -144,11 +145,13 @@ def _append_series(cur, run: str, records: list[dict]) -> None:
     from analytics.store.writes import write_items
 
     row = _run(cur, "SELECT r.config, r.dataset, d.name FROM live_runs r LEFT JOIN datasets d "
-                    "ON d.name = r.dataset WHERE r.name = ?", [run]).fetchone()
+                    "ON d.name = r.dataset AND d.kind = 'demand_series' AND d.format = 'live' "
+                    "WHERE r.name = ?", [run]).fetchone()
     if row is None:
         raise ValueError(f"no live run {run!r}: start it first")
     config, dataset = json.loads(row[0]), row[1]
-    if row[2] is None:  # none yet, or deleted: built from every stored bin
+    if row[2] is None:  # none yet, deleted, or its name now another dataset's: built anew
+        # from every stored bin
         every = _run(cur, "SELECT ts, demand FROM live_bins WHERE name = ? ORDER BY ts",
                      [run]).fetchall()
         [made] = write_items(cur, [_series_item(run, config, every, None)])
@@ -156,7 +159,7 @@ def _append_series(cur, run: str, records: list[dict]) -> None:
         _run(cur, "UPDATE live_runs SET dataset = ? WHERE name = ?", [dataset, run])
     else:
         bins = [(_naive(r["ts"]), r.get("demand")) for r in records]
-        if all(d is None for _, d in bins):
+        if not any(d is not None and math.isfinite(float(d)) for _, d in bins):
             return
         write_items(cur, [_series_item(run, config, bins, dataset)])
     # one line for the series, not one per append (each append is a dataset_files row)
@@ -180,7 +183,7 @@ def _series_item(run: str, config: dict, bins: list, append_to: str | None):
     from analytics.store.writes import IngestItem
 
     bin_s = int(config.get("bin_s", 300))
-    known = [(t, float(d)) for t, d in bins if d is not None]
+    known = [(t, float(d)) for t, d in bins if d is not None and math.isfinite(float(d))]
     frame = pl.DataFrame({"ts": [t for t, _ in known], "bin_s": [bin_s] * len(known),
                           "tokens": [d for _, d in known], "requests": [None] * len(known)},
                          schema={"ts": pl.Datetime("us"), "bin_s": pl.Int32,

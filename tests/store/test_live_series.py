@@ -89,6 +89,22 @@ def test_a_deleted_series_is_rebuilt_from_the_runs_bins(con, demand):
     assert _series(con, "live-r")["tokens"].tolist() == demand[:5]
 
 
+def test_a_series_name_taken_by_another_dataset_after_a_delete_starts_a_new_series(
+        con, demand, tmp_path):
+    """The run's series is deleted and a trace ingested under its name: the next save does not
+    append live bins to that trace (another kind) but rebuilds the series under a free name."""
+    store.start_live_run(con, "r", _config(), T0.to_pydatetime())
+    store.save_live_bins(con, "r", _records(demand[:2]))
+    store.delete_dataset(con, "live-r")
+    path = tmp_path / "live-r.csv"
+    path.write_bytes(shared("azure_llm/AzureLLMInferenceTrace_conv.csv").read_bytes())
+    ingest.ingest_files(con, [ingest.FileIn(path, path.name)])
+    assert store.save_live_bins(con, "r", _records([demand[2], float("nan")], start=2)) == 2
+    assert store.live_run(con, "r")["dataset"] == "live-r-2"
+    assert store.dataset(con, "live-r")["kind"] == "requests"
+    assert _series(con, "live-r-2")["tokens"].tolist() == demand[:3]  # the NaN bin: no row
+
+
 def test_a_taken_name_gives_the_series_another(con, demand, tmp_path):
     path = tmp_path / "live-r.csv"
     path.write_bytes(shared(WEEK).read_bytes())
