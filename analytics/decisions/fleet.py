@@ -21,6 +21,7 @@ calibrated model, :mod:`analytics.advisor`, answers for those with its abstentio
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass, fields
 
 import pandas as pd
@@ -35,12 +36,18 @@ JUDGED_BY = {
     "tpot_p99_ms": ("tpot_p99_ms",),
     "latency_p99_s": ("latency_p99_s",),
 }
+#: How an arm's precision is asked of ``vllm serve`` (its engine arguments: ``--dtype`` of
+#: ``auto, half, float16, bfloat16, float, float32``; ``--quantization fp8`` quantizes the
+#: weights at load). int8 / int4 checkpoints name their method (AWQ, GPTQ) in the checkpoint,
+#: which the benchmark row does not say: no flag is written for them.
+VLLM_PRECISION = {"bf16": ("--dtype", "bfloat16"), "fp16": ("--dtype", "float16"),
+                  "fp32": ("--dtype", "float32"), "fp8": ("--quantization", "fp8")}
 #: What identifies an arm among the benchmark rows of one model.
 ARM = ("hardware", "n_gpus", "tp", "precision")
 #: The columns of :func:`arm_capacity`, in order.
 COLUMNS = (*ARM, "task", "source", "runs", "judged", "status", "concurrency",
            "throughput_tok_s", "tok_s_per_gpu", "energy_per_token_j", "in_len", "out_len",
-           "held_to_max", "judged_on", "why")
+           "held_to_max", "judged_on", "vllm_serve", "why")
 
 
 @dataclass(frozen=True)
@@ -141,8 +148,26 @@ def arm_capacity(bench: pd.DataFrame, model: str, slo: Slo,
             "held_to_max": bool(all(ok for r, (ok, _) in zip(
                 arm.to_dict("records"), verdicts, strict=True)
                 if ok is not None and r["concurrency"] == top)),
-            "judged_on": ", ".join(used)})
+            "judged_on": ", ".join(used),
+            "vllm_serve": shlex.join(vllm_serve_args(model, knee))})
     frame = pd.DataFrame(out).reindex(columns=COLUMNS)
     order = {"meets": 0, "breaks": 1, "unmeasured": 2}
     return frame.sort_values(["status", "tok_s_per_gpu"], key=lambda c: c.map(order)
                              if c.name == "status" else -c.fillna(-1)).reset_index(drop=True)
+
+
+def vllm_serve_args(model: str, run: dict) -> list[str]:
+    """The ``vllm serve`` command line (argv) that launches one replica of the arm of
+    benchmark ``run`` at its knee: ``--tensor-parallel-size`` (and
+    ``--pipeline-parallel-size`` above 1), the precision (:data:`VLLM_PRECISION`) and
+    ``--max-num-seqs`` = the knee's concurrency (the engine then never batches past the point
+    where the SLO was measured to hold). Flags as vLLM's engine arguments name them."""
+    args = ["vllm", "serve", model, "--tensor-parallel-size", str(int(run["tp"]))]
+    pp = run.get("pp")
+    if pp is not None and pd.notna(pp) and int(pp) > 1:
+        args += ["--pipeline-parallel-size", str(int(pp))]
+    args += list(VLLM_PRECISION.get(str(run.get("precision")), ()))
+    conc = run.get("concurrency")
+    if conc is not None and pd.notna(conc):
+        args += ["--max-num-seqs", str(int(conc))]
+    return args

@@ -4,6 +4,8 @@ concurrency sweep, on the real ML.ENERGY v3 leaderboard and a real vllm bench re
 
 from __future__ import annotations
 
+import shlex
+
 import polars as pl
 import pytest
 from conftest import shared
@@ -54,6 +56,10 @@ def test_the_knee_is_the_fastest_run_within_the_itl_limit(bench):
         assert arm["runs"] == sweep.height
     # the H100 knee, read off the file: 128 concurrent at 72.4 ms p99 ITL (256 is 90.9 ms)
     assert arms.loc["H100-80GB", "concurrency"] == 128.0
+    # the command that launches one replica at that knee (vLLM's engine arguments)
+    argv = shlex.split(arms.loc["H100-80GB", "vllm_serve"])
+    assert argv == ["vllm", "serve", MODEL, "--tensor-parallel-size", "1", "--dtype",
+                    "bfloat16", "--max-num-seqs", "128"]
     # the better arm first (per-GPU throughput)
     assert list(arms.index)[0] == "B200"
 
@@ -105,3 +111,18 @@ def test_a_document_from_the_synthetic_demo_says_so(tmp_path, capsys):
     doc = strict_loads(capsys.readouterr().out)
     assert rc == 0 and doc["synthetic_datasets"] and doc["meets"] == 0
     assert {a["status"] for a in doc["arms"]} == {"unmeasured"}
+
+
+@pytest.mark.parametrize(("run", "flags"), [
+    ({"tp": 4, "pp": 2, "precision": "fp8", "concurrency": 64.0},
+     ["--tensor-parallel-size", "4", "--pipeline-parallel-size", "2", "--quantization", "fp8",
+      "--max-num-seqs", "64"]),
+    ({"tp": 2, "pp": 1, "precision": "int4", "concurrency": 16.0},  # AWQ or GPTQ: unsaid
+     ["--tensor-parallel-size", "2", "--max-num-seqs", "16"]),
+    ({"tp": 1, "precision": "fp16", "concurrency": float("nan")},
+     ["--tensor-parallel-size", "1", "--dtype", "float16"]),
+])
+def test_vllm_serve_flags_follow_the_arm(run, flags):
+    from analytics.decisions.fleet import vllm_serve_args
+
+    assert vllm_serve_args("m", run) == ["vllm", "serve", "m", *flags]
