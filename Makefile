@@ -36,12 +36,13 @@ bench: $(STAMP)
 # refresh the README's screenshots from the browser tests (they write tests/artifacts/)
 screenshots: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests/e2e/test_browser.py tests/e2e/test_browser_newcomer.py \
-		tests/e2e/test_browser_planner.py
+		tests/e2e/test_browser_planner.py tests/e2e/test_browser_fleet.py
 	cp tests/artifacts/demand_alpha_0.2.png docs/screenshot-demand.png
 	cp tests/artifacts/capacity_target_30.png docs/screenshot-capacity.png
 	cp tests/artifacts/first_run.png docs/screenshot-first-run.png
 	cp tests/artifacts/capacity_report.png docs/screenshot-report.png
 	cp tests/artifacts/planner_dispatch.png docs/screenshot-demo-dispatch.png
+	cp tests/artifacts/fleet_plan.png docs/screenshot-fleet.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache tests/artifacts

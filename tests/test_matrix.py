@@ -52,7 +52,7 @@ CASES = {"jobs": "07-sacct-alloctres-typed-gpu.txt", "telemetry": "20-dcgm-two-n
 TRACES = ("requests", "attached")
 TARGETS = ("weighted_tokens", "gpu_seconds")
 #: the pages that read the sidebar's dataset, opened on each demand kind
-DATASET_PAGES = ("demand", "coverage", "capacity", "dispatch")
+DATASET_PAGES = ("demand", "coverage", "capacity", "dispatch", "fleet")
 #: the pages that pick their own inputs from the store (files, telemetry, jobs, traces,
 #: benchmarks): opened once
 OWN_INPUT_PAGES = ("data", "telemetry", "power", "serving", "placement")
@@ -125,6 +125,11 @@ def _commands(kind: str, name: str, names: dict, sites: str, out) -> dict[tuple,
             ("live", "follow"): ("live", "--prometheus", "http://127.0.0.1:9", "--model", "m",
                                  "--history", name, "--follow", "--to", "2000-01-01T00:00:00",
                                  "--run", f"matrix-{kind}")}
+    # a fleet plan of every kind: a request trace with tokens plans; a pre-binned series only
+    # with the share of its tokens that are output tokens; the other kinds are refused
+    at = ("--bin", "10s") if kind in TRACES else ()
+    plan = ("plan", name, "--model", "Qwen/Qwen3-14B", "--itl-p99-ms", "100", *at)
+    rows |= {("plan", None): plan, ("plan", "share"): (*plan, "--output-share", "0.35")}
     for target in TARGETS:
         # the one-hour Azure trace at 10 s (its 5-minute default leaves 2 calibration bins: a
         # refusal, exit 2); the others at their default bin
@@ -156,6 +161,8 @@ def test_every_command_on_every_kind_answers_or_refuses(matrix, kind, capsys):
     assert code["live", "follow"] == 2 and ran["live", "follow"][1]["error"]
     if kind != "jobs":  # case 07's jobs never started: a refusal too, naming why
         assert code["powersim", "jobs"] == 2
+    assert (code["plan", None] == 0) == (kind in TRACES), ran["plan", None]
+    assert (code["plan", "share"] == 0) == (kind == "series"), ran["plan", "share"]
     if kind in ("requests", "attached", "series"):
         for command in ("grid", "envelope", "capacity", "dispatch"):
             assert code[command, "weighted_tokens"] == 0, command

@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             for doc in result:                    # each as it comes (a refusal after some
                 print(output.dumps_line(doc), flush=True)  # lines ends the stream)
             return 0
+        if isinstance(result, output.Text):  # a file (plan --emit): printed as it is
+            sys.stdout.write(result.text)
+            return 0
     except (ValueError, KeyError, RuntimeError, BadInput) as exc:
         code = _exit_code(exc)
         if code is None:

@@ -19,6 +19,8 @@ COMMANDS = {
     "capacity": "calibrated overbooking, GPU-hours and GPU mix",
     "dispatch": "carbon-aware dispatch of the envelope across sites",
     "slo-capacity": "per-replica throughput at a latency SLO, per measured arm of a model",
+    "plan": "replicas over time for a trace under a latency SLO at a stated risk, and the "
+            "files that launch them",
 }
 
 METHODS = ("direct_quantile", "split", "cqr", "rolling", "aci", "regime")
@@ -98,6 +100,48 @@ def add_parsers(sub) -> None:
     p.set_defaults(run=dispatch_cmd)
 
     p = sub.add_parser("slo-capacity", help=COMMANDS["slo-capacity"])
+    _slo_args(p)
+    p.set_defaults(run=slo_capacity_cmd)
+
+    p = sub.add_parser("plan", help=COMMANDS["plan"])
+    p.add_argument("dataset", help="a request trace or a pre-binned demand series")
+    p.add_argument("--bin", default="5min", help="bin width: 1min, 5min, 15min, 1h, 300s")
+    _slo_args(p)
+    p.add_argument("--risk", type=open_unit, default=0.05,
+                   help="stated probability that a bin falls short of demand")
+    p.add_argument("--delta", type=open_unit, default=0.1,
+                   help="Learn-then-Test failure probability of the demand certificate")
+    p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
+    p.add_argument("--arm", default=None, help="the arm to plan, by its label (e.g. "
+                                               "'H100-80GB x1 TP1 bf16'; default: the cheapest)")
+    p.add_argument("--scale", type=positive, default=1.0,
+                   help="traffic multiplier (scenario): a public trace is one tenant's sample")
+    p.add_argument("--min-replicas", type=int, default=1, help="fewest replicas kept up")
+    p.add_argument("--output-share", type=unit_interval, default=None,
+                   help="pre-binned series: share of its tokens that are output tokens")
+    p.add_argument("--output-share-from", default=None,
+                   help="pre-binned series: a request dataset whose completion share is used")
+    p.add_argument("--gco2-per-kwh", type=positive, default=None, help="carbon intensity")
+    p.add_argument("--site", default=None,
+                   help="a stored carbon site: its mean intensity is used")
+    p.add_argument("--pue", type=positive, default=1.0, help="facility over IT energy, >= 1")
+    p.add_argument("--emit", choices=list(EMIT), default=None,
+                   help="print that file instead of the JSON document")
+    p.add_argument("--max-model-len", type=int, default=None,
+                   help="--emit: the engines' context length (--max-model-len)")
+    p.add_argument("--prometheus-url", default=None,
+                   help="--emit k8s: the operator's Prometheus server for the KEDA trigger")
+    p.add_argument("--waiting-per-replica", type=positive, default=1.0,
+                   help="--emit k8s: waiting requests per replica the KEDA trigger scales at")
+    p.add_argument("--time-limit", default="1-00:00:00", help="--emit slurm: sbatch --time")
+    p.set_defaults(run=plan_cmd)
+
+
+#: ``headroom plan --emit`` targets (:data:`analytics.decisions.fleet_export.TARGETS`).
+EMIT = ("vllm", "k8s", "skyserve", "slurm")
+
+
+def _slo_args(p) -> None:
     p.add_argument("--model", required=True, help="the benchmarked model (its model id)")
     p.add_argument("--task", default=None, help="only runs of this benchmark task")
     for flag, what in (("ttft-p90-ms", "TTFT p90 (ms)"), ("ttft-p99-ms", "TTFT p99 (ms)"),
@@ -106,7 +150,18 @@ def add_parsers(sub) -> None:
                        ("tpot-p99-ms", "time per output token p99 (ms)"),
                        ("latency-p99-s", "end-to-end latency p99 (s)")):
         p.add_argument(f"--{flag}", type=positive, default=None, help=f"SLO limit on the {what}")
-    p.set_defaults(run=slo_capacity_cmd)
+
+
+def _slo(args):
+    from analytics.decisions.fleet import Slo
+
+    slo = Slo(args.ttft_p90_ms, args.ttft_p99_ms, args.itl_p90_ms, args.itl_p99_ms,
+              args.tpot_p99_ms, args.latency_p99_s)
+    try:
+        slo.limits()
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    return slo
 
 
 def _available(text: str) -> tuple[tuple[str, int], ...]:
@@ -162,17 +217,35 @@ def dispatch_cmd(args, settings) -> dict:
 
 def slo_capacity_cmd(args, settings) -> dict:
     """Per-replica capacity at a latency SLO, per measured arm."""
-    from analytics.decisions.fleet import Slo
-    from analytics.services import decisions, open_store
+    from analytics.services import fleet, open_store
 
-    slo = Slo(args.ttft_p90_ms, args.ttft_p99_ms, args.itl_p90_ms, args.itl_p99_ms,
-              args.tpot_p99_ms, args.latency_p99_s)
-    try:
-        slo.limits()
-    except ValueError as exc:
-        raise BadInput(str(exc)) from exc
+    slo = _slo(args)
     with open_store(settings.db_path) as con:
         try:
-            return decisions.slo_capacity_document(con, args.model, slo, args.task)
+            return fleet.slo_capacity_document(con, args.model, slo, args.task)
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
+
+
+def plan_cmd(args, settings):
+    """Replicas over time under the SLO at the stated risk (JSON), or one export (--emit)."""
+    from analytics.cli.output import Text
+    from analytics.envelope.pipeline import EnvelopeParams
+    from analytics.services import fleet, open_store
+
+    req = fleet.PlanRequest(
+        model=args.model, slo=_slo(args), risk=args.risk, delta=args.delta, task=args.task,
+        arm=args.arm, scale=args.scale, min_replicas=args.min_replicas,
+        output_share=args.output_share, output_share_from=args.output_share_from,
+        gco2_per_kwh=args.gco2_per_kwh, site=args.site, pue=args.pue,
+        envelope=EnvelopeParams(alpha=args.alpha))
+    if args.min_replicas < 0:
+        raise BadInput(f"--min-replicas must be 0 or more, not {args.min_replicas}")
+    with open_store(settings.db_path) as con:
+        if args.emit is None:
+            return fleet.plan_document(con, args.dataset, req, args.bin)
+        return Text(fleet.export(con, args.dataset, req, args.emit, args.bin,
+                                 max_model_len=args.max_model_len,
+                                 prometheus_url=args.prometheus_url,
+                                 waiting_per_replica=args.waiting_per_replica,
+                                 time_limit=args.time_limit))

@@ -68,6 +68,14 @@ class JsonLines:
         return iter(self.rows)
 
 
+class Text:
+    """A command result printed as it is, not as JSON: a file ``headroom plan --emit`` writes
+    (a shell command, YAML, a batch script)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
 def dumps_line(doc: Any) -> str:
     """One strict-JSON line of a JSON Lines result (no NaN / Infinity: :func:`strict`)."""
     return json.dumps(strict(doc), default=str, allow_nan=False, separators=(",", ":"))

@@ -15,11 +15,11 @@ NAME_ARGS = ("dataset", "trace", "source", "target_trace", "jobs", "inference", 
 #: commands that compute from datasets (the others list, move or delete them)
 ANALYSES = frozenset({"grid", "envelope", "coldstart", "capacity", "dispatch", "telemetry",
                       "advise", "advisor-backtest", "advisor-voi", "serve-energy", "powersim",
-                      "slo-capacity"})
+                      "slo-capacity", "plan"})
 #: commands that read every dataset of these kinds
 WHOLE_KINDS = {"advise": ("bench_runs", "jobs"), "advisor-backtest": ("bench_runs", "jobs"),
                "advisor-voi": ("bench_runs", "jobs"), "serve-energy": ("bench_runs",),
-               "slo-capacity": ("bench_runs",)}
+               "slo-capacity": ("bench_runs",), "plan": ("bench_runs",)}
 
 
 def names_read(args, doc: dict) -> set[str]:

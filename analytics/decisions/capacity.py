@@ -223,6 +223,22 @@ def gpu_hours_vs_peak(capacity_units: np.ndarray, peak_units: float, units_per_g
             "saved_fraction": (peak - env) / peak if peak else 0.0}
 
 
+def overbooking_of(result, violation_target: float = 0.05, delta: float = 0.1
+                   ) -> tuple[Overbooking, float]:
+    """:func:`overbook` on an envelope run's own out-of-sample residuals and rolling band, and
+    the highest demand known before its test window (bins whose base forecast exists), the
+    flat-peak provisioning's target; what :func:`plan` and the fleet plan
+    (:mod:`analytics.decisions.fleet_plan`) provision from.
+
+    Returns ``(overbooking, peak)``, the peak in the target's unit per bin."""
+    s = result.series
+    stream = residual_stream(s, result.params.base_model)  # the envelope's own residuals
+    ob = overbook(stream, result.test["rolling_hi"].to_numpy(float), result.params.alpha,
+                  violation_target, delta)
+    known = (s["part"].to_numpy() != "test") & np.isfinite(s[result.params.base_model])
+    return ob, float(s["y"].to_numpy(float)[known].max())
+
+
 @dataclass
 class CapacityPlan:
     """Everything the Capacity page and ``headroom capacity`` show.
@@ -274,13 +290,9 @@ def plan(result, bin_s: int, kinds: list[GPUKind], demand_target: str = "weighte
     ------
     ValueError : from the GPU mix (uncoverable demand, a missing price or intensity)
     """
-    s = result.series
-    stream = residual_stream(s, result.params.base_model)  # the envelope's own residuals
-    ob = overbook(stream, result.test["rolling_hi"].to_numpy(float), result.params.alpha,
-                  violation_target, delta)
+    ob, peak = overbooking_of(result, violation_target, delta)
+    peak *= scale
     cap_test = ob.frame.loc[ob.frame["part"] == "test", "capacity"].to_numpy() * scale
-    known = (s["part"].to_numpy() != "test") & np.isfinite(s[result.params.base_model])
-    peak = float(s["y"].to_numpy(float)[known].max()) * scale  # known before the test window
 
     excluded = {}
     if demand_target == "gpu_seconds":

@@ -220,28 +220,3 @@ def pue_curve(t_min_c: float = -10.0, t_max_c: float = 45.0, n: int = 56
     t = np.linspace(t_min_c, t_max_c, n)
     return t, sites.pue(t)
 
-
-def slo_capacity_document(con, model: str, slo, task: str | None = None) -> dict:
-    """The ``headroom slo-capacity`` document: per measured arm of ``model``, the per-replica
-    throughput at which ``slo`` (:class:`analytics.decisions.fleet.Slo`) holds
-    (:func:`analytics.decisions.fleet.arm_capacity`), as strict-JSON records (unknown: null).
-    Raises ValueError (no limit stated, no benchmark run of the model)."""
-    import math
-
-    from analytics import store
-    from analytics.decisions import fleet
-
-    arms = fleet.arm_capacity(store.bench_runs(con), model, slo, task)
-
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        return v.item() if hasattr(v, "item") else v
-
-    records = [{k: clean(v) for k, v in r.items()} for r in arms.to_dict("records")]
-    return {"model": model, "task": task, "slo": slo.limits(), "arms": records,
-            "meets": sum(r["status"] == "meets" for r in records),
-            "note": "capacity = the highest measured output throughput among an arm's runs "
-                    "that meet every limit (a p99 stands for a missing p90); held_to_max: the "
-                    "SLO held at the arm's highest measured concurrency, so the arm may "
-                    "sustain more; arms never benchmarked are not predicted here (advise)"}

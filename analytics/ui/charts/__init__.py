@@ -43,6 +43,7 @@ from analytics.ui.charts.demand import (
     rolling_coverage_chart,
     split_chart,
 )
+from analytics.ui.charts.fleet import hourly_replicas_chart, replicas_chart
 from analytics.ui.charts.live import live_chart
 from analytics.ui.charts.power import (
     jobs_daily_chart,
@@ -83,6 +84,7 @@ __all__ = [
     "dispatch_share_chart",
     "envelope_chart",
     "hourly_coverage_chart",
+    "hourly_replicas_chart",
     "jobs_daily_chart",
     "label_synthetic",
     "launch_priors_chart",
@@ -95,6 +97,7 @@ __all__ = [
     "power_sweep_chart",
     "power_timeseries_chart",
     "pue_chart",
+    "replicas_chart",
     "rolling_coverage_chart",
     "split_chart",
     "serving_cdf_chart",

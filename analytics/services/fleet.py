@@ -1,0 +1,261 @@
+"""Fleet plan service (issue 30): how many replicas of which measured arm serve a trace under a
+latency SLO at a stated risk, and the files that launch them.
+
+Joins the certified demand envelope (:mod:`analytics.services.demand`, the overbooking of
+:func:`analytics.decisions.capacity.overbooking_of`) with the per-replica capacity at the SLO
+(:func:`analytics.decisions.fleet.arm_capacity`) in :func:`analytics.decisions.fleet_plan.plan`;
+the exports are :mod:`analytics.decisions.fleet_export`.
+
+The demand is counted in **output tokens**, the unit the benchmarks measure throughput in: a
+request trace's grid weighs completion tokens only (``w_prompt = 0``). A pre-binned series
+counts tokens of an unstated kind (BurstGPT's per-minute aggregate counts prompt + response
+tokens), so it needs ``output_share``, the share of its tokens that are output tokens: a
+number the user states, or the completion share of a request dataset they name (e.g. the
+BurstGPT rows of the same log); the document says which.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from analytics import store
+from analytics.config import DemandTarget
+from analytics.decisions import capacity, fleet, fleet_export, fleet_plan
+from analytics.envelope import pipeline
+from analytics.hardware import catalog
+from analytics.services import demand
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A fleet-plan question.
+
+    Attributes
+    ----------
+    model : the benchmarked model (``bench_runs.model``)
+    slo : latency limits (:class:`analytics.decisions.fleet.Slo`)
+    risk : stated probability that a bin falls short, in (0, 1): the demand certificate's
+        violation target (the measured knee's capacity risk is 0, see
+        :mod:`analytics.decisions.fleet_plan`)
+    delta : Learn-then-Test failure probability of the demand certificate, in (0, 1)
+    task : only benchmark runs of this task (None: every task)
+    arm : the arm to plan, by its label (:func:`arm_label`); None: the cheapest arm that meets
+        the SLO ($ per 1M tokens where the catalog prices the GPU, else GPU-hours)
+    scale : traffic multiplier, > 0
+    min_replicas : fewest replicas kept up, >= 0
+    output_share : share of a pre-binned series' tokens that are output tokens, in (0, 1]
+    output_share_from : a request dataset whose completion share of tokens is used instead
+    gco2_per_kwh : carbon intensity (None: ``site``'s, or no carbon figure)
+    site : a stored carbon site; its mean intensity over its whole series is used
+    pue : facility over IT energy, >= 1
+    envelope : the envelope parameters (miscoverage, models)
+    """
+
+    model: str
+    slo: fleet.Slo
+    risk: float = 0.05
+    delta: float = 0.1
+    task: str | None = None
+    arm: str | None = None
+    scale: float = 1.0
+    min_replicas: int = 1
+    output_share: float | None = None
+    output_share_from: str | None = None
+    gco2_per_kwh: float | None = None
+    site: str | None = None
+    pue: float = 1.0
+    envelope: pipeline.EnvelopeParams = field(default_factory=lambda: demand.DEFAULT_ENVELOPE)
+
+
+def arm_label(row) -> str:
+    """An arm's label, e.g. ``H100-80GB x1 TP1 bf16``."""
+    return f"{row['hardware']} x{int(row['n_gpus'])} TP{int(row['tp'])} {row['precision']}"
+
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def slo_capacity_document(con, model: str, slo: fleet.Slo, task: str | None = None) -> dict:
+    """The ``headroom slo-capacity`` document: per measured arm of ``model``, the per-replica
+    throughput at which ``slo`` holds (:func:`analytics.decisions.fleet.arm_capacity`), as
+    strict-JSON records (unknown: null). Raises ValueError (no limit stated, no benchmark run
+    of the model)."""
+    arms = fleet.arm_capacity(store.bench_runs(con), model, slo, task)
+    records = [{k: _clean(v) for k, v in r.items()} for r in arms.to_dict("records")]
+    return {"model": model, "task": task, "slo": slo.limits(), "arms": records,
+            "meets": sum(r["status"] == "meets" for r in records),
+            "note": "capacity = the highest measured output throughput among an arm's runs "
+                    "that meet every limit (a p99 stands for a missing p90); held_to_max: the "
+                    "SLO held at the arm's highest measured concurrency, so the arm may "
+                    "sustain more; arms never benchmarked are not predicted here (advise)"}
+
+
+def slo_models(con) -> pd.DataFrame:
+    """The benchmarked models a latency SLO can be judged on: those with runs carrying a TTFT,
+    ITL, TPOT or latency percentile (:data:`analytics.decisions.fleet.JUDGED_BY`).
+
+    Returns DataFrame ``model``, ``task``, ``runs``, ``arms`` (measured GPU kind x count x TP
+    x precision), ``percentiles`` (the columns present), most runs first."""
+    bench = store.bench_runs(con)
+    cols = sorted({c for cs in fleet.JUDGED_BY.values() for c in cs})
+    has = bench[cols].notna()
+    rows = bench[has.any(axis=1) & (bench["failed"].fillna(False) == False)]  # noqa: E712
+    if rows.empty:
+        return pd.DataFrame(columns=["model", "task", "runs", "arms", "percentiles"])
+    out = []
+    for (model, task), g in rows.groupby(["model", "task"], dropna=False, sort=True):
+        present = [c for c in cols if g[c].notna().any()]
+        out.append({"model": model, "task": None if pd.isna(task) else task, "runs": len(g),
+                    "arms": int(g.groupby(list(fleet.ARM), dropna=False).ngroups),
+                    "percentiles": ", ".join(present)})
+    return pd.DataFrame(out).sort_values(["runs", "model"], ascending=[False, True],
+                                         ignore_index=True)
+
+
+def _output_share(con, info: dict, req: PlanRequest) -> tuple[float, str]:
+    """The share of a bin's tokens that are output tokens, and how it was obtained."""
+    if info["kind"] == "requests":
+        if DemandTarget.WEIGHTED_TOKENS not in demand.supported_targets(con, info["name"]):
+            raise ValueError(f"{info['name']} counts no tokens (GPU-seconds only): a fleet plan "
+                             "needs output tokens per bin, the unit benchmarks measure")
+        if req.output_share is not None or req.output_share_from is not None:
+            raise ValueError(f"{info['name']} is a request trace: its output tokens are counted "
+                             "per request; output_share applies to pre-binned series only")
+        return 1.0, "completion tokens of each request (w_prompt = 0)"
+    if info["kind"] != "demand_series":
+        raise ValueError(f"{info['name']} holds {info['kind']} rows, not LLM demand")
+    if req.output_share is not None and req.output_share_from is not None:
+        raise ValueError("state output_share or output_share_from, not both")
+    if req.output_share is not None:
+        if not 0 < req.output_share <= 1:
+            raise ValueError(f"output_share must be in (0, 1], not {req.output_share!r}")
+        return float(req.output_share), "stated by the user"
+    if req.output_share_from is None:
+        raise ValueError(f"{info['name']} is a pre-binned series: its tokens are not split into "
+                         "prompt and output tokens; state output_share (--output-share) or "
+                         "name a request dataset of the same traffic (--output-share-from)")
+    s = store.dataset_summary(con, req.output_share_from)
+    if s["kind"] != "requests" or not s.get("completion_tokens"):
+        raise ValueError(f"{req.output_share_from} is not a request trace with token counts")
+    total = float(s["prompt_tokens"] or 0) + float(s["completion_tokens"])
+    share = float(s["completion_tokens"]) / total
+    return share, (f"completion share of {req.output_share_from}: {int(s['completion_tokens']):,}"
+                   f" of {int(total):,} tokens")
+
+
+def _carbon(con, req: PlanRequest) -> tuple[float | None, str | None]:
+    if req.gco2_per_kwh is not None:
+        return float(req.gco2_per_kwh), "stated"
+    if req.site is None:
+        return None, None
+    from analytics.services.decisions import site_carbon_profile
+
+    prof = site_carbon_profile(con, (req.site,))
+    mean = float((prof["gco2_per_kwh"] * prof["days"]).sum() / prof["days"].sum())
+    return mean, f"mean of {req.site}'s stored series ({prof['basis'].iloc[0]} basis)"
+
+
+def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
+    """The fleet plan of ``dataset`` (a request trace or a pre-binned series) for ``req``:
+    the chosen arm's :class:`analytics.decisions.fleet_plan.FleetPlan` and every meeting arm's
+    summary, as ``{"plan", "arm", "arms", "not_meeting", "share", "share_basis", ...}``.
+
+    Raises ValueError (no limit, unknown model or arm, no arm meets the SLO, the series too
+    short, no certified factor, a pre-binned series without ``output_share``),
+    ``GridError``, ``store.UnknownDataset``, KeyError (an unknown carbon site).
+    """
+    if not 0 < req.risk < 1:
+        raise ValueError(f"risk must be in (0, 1), not {req.risk!r}")
+    arms = fleet.arm_capacity(store.bench_runs(con), req.model, req.slo, req.task)
+    meets = arms[arms["status"] == "meets"]
+    if meets.empty:
+        raise ValueError(f"no measured arm of {req.model} meets the SLO "
+                         f"{req.slo.limits()}: {'; '.join(arms['why'].dropna().unique()[:3])}")
+    info = store.dataset(con, dataset)
+    share, share_basis = _output_share(con, info, req)
+    grid_req = demand.GridRequest.of(dataset, bin, w_prompt=0.0, w_completion=1.0,
+                                     target=DemandTarget.WEIGHTED_TOKENS)
+    env = demand.envelope(con, grid_req, req.envelope)
+    ob, peak = capacity.overbooking_of(env, req.risk, req.delta)
+    gco2, carbon_basis = _carbon(con, req)
+    plans = {}
+    for row in meets.to_dict("records"):
+        spec = catalog.CATALOG.get(row["hardware"])
+        replica = fleet_plan.ReplicaCapacity(
+            tok_s=float(row["throughput_tok_s"]), gpus=int(row["n_gpus"]),
+            energy_per_token_j=_clean(row["energy_per_token_j"]),
+            price_usd_per_gpu_h=spec.price_usd_per_h if spec else None,
+            idle_w_per_gpu=spec.idle_w if spec else None)
+        plans[arm_label(row)] = (row, fleet_plan.plan(
+            ob, peak, replica, grid_req.bin_s, req.scale, req.min_replicas, gco2, req.pue,
+            share))
+    if req.arm is not None and req.arm not in plans:
+        raise ValueError(f"arm {req.arm!r} does not meet the SLO or is not measured; arms that "
+                         f"meet it: {', '.join(plans)}")
+
+    def cost(item):
+        e = item[1][1].economics
+        return (e["usd_per_1m_tokens"] is None, e["usd_per_1m_tokens"] or 0.0,
+                e["planned_gpu_h"])
+
+    ranked = sorted(plans.items(), key=cost)
+    chosen = req.arm or ranked[0][0]
+    return {"plan": plans[chosen][1], "arm": plans[chosen][0], "label": chosen,
+            "ranked": ranked, "arms": arms, "share": share, "share_basis": share_basis,
+            "bin_s": grid_req.bin_s, "carbon_basis": carbon_basis,
+            "chosen_by": "stated" if req.arm else "lowest $ per 1M tokens (arms the catalog "
+                                                  "prices), then fewest GPU-hours"}
+
+
+def plan_document(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
+    """The ``headroom plan`` document (``docs/cli.md``): the chosen arm, its replicas over
+    time as a summary (min / mean / max, per UTC hour), risk, backtest, economics, every
+    meeting arm ranked, the arms that do not meet the SLO and why (:func:`document` of
+    :func:`plan`)."""
+    return document(plan(con, dataset, req, bin), dataset, req)
+
+
+def document(out: dict, dataset: str, req: PlanRequest) -> dict:
+    """The strict-JSON document of a :func:`plan` result (no store read)."""
+    p, row = out["plan"], out["arm"]
+    doc = {"dataset": dataset, "model": req.model, "task": req.task, "slo": req.slo.limits(),
+           "arm": {"label": out["label"], **{k: _clean(row[k]) for k in (
+               *fleet.ARM, "concurrency", "throughput_tok_s", "out_len", "judged_on",
+               "held_to_max", "source")}},
+           "chosen_by": out["chosen_by"],
+           "output_share_basis": out["share_basis"],
+           "carbon_basis": out["carbon_basis"], **fleet_plan.to_json(p)}
+    doc["arms"] = [{"label": label, "replicas_max": int(pl.frame.loc[
+        pl.frame["part"] == "test", "replicas"].max()),
+        "planned_gpu_h": pl.economics["planned_gpu_h"],
+        "usd_per_1m_tokens": _clean(pl.economics["usd_per_1m_tokens"]),
+        "j_per_token": _clean(pl.economics["j_per_token"]),
+        "shortfall_rate": _clean(pl.backtest["shortfall_rate"])}
+        for label, (_, pl) in out["ranked"]]
+    doc["not_meeting"] = [{"label": arm_label(r), "status": r["status"], "why": r["why"]}
+                          for r in out["arms"].to_dict("records") if r["status"] != "meets"]
+    doc["notes"] = doc["notes"] + [
+        "capacity measured at the benchmark's own request lengths"
+        + (f" (mean output {row['out_len']:.0f} tokens)" if pd.notna(row["out_len"]) else "")
+        + "; a trace whose prompts are longer than the benchmark's needs more"]
+    return doc
+
+
+def export(con, dataset: str, req: PlanRequest, target: str, bin: str | int = "5min",
+           **options) -> str:
+    """The file that launches the plan on ``target`` (:data:`fleet_export.TARGETS`): a
+    ``vllm serve`` command, a Kubernetes Deployment + KEDA ScaledObject, a SkyServe service or
+    a Slurm batch script (:mod:`analytics.decisions.fleet_export`; ``options`` are that
+    module's). Raises ValueError as :func:`plan`, and for an unknown target."""
+    return render(plan(con, dataset, req, bin), req.model, target, **options)
+
+
+def render(out: dict, model: str, target: str, **options) -> str:
+    """The export file of a :func:`plan` result (no store read; :func:`export`)."""
+    return fleet_export.render(target, model, out["arm"], out["plan"], **options)

@@ -1,0 +1,75 @@
+"""The Fleet plan page (issue 30 item 5) on real data: the BurstGPT week as demand (its output
+share from the first BurstGPT_1 rows), the ML.ENERGY v3 sweeps as capacity; the numbers it shows
+are the CLI's, and every export it offers is the one ``headroom plan --emit`` prints."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from harness import metrics, new_app, seed, strict_loads
+
+from analytics.cli import main
+
+FILES = ("ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
+         "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv",
+         "burstgpt/BurstGPT_1_head400.csv")
+WEEK = "burstgpt1_week1_per_minute_tps"
+
+
+@pytest.fixture
+def fleet_app(app_env):
+    seed(app_env["db"], *FILES)
+    return app_env
+
+
+def _open(at):
+    at.sidebar.selectbox(key="dataset").set_value(WEEK).run()
+    at.switch_page("pages/fleet.py").run()
+    models = at.selectbox(key="fleet_model")
+    pick = next(i for i in models.options if "Qwen/Qwen3-14B (lm-arena-chat" in i)
+    models.set_value(models.options.index(pick)).run()
+    return at
+
+
+def test_the_page_plans_the_week_as_the_cli_does(fleet_app, capsys):
+    at = _open(new_app().run())
+    assert not at.exception, [e.value for e in at.exception]
+    at.number_input(key="slo_itl_p99_ms").set_value(80.0).run()
+    at.select_slider(key="fleet_scale").set_value(300).run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = metrics(at)
+    assert shown["arm"] == "H100-80GB"
+    code = main(["--db", str(fleet_app["db"]), "plan", WEEK, "--model", "Qwen/Qwen3-14B",
+                 "--task", "lm-arena-chat", "--itl-p99-ms", "80", "--scale", "300",
+                 "--output-share-from", "BurstGPT_1_head400"])
+    assert code == 0
+    doc = strict_loads(capsys.readouterr().out)
+    r, e, b = doc["replicas"], doc["economics"], doc["backtest"]
+    assert shown["replicas (test window)"] == f"{r['min']}-{r['max']}"
+    assert shown["GPU-hours planned"] == f"{e['planned_gpu_h']:,.1f}"
+    assert shown["$ per 1M output tokens"] == f"{e['usd_per_1m_tokens']:,.2f}"
+    assert shown["backtest: short bins"] == f"{b['shortfall_bins']} / {b['bins']}"
+    assert b["shortfall_rate"] <= 0.05
+    # the downloads are the CLI's exports
+    buttons = {d.proto.label: d for d in at.get("download_button")}
+    assert {"vllm serve command", "Kubernetes Deployment + KEDA ScaledObject",
+            "SkyServe service", "Slurm batch script"} <= set(buttons)
+    assert main(["--db", str(fleet_app["db"]), "plan", WEEK, "--model", "Qwen/Qwen3-14B",
+                 "--task", "lm-arena-chat", "--itl-p99-ms", "80", "--scale", "300",
+                 "--output-share-from", "BurstGPT_1_head400", "--emit", "vllm"]) == 0
+    assert at.code[0].value == capsys.readouterr().out.rstrip("\n")  # st.code drops it
+    k8s = next(c.value for c in at.code if "ScaledObject" in c.value)
+    _, scaled = yaml.safe_load_all(k8s)
+    assert scaled["spec"]["minReplicaCount"] == min(r["by_hour_utc"])
+    # a stricter SLO no arm meets is a clear refusal, not a traceback
+    at.number_input(key="slo_itl_p99_ms").set_value(1.0).run()
+    assert not at.exception
+    assert any("No fleet plan" in x.value and "no measured arm" in x.value for x in at.error)
+
+
+def test_a_series_without_a_request_dataset_asks_for_a_stated_share(app_env):
+    seed(app_env["db"], *FILES[:2])
+    at = _open(new_app().run())
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key="fleet_share").value == 0.35
+    assert "arm" in metrics(at)
