@@ -64,6 +64,14 @@ scale = c3.select_slider("traffic scale (scenario)", [1, 10, 30, 100, 300, 1000,
                          help="a public trace is one tenant's sample: multiplies demand")
 min_replicas = c4.number_input("fewest replicas kept up", 0, 1000, 1, key="fleet_min",
                                persist_state="session")
+caps = [c for c in (0.0, 0.01, 0.02, 0.05, 0.1) if c < risk]
+cap_risk = st.select_slider("of which capacity risk", caps, value=0.0, key="fleet_cap_risk",
+                            format_func=lambda c: "0 (measured knee)" if c == 0 else f"{c:g}",
+                            help="0: one replica serves its measured knee, taken as exact. "
+                                 "Above 0: it is planned at the knee's held-out-cell lower "
+                                 "bound at that miscoverage (the cost model's prediction from "
+                                 "the fit that never saw the knee's cell), and the demand "
+                                 "certificate gets the rest of the stated risk")
 share, share_from = None, None
 if info["kind"] != "requests":
     requests = [n for n in cache.dataset_names(("requests",)) if n != name]
@@ -83,7 +91,8 @@ gco2 = g1.number_input("grid carbon intensity (gCO2/kWh; 0 = none)", 0.0, 2000.0
                        key="fleet_gco2", persist_state="session")
 pue = g2.number_input("PUE", 1.0, 3.0, 1.0, 0.01, key="fleet_pue", persist_state="session")
 
-req = fleet_data.request(chosen["model"], slo, risk=float(risk), delta=float(delta),
+req = fleet_data.request(chosen["model"], slo, risk=float(risk), capacity_risk=float(cap_risk),
+                         delta=float(delta),
                          task=chosen["task"], scale=float(scale), min_replicas=int(min_replicas),
                          output_share=share, output_share_from=share_from,
                          gco2_per_kwh=float(gco2) or None, pue=float(pue))
@@ -98,7 +107,8 @@ doc = fleet_data.document(out, name, req)
 plan, arm = out["plan"], doc["arm"]
 export = Export("Fleet plan", [name] + ([share_from] if share_from else []))
 export.param(dataset=name, bin=bin_label, model=chosen["model"], task=chosen["task"],
-             slo=", ".join(f"{k} <= {v:g}" for k, v in slo.items()), risk=risk, delta=delta,
+             slo=", ".join(f"{k} <= {v:g}" for k, v in slo.items()), risk=risk,
+             capacity_risk=cap_risk, delta=delta,
              traffic_scale=scale, min_replicas=min_replicas, output_share=doc["output_share"],
              gco2_per_kwh=gco2 or None, pue=pue)
 
@@ -127,7 +137,8 @@ n[3].metric("$ per day", "not priced" if e["usd_per_day"] is None else f"{e['usd
 st.caption(f"Stated risk: P(a {bin_label} bin falls short) <= {doc['risk']['demand']:g} "
            f"(demand, certified with probability {1 - delta:.0%}) + {doc['risk']['capacity']:g} "
            "(capacity), a union bound; the backtest replays the test window, which neither the "
-           "envelope nor the factor saw. Arm chosen by " + doc["chosen_by"] + ".")
+           "envelope nor the factor saw. Arm chosen by " + doc["chosen_by"] + ". One replica: "
+           f"{doc['replica']['tok_s']:,.0f} output tokens/s ({doc['replica']['basis']}).")
 if doc["output_share_basis"]:
     st.caption(f"Output tokens: {widgets.plain(doc['output_share_basis'])} "
                f"(share {doc['output_share']:.3f}).")

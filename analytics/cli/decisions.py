@@ -109,6 +109,9 @@ def add_parsers(sub) -> None:
     _slo_args(p)
     p.add_argument("--risk", type=open_unit, default=0.05,
                    help="stated probability that a bin falls short of demand")
+    p.add_argument("--capacity-risk", type=unit_interval, default=0.0,
+                   help="share of --risk spent on capacity: 0 plans the measured knee as "
+                        "exact; above 0, its held-out-cell lower bound at that miscoverage")
     p.add_argument("--delta", type=open_unit, default=0.1,
                    help="Learn-then-Test failure probability of the demand certificate")
     p.add_argument("--alpha", type=open_unit, default=0.1, help="envelope miscoverage")
@@ -234,7 +237,8 @@ def plan_cmd(args, settings):
     from analytics.services import fleet, open_store
 
     req = fleet.PlanRequest(
-        model=args.model, slo=_slo(args), risk=args.risk, delta=args.delta, task=args.task,
+        model=args.model, slo=_slo(args), risk=args.risk, capacity_risk=args.capacity_risk,
+        delta=args.delta, task=args.task,
         arm=args.arm, scale=args.scale, min_replicas=args.min_replicas,
         output_share=args.output_share, output_share_from=args.output_share_from,
         gco2_per_kwh=args.gco2_per_kwh, site=args.site, pue=args.pue,

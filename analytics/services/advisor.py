@@ -86,6 +86,24 @@ def fit_cached(db_path: str | Path, cache_dir: Path, *, backend: str | None = No
     return adv, "miss", runs[0].summary() if runs else None
 
 
+def fit_on(con, params: advisor_model.FitParams) -> Advisor:
+    """The advisor fitted with ``params`` on the store ``con`` (its benchmarks and job
+    history), read from the disk cache beside that store when the same datasets, parameters
+    and code were fitted before (:mod:`analytics.advisor.persist`), else fitted here, in this
+    process, and stored (an in-memory store: not stored). Raises ValueError (too few
+    benchmark rows)."""
+    db = store.db_path(con)
+    ledger = store.list_datasets(con)
+    key, inputs = persist.cache_key(ledger, params)
+    root = db.parent / f"{db.stem}-cache" / "advisor" if db is not None else None
+    adv = persist.load(root, key) if root is not None else None
+    if adv is None:
+        adv = advisor_pkg.build(store.bench_runs(con), store.jobs(con), params)
+        if root is not None:
+            persist.save(adv, root, key, inputs)
+    return adv
+
+
 def utility(value_per_token_usd: float = 2e-7, prices: dict[str, float] | None = None,
             **terms) -> decide.UtilityParams:
     """Utility terms (paper Sec. 3.3.1) with list prices overridden by ``prices`` (USD per

@@ -38,8 +38,12 @@ class PlanRequest:
     model : the benchmarked model (``bench_runs.model``)
     slo : latency limits (:class:`analytics.decisions.fleet.Slo`)
     risk : stated probability that a bin falls short, in (0, 1): the demand certificate's
-        violation target (the measured knee's capacity risk is 0, see
+        violation target plus ``capacity_risk`` (a union bound,
         :mod:`analytics.decisions.fleet_plan`)
+    capacity_risk : 0 (default): one replica serves the measured knee, taken as exact; in
+        (0, risk): it is planned at the knee's held-out-cell lower bound at that miscoverage
+        (:mod:`analytics.advisor.lower`, the cost model's prediction of the knee from the fit
+        that did not see its cell), and the demand certificate gets ``risk - capacity_risk``
     delta : Learn-then-Test failure probability of the demand certificate, in (0, 1)
     task : only benchmark runs of this task (None: every task)
     arm : the arm to plan, by its label (:func:`arm_label`); None: the cheapest arm that meets
@@ -57,6 +61,7 @@ class PlanRequest:
     model: str
     slo: fleet.Slo
     risk: float = 0.05
+    capacity_risk: float = 0.0
     delta: float = 0.1
     task: str | None = None
     arm: str | None = None
@@ -172,7 +177,11 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
     """
     if not 0 < req.risk < 1:
         raise ValueError(f"risk must be in (0, 1), not {req.risk!r}")
-    arms = fleet.arm_capacity(store.bench_runs(con), req.model, req.slo, req.task)
+    if not 0 <= req.capacity_risk < req.risk:
+        raise ValueError(f"capacity risk must be at least 0 and below the stated risk "
+                         f"{req.risk:g}, not {req.capacity_risk!r}")
+    bench = store.bench_runs(con)
+    arms = fleet.arm_capacity(bench, req.model, req.slo, req.task)
     meets = arms[arms["status"] == "meets"]
     if meets.empty:
         raise ValueError(f"no measured arm of {req.model} meets the SLO "
@@ -182,19 +191,32 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
     grid_req = demand.GridRequest.of(dataset, bin, w_prompt=0.0, w_completion=1.0,
                                      target=DemandTarget.WEIGHTED_TOKENS)
     env = demand.envelope(con, grid_req, req.envelope)
-    ob, peak = capacity.overbooking_of(env, req.risk, req.delta)
+    ob, peak = capacity.overbooking_of(env, req.risk - req.capacity_risk, req.delta)
     gco2, carbon_basis = _carbon(con, req)
-    plans = {}
+    bound = _lower_bounds(con, bench, req, meets) if req.capacity_risk > 0 else {}
+    plans, unbounded = {}, []
     for row in meets.to_dict("records"):
         spec = catalog.CATALOG.get(row["hardware"])
+        tok_s, basis = float(row["throughput_tok_s"]), "measured knee"
+        if req.capacity_risk > 0:
+            if bound.get(arm_label(row)) is None:
+                unbounded.append(arm_label(row))
+                continue
+            tok_s = min(bound[arm_label(row)], tok_s)
+            basis = (f"held-out-cell lower bound at {req.capacity_risk:g} (cost model, "
+                     "one-sided split conformal)")
         replica = fleet_plan.ReplicaCapacity(
-            tok_s=float(row["throughput_tok_s"]), gpus=int(row["n_gpus"]),
+            tok_s=tok_s, gpus=int(row["n_gpus"]), measured_tok_s=float(row["throughput_tok_s"]),
+            alpha=req.capacity_risk, basis=basis,
             energy_per_token_j=_clean(row["energy_per_token_j"]),
             price_usd_per_gpu_h=spec.price_usd_per_h if spec else None,
             idle_w_per_gpu=spec.idle_w if spec else None)
         plans[arm_label(row)] = (row, fleet_plan.plan(
             ob, peak, replica, grid_req.bin_s, req.scale, req.min_replicas, gco2, req.pue,
             share))
+    if not plans:
+        raise ValueError("the cost model has no held-out prediction of any meeting arm's knee "
+                         f"({', '.join(unbounded)}): plan with capacity risk 0")
     if req.arm is not None and req.arm not in plans:
         raise ValueError(f"arm {req.arm!r} does not meet the SLO or is not measured; arms that "
                          f"meet it: {', '.join(plans)}")
@@ -208,9 +230,29 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
     chosen = req.arm or ranked[0][0]
     return {"plan": plans[chosen][1], "arm": plans[chosen][0], "label": chosen,
             "ranked": ranked, "arms": arms, "share": share, "share_basis": share_basis,
-            "bin_s": grid_req.bin_s, "carbon_basis": carbon_basis,
+            "bin_s": grid_req.bin_s, "carbon_basis": carbon_basis, "unbounded": unbounded,
             "chosen_by": "stated" if req.arm else "lowest $ per 1M tokens (arms the catalog "
                                                   "prices), then fewest GPU-hours"}
+
+
+def _lower_bounds(con, bench: pd.DataFrame, req: PlanRequest, meets: pd.DataFrame) -> dict:
+    """Arm label -> the held-out-cell lower bound of its knee's throughput at
+    ``req.capacity_risk`` (None: the cost model has no held-out prediction of that run)."""
+    from analytics.advisor import lower
+    from analytics.advisor.model import FitParams
+    from analytics.services import advisor as advisor_service
+
+    adv = advisor_service.fit_on(con, FitParams(targets=("throughput_tok_s",)))
+    out = {}
+    for row in meets.to_dict("records"):
+        knee = bench[(bench["model"] == req.model) & (bench["hardware"] == row["hardware"])
+                     & (bench["n_gpus"] == row["n_gpus"]) & (bench["tp"] == row["tp"])
+                     & (bench["precision"] == row["precision"])
+                     & (bench["concurrency"] == row["concurrency"])
+                     & (bench["throughput_tok_s"] == row["throughput_tok_s"])]
+        out[arm_label(row)] = (lower.knee_bound(adv.cost.oof, knee.iloc[0].to_dict(),
+                                                req.capacity_risk) if len(knee) else None)
+    return out
 
 
 def plan_document(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
@@ -240,6 +282,9 @@ def document(out: dict, dataset: str, req: PlanRequest) -> dict:
         for label, (_, pl) in out["ranked"]]
     doc["not_meeting"] = [{"label": arm_label(r), "status": r["status"], "why": r["why"]}
                           for r in out["arms"].to_dict("records") if r["status"] != "meets"]
+    doc["not_meeting"] += [{"label": label, "status": "no lower bound",
+                            "why": "the cost model has no held-out prediction of its knee run"}
+                           for label in out["unbounded"]]
     doc["notes"] = doc["notes"] + [
         "capacity measured at the benchmark's own request lengths"
         + (f" (mean output {row['out_len']:.0f} tokens)" if pd.notna(row["out_len"]) else "")

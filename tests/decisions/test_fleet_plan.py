@@ -244,3 +244,25 @@ def test_cron_windows_wrap_midnight_and_skip_a_flat_day():
     assert fleet_export.cron_windows([0] * 6 + [2] * 18) == [(6, 24, 2)]
     assert fleet_export.name_of("Qwen/Qwen3-14B") == "qwen3-14b"
     assert fleet_export.name_of("!!!") == "llm"
+
+
+def test_a_capacity_risk_plans_the_held_out_lower_bound_of_the_knee(db):
+    bin_, opts = TRACES[WEEK]
+    con = store.connect(db, read_only=True)
+    exact = service.plan(con, WEEK, service.PlanRequest(MODEL, SLO, risk=0.10, task=TASK,
+                                                          **opts))
+    bounded = service.plan(con, WEEK, service.PlanRequest(
+        MODEL, SLO, risk=0.10, capacity_risk=0.05, task=TASK, arm=exact["label"], **opts))
+    with pytest.raises(ValueError, match="below the stated risk"):
+        service.plan(con, WEEK, service.PlanRequest(MODEL, SLO, risk=0.05, capacity_risk=0.05,
+                                                    task=TASK, **opts))
+    con.close()
+    p, q = exact["plan"], bounded["plan"]
+    # the stated risk is the same; half of it is now spent on capacity
+    assert q.risk["total"] == pytest.approx(0.10) and q.risk["capacity"] == 0.05
+    assert q.risk["demand"] == pytest.approx(0.05)
+    assert q.replica.tok_s < q.replica.measured_tok_s == p.replica.tok_s
+    assert "held-out-cell lower bound" in q.replica.basis
+    # a lower capacity and a smaller demand risk: never fewer replicas in any bin
+    assert (q.frame["replicas"].to_numpy() >= p.frame["replicas"].to_numpy()).all()
+    assert q.backtest["shortfall_rate"] <= p.backtest["shortfall_rate"] <= 0.10
