@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(code, str(exc), exc.as_dict())
         plain_key = isinstance(exc, KeyError) and not isinstance(
             exc, _loaded("analytics.store.core", "UnknownDataset"))
-        return _fail(code, exc.args[0] if plain_key else str(exc))
+        return _fail(code, str(exc.args[0]) if plain_key and exc.args else str(exc))
     from analytics.cli import provenance
 
     provenance.label(result, args, settings.db_path)

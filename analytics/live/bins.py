@@ -155,6 +155,11 @@ def power_energy_bins(series: list[Series], start_s: float, end_s: float,
         return np.full(n, np.nan), ["no power series of these GPUs"] * n
     for s in series:
         t, p = np.asarray(s.ts_s, float), np.asarray(s.values, float)
+        bad = _unusable_power(t, p)
+        if bad is not None:
+            for b in range(n):
+                why[b] = why[b] or f"{s.name}{dict(s.labels)}: {bad}"
+            continue
         if t.size < 2:
             for b in range(n):
                 why[b] = why[b] or f"{s.name}{dict(s.labels)} has fewer than two samples"
@@ -174,4 +179,24 @@ def power_energy_bins(series: list[Series], start_s: float, end_s: float,
             elif any(t[i] < hi and t[i + 1] > lo for i in gaps):
                 why[b] = why[b] or f"{s.name}{dict(s.labels)} has a scrape gap in this bin"
     energy = np.where([w is None for w in why], total, np.nan)
+    for b in np.flatnonzero(~np.isfinite(energy)):
+        why[b] = why[b] or "the power samples are too large to integrate"
+    energy[~np.isfinite(energy)] = np.nan
     return energy, why
+
+
+#: The most power one GPU's gauge may read, W (a B200 module is rated 1,000 W): a larger value
+#: is no power reading.
+MAX_GPU_POWER_W = 1e5
+
+
+def _unusable_power(t: np.ndarray, p: np.ndarray) -> str | None:
+    """Why one GPU's power samples cannot be integrated (None: they can): times out of order
+    or repeated, a value that is not a finite power between 0 and :data:`MAX_GPU_POWER_W`."""
+    if t.size and not np.all(np.isfinite(t)):
+        return "a sample time is not a finite number"
+    if t.size > 1 and not np.all(np.diff(t) > 0):
+        return "its sample times are not strictly increasing (out of order or repeated)"
+    if p.size and not np.all(np.isfinite(p) & (p >= 0) & (p <= MAX_GPU_POWER_W)):
+        return f"a power sample is not a finite number of watts in [0, {MAX_GPU_POWER_W:g}]"
+    return None

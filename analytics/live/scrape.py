@@ -54,7 +54,9 @@ class ScrapeSource:
         self.timeout_s, self.clock, self.model = float(timeout_s), clock, model
         self.samples: dict[tuple, list[tuple[float, float]]] = {}
         self.names = {n for kinds in COUNTERS.values() for ns in kinds.values() for n in ns}
+        self.counter_names = set(self.names)
         self.names |= {n for engine in SERVING for n in serving_names(engine)}
+        self.last_s: float | None = None
 
     def scrape(self) -> int:
         """Read the engine's counters once; returns the samples taken. Raises SourceError
@@ -73,6 +75,12 @@ class ScrapeSource:
         if len(body) > MAX_BYTES:
             raise SourceError(f"{self.url} answered more than {MAX_BYTES // 2**20} MiB")
         now = float(self.clock())
+        if self.last_s is not None and now == self.last_s:
+            return 0  # this instant is read already
+        if self.last_s is not None and now < self.last_s:  # the clock stepped back (NTP)
+            raise SourceError(f"the clock stepped back to {now:.3f}, before the last scrape at "
+                              f"{self.last_s:.3f}: this scrape is dropped (its samples would "
+                              "be out of time order)")
         taken = 0
         try:
             families = list(text_string_to_metric_families(body.decode("utf-8", "replace")))
@@ -86,13 +94,16 @@ class ScrapeSource:
                     continue
                 value = float(s.value)
                 if not np.isfinite(value) or value < 0:
+                    if s.name not in self.counter_names:
+                        continue  # a serving gauge's bad sample: dropped, the stat unknown
                     raise SourceError(f"series {s.name}{dict(s.labels)} at {now:.3f}: "
-                                      f"{s.value!r} is not a counter value")
+                                      f"{s.value!r} is not a finite number >= 0")
                 key = (s.name, tuple(sorted(s.labels.items())))
                 if key not in self.samples and len(self.samples) >= MAX_SERIES:
                     continue
                 self.samples.setdefault(key, []).append((now, value))
                 taken += 1
+        self.last_s = now
         for pts in self.samples.values():  # bounded: the last KEEP_S seconds
             while pts and pts[0][0] < now - KEEP_S:
                 pts.pop(0)

@@ -112,6 +112,8 @@ def _quantiles(series: list[Series], start_s: float, end_s: float, bin_s: int, n
             bound = float(le)
         except (TypeError, ValueError):
             continue
+        if math.isnan(bound) or bound == -math.inf:  # no bucket bound (float() reads "NaN")
+            continue
         by_le.setdefault(bound, []).append(s)
     out = {tag: [None] * n for _, tag in QUANTILES}
     if not by_le or not math.isinf(max(by_le)):

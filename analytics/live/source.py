@@ -147,7 +147,8 @@ class PrometheusSource:
         (:data:`SERVING`; :attr:`Series.kind` is the stat, a histogram's series carry their
         ``le`` label). Raises SourceError, ValueError (an unknown engine)."""
         model_q = json.dumps(model, ensure_ascii=False)[1:-1]
-        return self.read(serving_names(engine), f'model_name="{model_q}"', start_s, end_s)
+        return self.read(serving_names(engine), f'model_name="{model_q}"', start_s, end_s,
+                         strict=False)
 
     def energy(self, selector: str, start_s: float, end_s: float) -> list[Series]:
         """Every sample in ``(start_s, end_s]`` of DCGM's energy counter
@@ -164,10 +165,14 @@ class PrometheusSource:
         return self.read({POWER_GAUGE: "prompt"}, check_selector(selector), start_s, end_s)
 
     def read(self, kind_of: dict[str, str], matchers: str, start_s: float,
-             end_s: float) -> list[Series]:
+             end_s: float, strict: bool = True) -> list[Series]:
         """The samples in ``(start_s, end_s]`` of the metrics named in ``kind_of`` (name ->
         the :attr:`Series.kind` given to it) under the label ``matchers``, read in chunks of
-        :data:`CHUNK_S`, one :class:`Series` per metric and label set. Raises SourceError."""
+        :data:`CHUNK_S`, one :class:`Series` per metric and label set. ``strict``: a sample
+        that is not a finite number >= 0 refuses the answer (a counter, a power gauge);
+        otherwise it is dropped (a serving stat: that bin's stat is unknown, the demand is
+        still measured). Raises SourceError, also for a series with two values at one time
+        (no counter has that; a reset between them cannot be told from garbage)."""
         names = "|".join(kind_of)  # metric names hold letters, digits, '_' and ':' only
         merged: dict[tuple, list] = {}
         t = start_s
@@ -176,12 +181,17 @@ class PrometheusSource:
             span = max(int(math.ceil(stop - t)), 1)
             query = f'{{__name__=~"{names}",{matchers}}}[{span}s]'
             data = self._get("/api/v1/query", {"query": query, "time": f"{stop:.3f}"})
-            for key, pts in _matrix(data, query):
+            for key, pts in _matrix(data, query, strict):
                 merged.setdefault(key, []).extend(pts)
             t = stop
         out = []
         for (name, labels), pts in sorted(merged.items()):
             pts = sorted(set(pts))
+            twice = [a for a, b in zip(pts, pts[1:], strict=False) if a[0] == b[0]]
+            if twice:
+                raise SourceError(f"series {name}{dict(labels)} has two values at time "
+                                  f"{twice[0][0]:.3f} ({twice[0][1]:g} and another): an answer "
+                                  "headroom cannot bin")
             out.append(Series(name, kind_of.get(name, "prompt"), labels,
                               np.array([p[0] for p in pts]), np.array([p[1] for p in pts])))
         return out
@@ -244,7 +254,7 @@ def _no_answer(url: str, path: str, timeout_s: float, exc: BaseException,
     return f"{who} at {url} could not be reached ({path}): {reason}"
 
 
-def _matrix(data: dict, query: str):
+def _matrix(data: dict, query: str, strict: bool = True):
     """``(key, [(ts_s, value), ...])`` per series of a ``matrix`` answer to ``query``, where
     ``key`` is ``(metric name, sorted labels)``.
 
@@ -285,7 +295,9 @@ def _matrix(data: dict, query: str):
             except (TypeError, ValueError):
                 value = math.nan
             if not math.isfinite(value) or value < 0:
+                if not strict:
+                    continue  # a gauge's bad sample: dropped (the stat's bin is unknown)
                 raise SourceError(f"series {name}{labels} at {ts_s:.3f}: "
-                                  f"{raw!r} is not a counter value")
+                                  f"{raw!r} is not a finite number >= 0")
             pts.append((ts_s, value))
         yield (name, tuple(sorted(labels.items()))), pts

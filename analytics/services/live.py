@@ -183,14 +183,26 @@ def follow(f: Follower, until: datetime | None = None, clock=time.time, sleep=ti
     scrape = getattr(f.source, "scrape", None)
     backoff = 1.0
     while stop is None or f.next_ts + f.step <= stop:
-        try:
-            if scrape is not None:
+        scrape_error = None
+        if scrape is not None:  # an engine that does not answer: its missed samples are gaps,
+            try:                # which the poll closes past the grace (no back-fill to wait for)
                 scrape()
+            except SourceError as exc:
+                scrape_error = exc
+        try:
             records = f.poll(clock(), until=stop)
         except SourceError as exc:
+            scrape_error = exc
+            records = None
+        if scrape_error is not None:
             if on_event is not None:
-                on_event({"event": "source_error", "error": str(exc), "retry_in_s": backoff})
-            sleep(backoff)
+                on_event({"event": "source_error", "error": str(scrape_error),
+                          "retry_in_s": backoff})
+            if records:
+                yield from records
+            if stop is not None and f.next_ts + f.step > stop:
+                return
+            sleep(min(backoff, f.source.scrape_interval_s) if scrape is not None else backoff)
             backoff = min(2 * backoff, max_backoff_s)
             continue
         backoff = 1.0

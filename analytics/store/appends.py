@@ -71,6 +71,11 @@ def append(cur, name: str, p: Parsed, sha256: str, insert_frame) -> dict:
         raise AppendRefused(p.source, f"dataset {name!r} is attached: its rows are its files. "
                                       "Put the file under its pattern and refresh it "
                                       f"(headroom attach --refresh {name})")
+    if fmt == "live" and p.format != "live":
+        raise AppendRefused(p.source, f"dataset {name!r} is the series of a live run: only "
+                                      "the run appends to it (a row of yours could later "
+                                      "conflict with a bin it closes); ingest the file as a "
+                                      "dataset of its own")
     if kind != p.table:
         raise AppendRefused(p.source, f"dataset {name!r} holds {kind}; this file holds "
                                       f"{p.table}: append it to a {p.table} dataset, or ingest "

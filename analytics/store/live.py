@@ -101,6 +101,7 @@ def save_live_bins(con, name: str, records: list[dict]) -> int:
     StoreError
         A statement failed; nothing of the poll is written.
     """
+    records = _checked(name, records)
     rows = [[name, r["ts"], *(r.get(c) for c in BIN_COLUMNS), _now()] for r in records]
     if not rows:
         return 0
@@ -118,6 +119,26 @@ def save_live_bins(con, name: str, records: list[dict]) -> int:
     return len(new)
 
 
+def _checked(name: str, records: list[dict]) -> list[dict]:
+    """``records`` with one record per bin start (the first, as ``live_bins`` keeps it), a
+    non-finite demand stored as unknown (None: a gap) and a negative one refused
+    (ValueError: a token count never falls)."""
+    seen, out = set(), []
+    for r in records:
+        ts = _naive(r["ts"])
+        if ts in seen:
+            continue
+        seen.add(ts)
+        d = r.get("demand")
+        if d is not None and not math.isfinite(float(d)):
+            r = {**r, "demand": None}
+        elif d is not None and float(d) < 0:
+            raise ValueError(f"live run {name}: bin {ts:%Y-%m-%d %H:%M} has a negative demand "
+                             f"({float(d):g}); a token count never falls")
+        out.append(r)
+    return out
+
+
 #: What a dataset name may not hold, replaced by ``-`` in :func:`series_name`.
 _NOT_IN_NAME = re.compile(r"[^A-Za-z0-9._&-]+")
 
@@ -127,6 +148,8 @@ def series_name(run: str) -> str:
     dataset name does not allow as ``-``, prefixed ``live-`` unless it starts with ``live``
     (``live:llama-3-8b`` -> ``live-llama-3-8b``); a taken name gets ``-2``, ``-3`` ..."""
     base = _NOT_IN_NAME.sub("-", run).strip("-._&") or "run"
+    if not run.isascii():  # letters the name cannot hold: a short hash keeps runs apart
+        base = f"{base}-{hashlib.sha256(run.encode()).hexdigest()[:8]}"
     return (base if base.lower().startswith("live") else f"live-{base}")[:96]
 
 
@@ -144,13 +167,16 @@ def _append_series(cur, run: str, records: list[dict]) -> None:
     deleted)."""
     from analytics.store.writes import write_items
 
+    # the run's series: the live dataset of that name whose first file is this run's (a
+    # deleted series' name may since be another run's series: never appended to)
     row = _run(cur, "SELECT r.config, r.dataset, d.name FROM live_runs r LEFT JOIN datasets d "
                     "ON d.name = r.dataset AND d.kind = 'demand_series' AND d.format = 'live' "
+                    "AND starts_with(d.source, 'live run ' || r.name || ': ') "
                     "WHERE r.name = ?", [run]).fetchone()
     if row is None:
         raise ValueError(f"no live run {run!r}: start it first")
     config, dataset = json.loads(row[0]), row[1]
-    if row[2] is None:  # none yet, deleted, or its name now another dataset's: built anew
+    if row[2] is None:  # none yet, deleted, or its name now another's: built anew
         # from every stored bin
         every = _run(cur, "SELECT ts, demand FROM live_bins WHERE name = ? ORDER BY ts",
                      [run]).fetchall()

@@ -221,7 +221,7 @@ ANSWERS = {  # what a broken or foreign server answers, and what the refusal mus
                   '"values": [["soon", "1"]]}]}}', "sample time 'soon' is not a UNIX time"),
     "nan": ('{"status": "success", "data": {"resultType": "matrix", "result": '
             '[{"metric": {"__name__": "vllm:prompt_tokens_total"}, '
-            '"values": [[1700000000, "NaN"]]}]}}', "'NaN' is not a counter value"),
+            '"values": [[1700000000, "NaN"]]}]}}', "'NaN' is not a finite number >= 0"),
     "vector": ('{"status": "success", "data": {"resultType": "vector", "result": []}}',
                "'vector'"),
     "error": ('{"status": "error", "errorType": "bad_data", "error": "parse error"}',
@@ -245,7 +245,7 @@ def test_a_scraped_engine_checks_only_the_followed_models_series():
             'vllm:prompt_tokens_total{model_name="other"} NaN\n')
     with http_server(lambda path: (200, text.encode(), "text/plain")) as url:
         ScrapeSource(f"{url}/metrics", model="m").scrape()  # the other model's NaN: not ours
-        with pytest.raises(SourceError, match="'other'.*is not a counter value"):
+        with pytest.raises(SourceError, match="'other'.*is not a finite number >= 0"):
             ScrapeSource(f"{url}/metrics").scrape()  # every model's series: refused
 
 

@@ -104,3 +104,36 @@ def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(live_
     first = int(np.argmax(surged.to_numpy()))
     alarms = [i for i, r in enumerate(rows) if r["alarm"]]
     assert alarms and alarms[0] == first + 3 and not any(r["alarm"] for r in rows[:first + 3])
+
+
+def test_an_engine_down_for_good_still_ends_at_until_with_its_bins_as_gaps(live_week,
+                                                                          tmp_path):
+    """Break-it review: a scrape that fails skipped the poll, so ``--to`` was never reached
+    and no bin closed while the engine was down. Now the bins close past the grace as gaps."""
+    db = tmp_path / "s.duckdb"
+    db.write_bytes(live_week[0].read_bytes())
+    minutes, grid = week_grids(db)
+    grid["ts"] = pd.to_datetime(grid["ts"])
+    split = grid["ts"].iloc[0] + pd.Timedelta(days=5, hours=8)
+    t0 = (split - pd.Timestamp(0)).total_seconds()
+    engine = Engine(minutes, surge_s=float("inf"), restart_s=float("inf"))
+    with http_server(_exposition(engine)) as url:
+        engine.now = t0 - 30
+        source = ScrapeSource(f"{url}/metrics", clock=lambda: engine.now)
+        f = live_service.follower(db, source, LiveConfig(MODEL, HISTORY, refit_every_s=0,
+                                                         refit_on_alarm=False), "down", split,
+                                  clock=lambda: engine.now)
+
+        def sleep(s):
+            engine.now += s
+            engine.down = engine.now >= t0 + 900  # from the 4th bin on, never again
+
+        until = split + pd.Timedelta(minutes=40)
+        events = []
+        rows = list(live_service.follow(f, until, clock=lambda: engine.now, sleep=sleep,
+                                        on_event=events.append))
+    assert len(rows) == 8 and rows[-1]["ts"] == (until - pd.Timedelta(minutes=5)).isoformat()
+    assert all(r["demand"] is not None for r in rows[:2])
+    assert all(r["demand"] is None and r["gap_reason"] for r in rows[4:])
+    assert events and all("HTTP 503" in e["error"] for e in events)
+    assert engine.now < (until - pd.Timestamp(0)).total_seconds() + 600  # no endless wait

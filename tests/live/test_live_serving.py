@@ -217,3 +217,61 @@ def test_energy_from_the_power_gauge_where_the_gpus_have_no_energy_counter(trace
 def test_histogram_quantile_follows_prometheus(q, counts, want):
     got = histogram_quantile(q, np.array([0.1, 0.2, np.inf]), np.array(counts, float))
     assert got == (None if want is None else pytest.approx(want))
+
+
+def test_bad_buckets_and_gauge_samples_leave_the_demand_measured():
+    """Break-it review: a bucket labelled ``le="NaN"`` crashed the run (KeyError nan); a NaN
+    sample of a serving gauge refused the whole window, demand included; two values at one
+    time in a Prometheus answer read as a counter reset (12,359,806 tokens for 6,090)."""
+    import numpy as np
+
+    from analytics.live import source as src
+    from analytics.live.serving_stats import serving_bins
+    from analytics.live.source import Series, SourceError
+
+    t0 = 1_700_000_100.0  # a bin start (a multiple of 300 s)
+    t = np.array([t0 - 1, t0 + 150, t0 + 301])  # samples either side of the bin
+
+    def bucket(le, counts):
+        return Series("vllm:time_to_first_token_seconds_bucket", "ttft",
+                      (("le", le), ("model_name", "m")), t, np.array(counts, float))
+    clean = [bucket("0.1", [0, 2, 5]), bucket("1.0", [0, 6, 10]), bucket("+Inf", [0, 6, 10])]
+    want = serving_bins(clean, t0, t0 + 300, 300)["ttft_p95_s"].tolist()
+    assert want[0] is not None and 0.1 < want[0] <= 1.0
+    for bad in ([bucket("NaN", [0, 1, 3])] + clean, clean + [bucket("NaN", [0, 1, 3])]):
+        assert serving_bins(bad, t0, t0 + 300, 300)["ttft_p95_s"].tolist() == want
+
+    class Answer(src.PrometheusSource):
+        def __init__(self, values):
+            super().__init__("http://127.0.0.1:9")
+            self.values = values
+
+        def _get(self, path, params):
+            return {"resultType": "matrix", "result": [
+                {"metric": {"__name__": "vllm:num_requests_running", "model_name": "m"},
+                 "values": self.values}]}
+    gauge = Answer([[100, "3"], [200, "NaN"], [250, "-1"], [290, "5"]])
+    got = gauge.serving("vllm", "m", 0, 300)
+    assert [s.values.tolist() for s in got] == [[3.0, 5.0]]  # the bad samples dropped
+    with pytest.raises(SourceError, match="two values at time 200.000"):
+        Answer([[100, "3"], [200, "7"], [200, "1000000"]]).counters("vllm", "m", 0, 300)
+    with pytest.raises(SourceError, match="not a finite number >= 0"):  # a counter: refused
+        Answer([[100, "NaN"]]).read({"vllm:num_requests_running": "prompt"}, 'a="b"', 0, 300)
+
+
+def test_power_samples_out_of_order_repeated_or_absurd_are_unknown_with_a_reason():
+    import numpy as np
+
+    from analytics.live.bins import power_energy_bins
+    from analytics.live.source import Series
+
+    def power(ts, w):
+        return [Series("DCGM_FI_DEV_POWER_USAGE", "prompt", (("gpu", "0"),),
+                       np.array(ts, float), np.array(w, float))]
+    ok, why = power_energy_bins(power([0, 150, 300], [100, 300, 100]), 0, 300, 300)
+    assert ok.tolist() == [60000.0] and why == [None]
+    for ts, w, says in (([0, 300, 150], [100, 100, 300], "not strictly increasing"),
+                        ([0, 150, 150, 300], [100, 100, 9e6, 100], "not strictly increasing"),
+                        ([0, 150, 300], [100, 1e308, 100], "finite number of watts")):
+        e, why = power_energy_bins(power(ts, w), 0, 300, 300)
+        assert np.isnan(e).all() and says in why[0], (ts, why)

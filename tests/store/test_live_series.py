@@ -145,3 +145,54 @@ def test_series_names_are_dataset_names(run, name):
     from analytics.config import check_dataset_name
 
     assert store.series_name(run) == check_dataset_name(name)
+
+
+def test_a_deleted_series_name_taken_by_another_runs_series_is_never_appended_to(con, demand):
+    """Break-it review: run A's series is deleted, run B (whose name sanitizes alike) makes its
+    series under the freed name; A's next save rebuilds its own series under a free name,
+    every bin of A, and B's series holds B's bins only."""
+    store.start_live_run(con, "live:m", _config(), T0.to_pydatetime())
+    store.save_live_bins(con, "live:m", _records(demand[:3]))
+    assert store.live_run(con, "live:m")["dataset"] == "live-m"
+    store.delete_dataset(con, "live-m")
+    store.start_live_run(con, "m", _config(), T0.to_pydatetime())
+    store.save_live_bins(con, "m", _records([v + 1 for v in demand[:2]]))
+    assert store.live_run(con, "m")["dataset"] == "live-m"  # the freed name
+    assert store.save_live_bins(con, "live:m", _records(demand[3:4], start=3)) == 1
+    mine = store.live_run(con, "live:m")["dataset"]
+    assert mine == "live-m-2"
+    assert _series(con, mine)["tokens"].tolist() == demand[:4]  # rebuilt: nothing lost
+    assert _series(con, "live-m")["tokens"].tolist() == [v + 1 for v in demand[:2]]
+
+
+def test_a_user_file_is_not_appended_to_a_live_series(con, demand, tmp_path):
+    store.start_live_run(con, "r", _config(), T0.to_pydatetime())
+    store.save_live_bins(con, "r", _records(demand[:2]))
+    before = int(store.dataset(con, "live-r")["rows"])
+    path = tmp_path / "extra.csv"
+    path.write_text("t,tps,norm\n0,1.0,0.1\n")
+    from analytics.store.appends import AppendRefused
+
+    with pytest.raises(AppendRefused, match="series of a live run: only the run appends"):
+        ingest.ingest_files(con, [ingest.FileIn(path, path.name)], append_to="live-r")
+    assert int(store.dataset(con, "live-r")["rows"]) == before
+    assert store.save_live_bins(con, "r", _records(demand[2:3], start=2)) == 1  # still runs
+
+
+def test_one_poll_with_a_bin_twice_stores_it_once_and_bad_demands_are_gaps_or_refused(
+        con, demand):
+    store.start_live_run(con, "r", _config(), T0.to_pydatetime())
+    twice = _records([demand[0], demand[1]]) + _records([99.0], start=1)  # bin 1 twice
+    assert store.save_live_bins(con, "r", twice) == 2
+    assert _series(con, "live-r")["tokens"].tolist() == demand[:2]  # the first kept, once
+    assert store.save_live_bins(con, "r", _records([float("inf")], start=2)) == 1
+    run = store.live_run(con, "r")
+    assert run["gaps"] == 1 and int(store.dataset(con, "live-r")["rows"]) == 2  # a gap
+    with pytest.raises(ValueError, match="negative demand"):
+        store.save_live_bins(con, "r", _records([-5.0], start=3))
+    assert store.live_run(con, "r")["bins"] == 3  # nothing of the refused poll was written
+
+
+def test_runs_of_non_ascii_names_get_distinct_series_names():
+    names = {store.series_name(r) for r in ("live:модель", "live:模型", "live:éééé")}
+    assert len(names) == 3 and all(n.startswith("live") for n in names)
