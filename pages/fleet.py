@@ -25,10 +25,10 @@ if models.empty:
     widgets.stop()
 bin_label = widgets.intraday_bin(info, "fleet_bin", "fleet plans")
 
-rows = models.to_dict("records")
-pick = st.selectbox("model (benchmark task)", range(len(rows)), key="fleet_model",
-                    format_func=lambda i: f"{rows[i]['model']} ({rows[i]['task'] or 'any task'}"
-                                          f", {rows[i]['arms']} arms, {rows[i]['runs']} runs)")
+rows = {f"{r['model']} ({r['task'] or 'any task'})": r for r in models.to_dict("records")}
+pick = st.selectbox("model (benchmark task)", list(rows), key="fleet_model",
+                    persist_state="session",
+                    format_func=lambda k: f"{k}: {rows[k]['arms']} arms, {rows[k]['runs']} runs")
 chosen = rows[pick]
 present = set(chosen["percentiles"].split(", "))
 #: SLO limit -> (label, unit, default, the percentile columns that judge it)

@@ -119,6 +119,18 @@ LINKED: dict[str, dict[str, Spec]] = {
                   "adv_ttft": Spec(int, lo=0, hi=120_000), "adv_itl": Spec(int, lo=0, hi=10_000),
                   "adv_value": Spec(float, lo=0.0, hi=1e-3)},
     "telemetry": {"telemetry_dataset": Spec(str), "telemetry_metric": Spec(str)},
+    "fleet": {"dataset": Spec(str), "envelope_bin": Spec(str, tuple(BIN_CHOICES_S)),
+              "fleet_model": Spec(str),
+              **{f"slo_{k}": Spec(float, lo=0, hi=1e6) for k in (
+                  "ttft_p90_ms", "ttft_p99_ms", "itl_p90_ms", "itl_p99_ms", "tpot_p99_ms",
+                  "latency_p99_s")},
+              "fleet_risk": Spec(float, lo=0.01, hi=0.30),
+              "fleet_cap_risk": Spec(float, (0.0, 0.01, 0.02, 0.05, 0.1)),
+              "fleet_delta": Spec(float, (0.01, 0.05, 0.1, 0.2)),
+              "fleet_scale": Spec(int, (1, 10, 30, 100, 300, 1000, 10000)),
+              "fleet_min": Spec(int, lo=0, hi=1000), "fleet_share": Spec(float, lo=0.01, hi=1.0),
+              "fleet_share_from": Spec(str), "fleet_gco2": Spec(float, lo=0, hi=2000),
+              "fleet_pue": Spec(float, lo=1.0, hi=3.0)},
 }
 
 
@@ -127,6 +139,7 @@ LINKED: dict[str, dict[str, Spec]] = {
 _ENVELOPE_WIDGETS = {page: (f"{page}_alpha", f"{page}_horizon", f"{page}_base", f"{page}_split",
                             "bin" if page == "demand" else f"{page}_bin")
                      for page in ("demand", "coverage", "capacity", "dispatch")}
+_ENVELOPE_WIDGETS["fleet"] = ("fleet_bin",)
 
 
 def _text(value: object) -> str:

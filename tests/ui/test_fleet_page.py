@@ -25,9 +25,7 @@ def fleet_app(app_env):
 def _open(at):
     at.sidebar.selectbox(key="dataset").set_value(WEEK).run()
     at.switch_page("pages/fleet.py").run()
-    models = at.selectbox(key="fleet_model")
-    pick = next(i for i in models.options if "Qwen/Qwen3-14B (lm-arena-chat" in i)
-    models.set_value(models.options.index(pick)).run()
+    at.selectbox(key="fleet_model").set_value("Qwen/Qwen3-14B (lm-arena-chat)").run()
     return at
 
 
@@ -79,3 +77,18 @@ def test_a_series_without_a_request_dataset_asks_for_a_stated_share(app_env):
     assert not at.exception, [e.value for e in at.exception]
     assert at.number_input(key="fleet_share").value == 0.35
     assert "arm" in metrics(at)
+
+
+def test_a_link_reopens_the_same_plan(fleet_app):
+    at = _open(new_app().run())
+    at.number_input(key="slo_itl_p99_ms").set_value(80.0).run()
+    at.slider(key="fleet_risk").set_value(0.10).run()
+    shown = metrics(at)
+    link = dict(at.query_params)
+    assert link["fleet_model"] == "Qwen/Qwen3-14B (lm-arena-chat)"
+    assert (link["fleet_risk"], link["slo_itl_p99_ms"], link["dataset"]) == ("0.1", "80.0", WEEK)
+    fresh = new_app()  # another browser: a new session opened on the link
+    fresh.query_params.update(link)
+    fresh.switch_page("pages/fleet.py").run()
+    assert not fresh.exception, [e.value for e in fresh.exception]
+    assert metrics(fresh) == shown
