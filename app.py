@@ -74,6 +74,7 @@ PAGES = {
                   _page("dispatch.py", "Dispatch", ":material/public:"),
                   _page("fleet.py", "Fleet plan", ":material/rocket_launch:")],
     "What-ifs": [_page("placement.py", "Placement", ":material/memory:"),
+                 _page("leaderboard.py", "Leaderboard", ":material/leaderboard:"),
                  _page("power.py", "Power", ":material/electric_bolt:"),
                  _page("serving.py", "Serving", ":material/eco:")],
     "Telemetry": [_page("telemetry.py", "Telemetry", ":material/monitor_heart:"),

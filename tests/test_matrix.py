@@ -55,7 +55,7 @@ TARGETS = ("weighted_tokens", "gpu_seconds")
 DATASET_PAGES = ("demand", "coverage", "capacity", "dispatch", "fleet")
 #: the pages that pick their own inputs from the store (files, telemetry, jobs, traces,
 #: benchmarks): opened once
-OWN_INPUT_PAGES = ("data", "telemetry", "power", "serving", "placement")
+OWN_INPUT_PAGES = ("data", "telemetry", "power", "serving", "placement", "leaderboard")
 
 
 @pytest.fixture(scope="module")

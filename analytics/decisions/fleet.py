@@ -24,6 +24,7 @@ import math
 import shlex
 from dataclasses import dataclass, fields
 
+import numpy as np
 import pandas as pd
 
 #: SLO limit -> the bench_runs columns that can judge it, the limit's own percentile first
@@ -171,3 +172,21 @@ def vllm_serve_args(model: str, run: dict) -> list[str]:
     if conc is not None and pd.notna(conc):
         args += ["--max-num-seqs", str(int(conc))]
     return args
+
+
+def pareto(frame: pd.DataFrame, more: str, less: str) -> pd.Series:
+    """Whether each row is on the Pareto front of ``frame``: no other row has at least as much
+    ``more`` and at most as much ``less`` with one of them strictly better (e.g. output
+    tokens/s per GPU against J per token). Rows missing either value are never on it.
+
+    >>> f = pd.DataFrame({"tok": [1.0, 2.0, 2.0, 3.0], "j": [1.0, 1.0, 2.0, 3.0]})
+    >>> pareto(f, "tok", "j").tolist()
+    [False, True, False, True]
+    """
+    x, y = frame[more].to_numpy(float), frame[less].to_numpy(float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    out = np.zeros(len(frame), dtype=bool)
+    for i in np.flatnonzero(ok):
+        dominated = ok & (x >= x[i]) & (y <= y[i]) & ((x > x[i]) | (y < y[i]))
+        out[i] = not dominated.any()
+    return pd.Series(out, index=frame.index)

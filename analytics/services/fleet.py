@@ -123,6 +123,59 @@ def slo_models(con) -> pd.DataFrame:
                                          ignore_index=True)
 
 
+#: The leaderboard's columns, in order (:func:`leaderboard`).
+BOARD = ("model", "task", "hardware", "n_gpus", "tp", "precision", "concurrency", "in_len",
+         "out_len",
+         "throughput_tok_s", "tok_s_per_gpu", "energy_per_token_j", "usd_per_1m_tokens",
+         "ttft_p90_ms", "ttft_p99_ms", "itl_p90_ms", "itl_p99_ms", "ttft_ms", "itl_ms",
+         "source", "pareto_energy", "pareto_usd")
+
+
+def leaderboard(con, model: str | None = None, task: str | None = None) -> pd.DataFrame:
+    """Every measured run that served tokens (issue 30 item 3, as the ML.ENERGY leaderboard
+    shows them): output tokens/s per GPU, J per output token, $ per 1M output tokens (the
+    catalog's price x GPUs / tokens per hour; null where the catalog states no price), the
+    TTFT / ITL percentiles the run carries, and whether it is on its (model, task)'s Pareto
+    front of tokens/s per GPU against J per token (``pareto_energy``) or against $ per 1M
+    tokens (``pareto_usd``; :func:`analytics.decisions.fleet.pareto`).
+
+    Returns DataFrame of :data:`BOARD`, most tokens/s per GPU first; ``model`` / ``task``
+    keep only those runs."""
+    bench = store.bench_runs(con)
+    rows = bench[(bench["failed"].fillna(False) == False)  # noqa: E712 (a pandas mask)
+                 & (bench["throughput_tok_s"] > 0)].copy()
+    if model is not None:
+        rows = rows[rows["model"] == model]
+    if task is not None:
+        rows = rows[rows["task"] == task]
+    gpus = rows["n_gpus"].fillna(1).clip(lower=1).astype(float)
+    rows["tok_s_per_gpu"] = rows["throughput_tok_s"] / gpus
+    price = rows["hardware"].map({k: v.price_usd_per_h for k, v in catalog.CATALOG.items()})
+    rows["usd_per_1m_tokens"] = (price.astype(float) * gpus
+                                 / (rows["throughput_tok_s"] * 3600) * 1e6)
+    rows["pareto_energy"] = False
+    rows["pareto_usd"] = False
+    for _, g in rows.groupby(["model", "task"], dropna=False):
+        rows.loc[g.index, "pareto_energy"] = fleet.pareto(g, "tok_s_per_gpu",
+                                                          "energy_per_token_j")
+        rows.loc[g.index, "pareto_usd"] = fleet.pareto(g, "tok_s_per_gpu", "usd_per_1m_tokens")
+    return rows.reindex(columns=BOARD).sort_values(
+        "tok_s_per_gpu", ascending=False, ignore_index=True)
+
+
+def predicted_arms(scored: pd.DataFrame) -> pd.DataFrame:
+    """The launch advisor's feasible arms (:func:`analytics.services.advisor.advise`) with
+    ``usd_per_1m_tokens_q10/_q50/_q90`` from their calibrated throughput quantiles and the
+    catalog's price (q10 of the cost from q90 of the throughput; NaN where no price), for the
+    leaderboard's chart."""
+    arms = scored[scored["feasible"]].copy()
+    price = arms["hardware"].map({k: v.price_usd_per_h for k, v in catalog.CATALOG.items()})
+    per_h = price.astype(float) * arms["n_gpus"].clip(lower=1) / 3600 * 1e6
+    for q, other in (("q10", "q90"), ("q50", "q50"), ("q90", "q10")):
+        arms[f"usd_per_1m_tokens_{q}"] = per_h / arms[f"throughput_tok_s_{other}"]
+    return arms
+
+
 def _output_share(con, info: dict, req: PlanRequest) -> tuple[float, str]:
     """The share of a bin's tokens that are output tokens, and how it was obtained."""
     if info["kind"] == "requests":

@@ -8,6 +8,8 @@ from analytics.services import fleet
 from analytics.ui.cache import cached
 
 slo_models = cached(fleet.slo_models)
+#: every measured run with tokens/s per GPU, J/token, $ per 1M tokens and its Pareto fronts
+leaderboard = cached(fleet.leaderboard)
 _plan = cached(fleet.plan)
 
 
@@ -36,3 +38,9 @@ def document(out: dict, dataset: str, req: fleet.PlanRequest) -> dict:
     """The plan's summary document (:func:`analytics.services.fleet.document`): replicas per
     UTC hour, risk, backtest, economics, ranked arms, notes."""
     return fleet.document(out, dataset, req)
+
+
+def predicted_arms(scored):
+    """The advisor's feasible arms with $ per 1M tokens quantiles
+    (:func:`analytics.services.fleet.predicted_arms`)."""
+    return fleet.predicted_arms(scored)

@@ -119,6 +119,9 @@ LINKED: dict[str, dict[str, Spec]] = {
                   "adv_ttft": Spec(int, lo=0, hi=120_000), "adv_itl": Spec(int, lo=0, hi=10_000),
                   "adv_value": Spec(float, lo=0.0, hi=1e-3)},
     "telemetry": {"telemetry_dataset": Spec(str), "telemetry_metric": Spec(str)},
+    "leaderboard": {"lb_model": Spec(str), "lb_axis": Spec(str, ("energy_per_token_j",
+                                                                  "usd_per_1m_tokens")),
+                    "lb_conc": Spec(int, lo=1, hi=8192)},
     "fleet": {"dataset": Spec(str), "envelope_bin": Spec(str, tuple(BIN_CHOICES_S)),
               "fleet_model": Spec(str),
               **{f"slo_{k}": Spec(float, lo=0, hi=1e6) for k in (

@@ -15,7 +15,8 @@ WEEK = "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv"
 
 @pytest.mark.parametrize("page", ["pages/data.py", "pages/demand.py", "pages/coverage.py",
                                   "pages/capacity.py", "pages/dispatch.py",
-                                  "pages/telemetry.py", "pages/live.py", "pages/fleet.py"])
+                                  "pages/telemetry.py", "pages/live.py", "pages/fleet.py",
+                                  "pages/leaderboard.py"])
 def test_every_page_renders_on_empty_store(app_env, page):
     at = new_app().run()
     at.switch_page(page).run()
@@ -25,7 +26,8 @@ def test_every_page_renders_on_empty_store(app_env, page):
                                  "pages/capacity.py": "Capacity",
                                  "pages/dispatch.py": "Dispatch",
                                  "pages/telemetry.py": "Telemetry",
-                                 "pages/live.py": "Live", "pages/fleet.py": "Fleet plan"}[page]
+                                 "pages/live.py": "Live", "pages/fleet.py": "Fleet plan",
+                                 "pages/leaderboard.py": "Leaderboard"}[page]
 
 
 def test_empty_store_says_how_to_get_data_and_offers_demo(app_env):

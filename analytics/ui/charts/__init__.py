@@ -43,7 +43,7 @@ from analytics.ui.charts.demand import (
     rolling_coverage_chart,
     split_chart,
 )
-from analytics.ui.charts.fleet import hourly_replicas_chart, replicas_chart
+from analytics.ui.charts.fleet import BOARD_AXES, hourly_replicas_chart, pareto_chart, replicas_chart
 from analytics.ui.charts.live import live_chart
 from analytics.ui.charts.power import (
     jobs_daily_chart,
@@ -67,6 +67,7 @@ from analytics.ui.charts.telemetry import (
 )
 
 __all__ = [
+    "BOARD_AXES",
     "METHOD_LABELS",
     "PART_COLORS",
     "SYNTHETIC_LABEL",
@@ -90,6 +91,7 @@ __all__ = [
     "launch_priors_chart",
     "mix_chart",
     "overbooking_chart",
+    "pareto_chart",
     "policy_bars",
     "power_cdf_chart",
     "power_daily_chart",

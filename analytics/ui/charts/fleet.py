@@ -52,3 +52,60 @@ def hourly_replicas_chart(hourly: list[int], synthetic: bool = False) -> go.Figu
                       xaxis_title="hour of day (UTC)", yaxis_title="replicas",
                       margin={"l": 60, "r": 20, "t": 60, "b": 40})
     return label_synthetic(fig, synthetic)
+
+
+#: The leaderboard's y axes: column -> label.
+BOARD_AXES = {"energy_per_token_j": "J per output token",
+              "usd_per_1m_tokens": "$ per 1M output tokens"}
+
+
+def pareto_chart(board: pd.DataFrame, y: str, predicted: pd.DataFrame | None = None,
+                 synthetic: bool = False) -> go.Figure:
+    """Measured runs: output tokens/s per GPU (x) against ``y`` (:data:`BOARD_AXES`), one
+    colour per GPU kind, the Pareto front joined; the advisor's ``predicted`` arms (q50 with
+    calibrated q10-q90 bars on both axes, per GPU) drawn hollow, those that abstain as grey
+    crosses.
+
+    ``board``: :func:`analytics.services.fleet.leaderboard`; ``predicted``: scored arms with
+    ``throughput_tok_s_q10/_q50/_q90``, ``energy_per_token_j_q10/_q50/_q90`` (or
+    ``usd_per_1m_tokens_q*``), ``n_gpus``, ``abstain``."""
+    fig = go.Figure()
+    front = "pareto_energy" if y == "energy_per_token_j" else "pareto_usd"
+    rows = board[board[y].notna()]
+    for hw, g in rows.groupby("hardware", sort=True):
+        fig.add_trace(go.Scatter(
+            x=g["tok_s_per_gpu"], y=g[y], mode="markers", name=f"{hw} (measured)",
+            marker={"size": 8},
+            hovertext=[f"{r.model} TP{r.tp} {r.precision}, {r.concurrency:g} concurrent"
+                       for r in g.itertuples()]))
+    edge = rows[rows[front]].sort_values("tok_s_per_gpu")
+    if len(edge):
+        fig.add_trace(go.Scatter(x=edge["tok_s_per_gpu"], y=edge[y], mode="lines",
+                                 name="Pareto front (measured)",
+                                 line={"color": "#333", "dash": "dot"}))
+    if predicted is not None and len(predicted):
+        key = "energy_per_token_j" if y == "energy_per_token_j" else "usd_per_1m_tokens"
+        for abstain, g in predicted.groupby("abstain"):
+            gpus = g["n_gpus"].clip(lower=1).to_numpy(float)
+            x50 = g["throughput_tok_s_q50"] / gpus
+            y50 = g.get(f"{key}_q50")
+            if y50 is None:  # the cost model fitted no such target: nothing to draw
+                continue
+            fig.add_trace(go.Scatter(
+                x=x50, y=y50, mode="markers",
+                name="predicted, outside measured support (abstains)" if abstain
+                else "predicted (calibrated q10-q90)",
+                marker={"symbol": "x" if abstain else "circle-open", "size": 10,
+                        "color": "#999" if abstain else "#d62728"},
+                error_x={"type": "data", "symmetric": False,
+                         "array": g["throughput_tok_s_q90"] / gpus - x50,
+                         "arrayminus": x50 - g["throughput_tok_s_q10"] / gpus},
+                error_y={"type": "data", "symmetric": False,
+                         "array": g[f"{key}_q90"] - y50, "arrayminus": y50 - g[f"{key}_q10"]},
+                hovertext=[f"{r['hardware']} TP{int(r['tp'])} {r['precision']}"
+                           for _, r in g.iterrows()]))
+    fig.update_layout(title=f"Output tokens/s per GPU against {BOARD_AXES[y]}", height=480,
+                      xaxis_title="output tokens/s per GPU", yaxis_title=BOARD_AXES[y],
+                      yaxis_type="log", legend={"orientation": "h", "y": -0.2},
+                      margin={"l": 60, "r": 20, "t": 60, "b": 40})
+    return label_synthetic(fig, synthetic)
