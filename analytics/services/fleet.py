@@ -246,12 +246,22 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
     env = demand.envelope(con, grid_req, req.envelope)
     ob, peak = capacity.overbooking_of(env, req.risk - req.capacity_risk, req.delta)
     gco2, carbon_basis = _carbon(con, req)
-    bound = _lower_bounds(con, bench, req, meets) if req.capacity_risk > 0 else {}
+    bound, predicted = {}, pd.DataFrame()
+    if req.capacity_risk > 0:
+        adv = _advisor_for(con, req.slo.limits())
+        bound = _lower_bounds(adv, bench, req, meets)
+        predicted = _predicted(adv, bench, req, arms)
     plans, unbounded = {}, []
-    for row in meets.to_dict("records"):
+    for row in meets.to_dict("records") + (predicted[predicted["status"] == "meets"]
+                                           .to_dict("records") if len(predicted) else []):
         spec = catalog.CATALOG.get(row["hardware"])
         tok_s, basis = float(row["throughput_tok_s"]), "measured knee"
-        if req.capacity_risk > 0:
+        measured = float(row["throughput_tok_s"])
+        if pd.notna(row.get("lower_tok_s")):  # an arm never benchmarked: its predicted bound
+            tok_s, measured = float(row["lower_tok_s"]), None
+            basis = (f"predicted: held-out-cell lower bound at {req.capacity_risk:g} at the "
+                     f"predicted knee ({row['judged_on']}); no benchmark of this arm")
+        elif req.capacity_risk > 0:
             if bound.get(arm_label(row)) is None:
                 unbounded.append(arm_label(row))
                 continue
@@ -259,7 +269,7 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
             basis = (f"held-out-cell lower bound at {req.capacity_risk:g} (cost model, "
                      "one-sided split conformal)")
         replica = fleet_plan.ReplicaCapacity(
-            tok_s=tok_s, gpus=int(row["n_gpus"]), measured_tok_s=float(row["throughput_tok_s"]),
+            tok_s=tok_s, gpus=int(row["n_gpus"]), measured_tok_s=measured,
             alpha=req.capacity_risk, basis=basis,
             energy_per_token_j=_clean(row["energy_per_token_j"]),
             price_usd_per_gpu_h=spec.price_usd_per_h if spec else None,
@@ -284,18 +294,27 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
     return {"plan": plans[chosen][1], "arm": plans[chosen][0], "label": chosen,
             "ranked": ranked, "arms": arms, "share": share, "share_basis": share_basis,
             "bin_s": grid_req.bin_s, "carbon_basis": carbon_basis, "unbounded": unbounded,
+            "predicted": predicted,
             "chosen_by": "stated" if req.arm else "lowest $ per 1M tokens (arms the catalog "
                                                   "prices), then fewest GPU-hours"}
 
 
-def _lower_bounds(con, bench: pd.DataFrame, req: PlanRequest, meets: pd.DataFrame) -> dict:
-    """Arm label -> the held-out-cell lower bound of its knee's throughput at
-    ``req.capacity_risk`` (None: the cost model has no held-out prediction of that run)."""
-    from analytics.advisor import lower
+def _advisor_for(con, limits: dict[str, float]):
+    """The cost model the capacity risk reads: throughput (its held-out lower bound), J per
+    token, and each SLO limit's percentile (arms never benchmarked are judged on them), fitted
+    on the store's benchmarks and cached beside it (:func:`analytics.services.advisor.fit_on`)."""
     from analytics.advisor.model import FitParams
     from analytics.services import advisor as advisor_service
 
-    adv = advisor_service.fit_on(con, FitParams(targets=("throughput_tok_s",)))
+    targets = ("throughput_tok_s", "energy_per_token_j", *sorted(limits))
+    return advisor_service.fit_on(con, FitParams(targets=targets))
+
+
+def _lower_bounds(adv, bench: pd.DataFrame, req: PlanRequest, meets: pd.DataFrame) -> dict:
+    """Arm label -> the held-out-cell lower bound of its knee's throughput at
+    ``req.capacity_risk`` (None: the cost model has no held-out prediction of that run)."""
+    from analytics.advisor import lower
+
     out = {}
     for row in meets.to_dict("records"):
         knee = bench[(bench["model"] == req.model) & (bench["hardware"] == row["hardware"])
@@ -306,6 +325,40 @@ def _lower_bounds(con, bench: pd.DataFrame, req: PlanRequest, meets: pd.DataFram
         out[arm_label(row)] = (lower.knee_bound(adv.cost.oof, knee.iloc[0].to_dict(),
                                                 req.capacity_risk) if len(knee) else None)
     return out
+
+
+def _predicted(adv, bench: pd.DataFrame, req: PlanRequest, arms: pd.DataFrame) -> pd.DataFrame:
+    """The arms no benchmark of ``req.model`` ran, at the SLO by the cost model
+    (:func:`analytics.advisor.slo_arms.predicted_knees`), at the model's own workload: its
+    parameters, the median lengths its runs measured and its task."""
+    from analytics.advisor import decide, slo_arms
+    from analytics.services import advisor as advisor_service
+
+    runs = bench[bench["model"] == req.model]
+    if req.task is not None:
+        runs = runs[runs["task"] == req.task]
+
+    def first(col, default=float("nan")):
+        vals = runs[col].dropna() if col in runs else pd.Series(dtype=float)
+        return vals.iloc[0] if len(vals) else default
+
+    params_b = float(first("params_b"))
+    if not math.isfinite(params_b):
+        return pd.DataFrame()
+    work = {"params_b": params_b, "in_len": float(runs["in_len"].median()),
+            "out_len": float(runs["out_len"].median()),
+            "task": req.task or str(first("task", "lm-arena-chat")),
+            "framework": str(first("framework", "vLLM"))}
+    active = first("active_params_b")
+    u = advisor_service.utility()
+    scored = {c: advisor_service.advise(adv, decide.Request(
+        req.model, params_b, float(c), work["in_len"], work["out_len"],
+        active_params_b=float(active) if pd.notna(active) else None, task=work["task"],
+        framework=work["framework"]), u) for c in slo_arms.CONCURRENCIES}
+    skip = {tuple(r[c] for c in slo_arms.ARM) for r in arms.to_dict("records")}
+    got = slo_arms.predicted_knees(adv.cost, scored, req.slo.limits(), req.capacity_risk,
+                                   work, skip)
+    return got.assign(out_len=work["out_len"], source="cost model (predicted)")
 
 
 def plan_document(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
@@ -335,6 +388,18 @@ def document(out: dict, dataset: str, req: PlanRequest) -> dict:
         for label, (_, pl) in out["ranked"]]
     doc["not_meeting"] = [{"label": arm_label(r), "status": r["status"], "why": r["why"]}
                           for r in out["arms"].to_dict("records") if r["status"] != "meets"]
+    pred = out["predicted"]
+    if len(pred):  # arms no benchmark ran: counted, a few named (the catalog has hundreds)
+        rest = pred[pred["status"] != "meets"]
+        doc["predicted"] = {
+            "meets": [arm_label(r) for r in pred[pred["status"] == "meets"].to_dict("records")],
+            "counts": {k: int(v) for k, v in rest["status"].value_counts().items()},
+            "examples": [{"label": arm_label(r), "status": r["status"], "why": r["why"]}
+                         for r in rest.drop_duplicates("why").head(8).to_dict("records")],
+            "rule": "an arm no benchmark ran meets the SLO at a concurrency when every limit "
+                    "is above the cost model's calibrated q90 of that percentile (an 80 % "
+                    "held-out-cell band); it is planned at its throughput's one-sided "
+                    "held-out-cell lower bound there; outside measured support it abstains"}
     doc["not_meeting"] += [{"label": label, "status": "no lower bound",
                             "why": "the cost model has no held-out prediction of its knee run"}
                            for label in out["unbounded"]]

@@ -266,3 +266,50 @@ def test_a_capacity_risk_plans_the_held_out_lower_bound_of_the_knee(db):
     # a lower capacity and a smaller demand risk: never fewer replicas in any bin
     assert (q.frame["replicas"].to_numpy() >= p.frame["replicas"].to_numpy()).all()
     assert q.backtest["shortfall_rate"] <= p.backtest["shortfall_rate"] <= 0.10
+
+
+def test_arms_never_benchmarked_are_judged_on_the_calibrated_percentile_or_abstain(db):
+    """Issue 30 item 1: where an arm is not measured, the cost model's calibrated q90 of the
+    SLO's percentile judges it at each concurrency, and its throughput's one-sided lower bound
+    is its capacity; outside measured support it abstains."""
+    import math
+
+    from analytics.advisor import decide, lower, slo_arms
+    from analytics.services import advisor as advisor_service
+
+    bin_, opts = TRACES[WEEK]
+    con = store.connect(db, read_only=True)
+    req = service.PlanRequest(MODEL, SLO, risk=0.10, capacity_risk=0.05, task=TASK, **opts)
+    out = service.plan(con, WEEK, req, bin_)
+    adv = service._advisor_for(con, SLO.limits())
+    doc = service.document(out, WEEK, req)
+    con.close()
+    pred = out["predicted"].set_index(["hardware", "tp", "precision"])
+    # every measured arm is left to its sweep; the others are predicted or abstain
+    assert ("H100-80GB", 1, "bf16") not in pred.index
+    assert pred.loc[("A100-40GB", 1, "bf16"), "status"] == "abstains"
+    assert "never measured" in pred.loc[("A100-40GB", 1, "bf16"), "why"]  # no v3 run on A100
+    meets = out["predicted"][out["predicted"]["status"] == "meets"]
+    assert len(meets) and set(doc["predicted"]["meets"]) == {
+        service.arm_label(r) for r in meets.to_dict("records")}
+    # one predicted arm by hand: walk the concurrencies with the advisor's own scores
+    arm = meets.iloc[0]
+    last_ok = None
+    for c in slo_arms.CONCURRENCIES:
+        row = advisor_service.advise(adv, decide.Request(
+            MODEL, 14.0, float(c), float("nan"), float(arm["out_len"]), task=TASK),
+            advisor_service.utility())
+        row = row[(row["hardware"] == arm["hardware"]) & (row["tp"] == arm["tp"])
+                  & (row["precision"] == arm["precision"])].iloc[0]
+        inside = not row["abstain"] and row["feasible"]
+        if inside and row["itl_p99_ms_q90"] <= 80.0:
+            last_ok = (c, row)
+        elif last_ok is not None:
+            break
+    assert last_ok is not None and arm["concurrency"] == last_ok[0]
+    bound = last_ok[1]["throughput_tok_s_q10"] * math.exp(-lower.offset(adv.cost.oof, 0.05))
+    assert arm["lower_tok_s"] == pytest.approx(bound)
+    planned = dict(out["ranked"])[service.arm_label(arm)][1]
+    assert planned.replica.tok_s == pytest.approx(bound) and planned.replica.measured_tok_s is None
+    assert planned.replica.basis.startswith("predicted")
+    assert planned.backtest["shortfall_rate"] <= 0.10
