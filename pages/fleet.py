@@ -158,6 +158,14 @@ export.table(pd.DataFrame(doc["arms"]), "fleet_arms", "Arms that meet the SLO, r
 if doc["not_meeting"]:
     export.table(pd.DataFrame(doc["not_meeting"]), "fleet_not_meeting",
                  "Arms that do not meet the SLO, and why", hide_index=True)
+if doc.get("predicted"):
+    pr = doc["predicted"]
+    st.caption(f"Arms no benchmark ran, predicted ({widgets.plain(pr['rule'])}): "
+               f"{len(pr['meets'])} meet the SLO"
+               + "".join(f", {n} {status}" for status, n in pr["counts"].items()) + ".")
+    if pr["examples"]:
+        export.table(pd.DataFrame(pr["examples"]), "fleet_predicted_out",
+                     "Predicted arms that do not meet the SLO (examples)", hide_index=True)
 for note in doc["notes"]:
     st.caption(widgets.plain(note))
 

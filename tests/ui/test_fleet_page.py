@@ -64,6 +64,7 @@ def test_the_page_plans_the_week_as_the_cli_does(fleet_app, capsys):
     at.select_slider(key="fleet_cap_risk").set_value(0.05).run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("held-out-cell lower bound" in c.value for c in at.caption)
+    assert any("Arms no benchmark ran, predicted" in c.value for c in at.caption)
     assert float(metrics(at)["GPU-hours planned"].replace(",", "")) > e["planned_gpu_h"]
     # a stricter SLO no arm meets is a clear refusal, not a traceback
     at.number_input(key="slo_itl_p99_ms").set_value(1.0).run()
