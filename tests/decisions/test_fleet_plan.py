@@ -313,3 +313,35 @@ def test_arms_never_benchmarked_are_judged_on_the_calibrated_percentile_or_absta
     assert planned.replica.tok_s == pytest.approx(bound) and planned.replica.measured_tok_s is None
     assert planned.replica.basis.startswith("predicted")
     assert planned.backtest["shortfall_rate"] <= 0.10
+
+
+def test_a_vllm_bench_result_is_capacity_too_and_argonne_medians_cannot_judge_a_p99(
+        tmp_path, model_cache):
+    """The capacity side from the other staged benchmark files: a real ``vllm bench serve``
+    result (case 19: p99 ITL 102.5 ms at 503.9 output tok/s) plans the Azure conversation
+    trace; the Argonne tables carry medians only, so their arms are unmeasured for a p99."""
+    from conftest import share_cache
+    from harness import case_file
+
+    from analytics.ingest import files as ingest
+
+    path = tmp_path / "bench.duckdb"
+    share_cache(path, model_cache)
+    seed(path, "azure_llm/AzureLLMInferenceTrace_conv.csv",
+         "llm_inference_bench_argonne/Fig_22__all_results_TTFT_ITL.csv")
+    con = store.connect(path)
+    ingest.ingest_files(con, [ingest.FileIn(case_file(
+        "19-vllm-bench-request-rate-no-concurrency.json"), "case19.json")])
+    model = "example-org/example-8b-instruct"
+    for risk in (0.05, 0.10):
+        out = service.plan(con, CONV, service.PlanRequest(model, Slo(itl_p99_ms=110.0),
+                                                          risk=risk, scale=20.0), "10s")
+        p = out["plan"]
+        assert out["label"] == "H100-80GB x1 TP1 bf16" and p.replica.tok_s == pytest.approx(503.9)
+        assert p.backtest["shortfall_rate"] <= risk
+        assert p.frame["replicas"].max() > 1
+    argonne = store.bench_runs(con)
+    argonne = argonne[argonne["source"].str.startswith("Argonne")]["model"].iloc[0]
+    doc = service.slo_capacity_document(con, argonne, Slo(itl_p99_ms=110.0))
+    con.close()
+    assert {a["status"] for a in doc["arms"]} == {"unmeasured"} and doc["meets"] == 0
