@@ -86,16 +86,24 @@ if info["kind"] != "requests":
     else:
         share_from = st.selectbox("request dataset", requests, key="fleet_share_from",
                                   persist_state="session")
-g1, g2 = st.columns(2)
-gco2 = g1.number_input("grid carbon intensity (gCO2/kWh; 0 = none)", 0.0, 2000.0, 0.0, 10.0,
-                       key="fleet_gco2", persist_state="session")
-pue = g2.number_input("PUE", 1.0, 3.0, 1.0, 0.01, key="fleet_pue", persist_state="session")
+g1, g2, g3 = st.columns(3)
+sites = cache.site_catalog()
+sites = sorted(set(sites.loc[sites["tbl"] == "carbon_intensity", "site"])) if len(sites) else []
+site = g1.selectbox("carbon site (its stored series' mean)", ["none", *sites], key="fleet_site",
+                    persist_state="session",
+                    help="a stored carbon-intensity site; or none and state an intensity")
+gco2 = 0.0
+if site == "none":
+    gco2 = g2.number_input("grid carbon intensity (gCO2/kWh; 0 = none)", 0.0, 2000.0, 0.0,
+                           10.0, key="fleet_gco2", persist_state="session")
+pue = g3.number_input("PUE", 1.0, 3.0, 1.0, 0.01, key="fleet_pue", persist_state="session")
 
 req = fleet_data.request(chosen["model"], slo, risk=float(risk), capacity_risk=float(cap_risk),
                          delta=float(delta),
                          task=chosen["task"], scale=float(scale), min_replicas=int(min_replicas),
                          output_share=share, output_share_from=share_from,
-                         gco2_per_kwh=float(gco2) or None, pue=float(pue))
+                         gco2_per_kwh=float(gco2) or None, pue=float(pue),
+                         site=None if site == "none" else site)
 bin_s = BIN_CHOICES_S[bin_label]
 try:
     with st.spinner("Fitting the envelope and planning each measured arm ..."):
@@ -110,7 +118,7 @@ export.param(dataset=name, bin=bin_label, model=chosen["model"], task=chosen["ta
              slo=", ".join(f"{k} <= {v:g}" for k, v in slo.items()), risk=risk,
              capacity_risk=cap_risk, delta=delta,
              traffic_scale=scale, min_replicas=min_replicas, output_share=doc["output_share"],
-             gco2_per_kwh=gco2 or None, pue=pue)
+             gco2_per_kwh=gco2 or None, carbon_site=None if site == "none" else site, pue=pue)
 
 e, b = doc["economics"], doc["backtest"]
 m = st.columns(5)
@@ -121,8 +129,8 @@ m[1].metric("replicas (test window)", f"{doc['replicas']['min']}-{doc['replicas'
             f"flat peak {doc['replicas']['peak']}", delta_color="off", delta_arrow="off")
 m[2].metric("GPU-hours planned", f"{e['planned_gpu_h']:,.1f}",
             f"{e['peak_gpu_h']:,.1f} at the flat peak", delta_color="off", delta_arrow="off")
-m[3].metric("$ per 1M output tokens",
-            "not priced" if e["usd_per_1m_tokens"] is None else f"{e['usd_per_1m_tokens']:,.2f}")
+m[3].metric("$ per 1M output tokens", "not priced" if doc["usd_per_1m_tokens"] is None
+            else f"{doc['usd_per_1m_tokens']:,.2f}")
 m[4].metric("backtest: short bins", f"{b['shortfall_bins']} / {b['bins']}",
             f"{b['shortfall_rate']:.1%} vs stated {doc['risk']['total']:.0%}",
             delta_color="normal" if b["within_risk"] else "inverse", delta_arrow="off")
@@ -139,6 +147,9 @@ st.caption(f"Stated risk: P(a {bin_label} bin falls short) <= {doc['risk']['dema
            "(capacity), a union bound; the backtest replays the test window, which neither the "
            "envelope nor the factor saw. Arm chosen by " + doc["chosen_by"] + ". One replica: "
            f"{doc['replica']['tok_s']:,.0f} output tokens/s ({doc['replica']['basis']}).")
+if doc["carbon_basis"]:
+    st.caption(f"Carbon intensity: {doc['economics']['gco2_per_kwh']:,.0f} gCO2/kWh, "
+               f"{widgets.plain(doc['carbon_basis'])}.")
 if doc["output_share_basis"]:
     st.caption(f"Output tokens: {widgets.plain(doc['output_share_basis'])} "
                f"(share {doc['output_share']:.3f}).")

@@ -288,7 +288,8 @@ def hourly_minimum(p: FleetPlan) -> list[int]:
 
 def to_json(p: FleetPlan) -> dict:
     """Strict-JSON summary: replicas (min / mean / max over the test window, the flat peak,
-    per UTC hour), risk, backtest, economics, notes."""
+    per UTC hour), the most replicas per weekday x UTC hour (null: no planned bin then), risk,
+    backtest, $ per 1M output tokens, economics, notes."""
     test = p.frame[p.frame["part"] == "test"]
 
     def clean(v):
@@ -310,8 +311,11 @@ def to_json(p: FleetPlan) -> dict:
                      "max": int(test["replicas"].max()) if len(test) else None,
                      "peak": p.peak_replicas, "min_replicas": p.min_replicas,
                      "by_hour_utc": hourly_minimum(p)},
+        "by_weekday_hour_utc": {d: [None if pd.isna(v) else int(v) for v in g["replicas"]]
+                                for d, g in p.by_weekday_hour.groupby("weekday", sort=False)},
         "risk": {k: clean(v) for k, v in p.risk.items()},
         "backtest": {k: clean(v) for k, v in p.backtest.items()},
-        "economics": {k: clean(v) for k, v in p.economics.items()},
+        "usd_per_1m_tokens": clean(p.economics["usd_per_1m_tokens"]),
+        "economics": {k: clean(v) for k, v in p.economics.items() if k != "usd_per_1m_tokens"},
         "notes": list(p.notes),
     }

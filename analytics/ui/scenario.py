@@ -133,6 +133,7 @@ LINKED: dict[str, dict[str, Spec]] = {
               "fleet_scale": Spec(int, (1, 10, 30, 100, 300, 1000, 10000)),
               "fleet_min": Spec(int, lo=0, hi=1000), "fleet_share": Spec(float, lo=0.01, hi=1.0),
               "fleet_share_from": Spec(str), "fleet_gco2": Spec(float, lo=0, hi=2000),
+              "fleet_site": Spec(str),
               "fleet_pue": Spec(float, lo=1.0, hi=3.0)},
 }
 

@@ -137,7 +137,12 @@ def test_the_realised_shortfall_is_within_the_stated_risk_at_two_levels(db, data
     # the H100 knee is priced by the catalog, the B200 is not: the H100 arm is chosen
     assert doc["arm"]["label"] == "H100-80GB x1 TP1 bf16" and doc["arm"]["concurrency"] == 128
     assert [a["label"] for a in doc["arms"]][0] == doc["arm"]["label"]
-    assert doc["economics"]["usd_per_1m_tokens"] > 0 and doc["economics"]["j_per_token"] > 0
+    assert doc["usd_per_1m_tokens"] > 0 and doc["economics"]["j_per_token"] > 0
+    # the weekday x hour profile: the planned days' hours, null where no bin was planned
+    week = doc["by_weekday_hour_utc"]
+    assert set(week) == {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+    assert max(v for day in week.values() for v in day if v is not None) == max(
+        doc["replicas"]["by_hour_utc"])
 
 
 def test_the_output_share_of_a_series_comes_from_the_same_log(db):

@@ -12,7 +12,7 @@ from analytics.cli import main
 
 FILES = ("ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
          "burstgpt/derived/burstgpt1_week1_per_minute_tps.csv",
-         "burstgpt/BurstGPT_1_head400.csv")
+         "burstgpt/BurstGPT_1_head400.csv", "sustaindc_dcrl/CarbonIntensity/CISO_NG_&_avgCI.csv")
 WEEK = "burstgpt1_week1_per_minute_tps"
 
 
@@ -45,7 +45,7 @@ def test_the_page_plans_the_week_as_the_cli_does(fleet_app, capsys):
     r, e, b = doc["replicas"], doc["economics"], doc["backtest"]
     assert shown["replicas (test window)"] == f"{r['min']}-{r['max']}"
     assert shown["GPU-hours planned"] == f"{e['planned_gpu_h']:,.1f}"
-    assert shown["$ per 1M output tokens"] == f"{e['usd_per_1m_tokens']:,.2f}"
+    assert shown["$ per 1M output tokens"] == f"{doc['usd_per_1m_tokens']:,.2f}"
     assert shown["backtest: short bins"] == f"{b['shortfall_bins']} / {b['bins']}"
     assert b["shortfall_rate"] <= 0.05
     # the downloads are the CLI's exports
@@ -59,6 +59,13 @@ def test_the_page_plans_the_week_as_the_cli_does(fleet_app, capsys):
     k8s = next(c.value for c in at.code if "ScaledObject" in c.value)
     _, scaled = yaml.safe_load_all(k8s)
     assert scaled["spec"]["minReplicaCount"] == min(r["by_hour_utc"])
+    # a stored carbon site: gCO2 per 1M tokens from its series' mean, as the CLI's --site
+    at.selectbox(key="fleet_site").set_value("CISO").run()
+    assert main(["--db", str(fleet_app["db"]), "plan", WEEK, "--model", "Qwen/Qwen3-14B",
+                 "--task", "lm-arena-chat", "--itl-p99-ms", "80", "--scale", "300",
+                 "--output-share-from", "BurstGPT_1_head400", "--site", "CISO"]) == 0
+    carbon = strict_loads(capsys.readouterr().out)["economics"]["gco2_per_1m_tokens"]
+    assert carbon > 0 and metrics(at)["gCO2 per 1M tokens"] == f"{carbon:,.0f}"
     # half the stated risk on capacity: the knee's held-out lower bound, more GPU-hours
     at.slider(key="fleet_risk").set_value(0.10).run()
     at.select_slider(key="fleet_cap_risk").set_value(0.05).run()
