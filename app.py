@@ -84,7 +84,7 @@ PAGES = {
 
 def _main() -> None:
     _first_run()
-    page = st.navigation(PAGES)
+    page = st.navigation(PAGES, expanded=True)  # every page in view (14: over the default 12)
     scenario.follow_deep_link(PAGES)
     problems = scenario.restore(page.url_path)  # a shared link: before any widget is drawn
     _sidebar()
