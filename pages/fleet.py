@@ -122,8 +122,9 @@ export.param(dataset=name, bin=bin_label, model=chosen["model"], task=chosen["ta
 
 e, b = doc["economics"], doc["backtest"]
 m = st.columns(5)
+knee = "unmeasured" if arm["concurrency"] is None else f"{int(arm['concurrency'])} concurrent"
 m[0].metric("arm", arm["hardware"], f"x{arm['n_gpus']} TP{arm['tp']} {arm['precision']}, knee "
-            f"{int(arm['concurrency'])} concurrent", delta_color="off", delta_arrow="off",
+            f"{knee}", delta_color="off", delta_arrow="off",
             help=f"{arm['label']}: the arm whose replicas are planned")
 m[1].metric("replicas (test window)", f"{doc['replicas']['min']}-{doc['replicas']['max']}",
             f"flat peak {doc['replicas']['peak']}", delta_color="off", delta_arrow="off")
@@ -138,7 +139,8 @@ n = st.columns(4)
 n[0].metric("J per output token", "not measured" if e["j_per_token"] is None
             else f"{e['j_per_token']:.3f}")
 n[1].metric("energy (test window)", "not measured" if e["energy_kwh"] is None
-            else f"{e['energy_kwh']:,.2f} kWh")
+            else ("at least " if e["energy_lower_bound"] else "") + f"{e['energy_kwh']:,.2f} kWh",
+            help="busy seconds only where the catalog states no idle power (a lower bound)")
 n[2].metric("gCO2 per 1M tokens", "no intensity" if e["gco2_per_1m_tokens"] is None
             else f"{e['gco2_per_1m_tokens']:,.0f}")
 n[3].metric("$ per day", "not priced" if e["usd_per_day"] is None else f"{e['usd_per_day']:,.0f}")
@@ -194,12 +196,16 @@ files = {"vllm": ("vllm serve command", "vllm-serve.sh", "text/x-shellscript"),
          "k8s": ("Kubernetes Deployment + KEDA ScaledObject", "fleet-k8s.yaml", "text/yaml"),
          "skyserve": ("SkyServe service", "skyserve.yaml", "text/yaml"),
          "slurm": ("Slurm batch script", "fleet.sbatch", "text/x-shellscript")}
-texts = {t: fleet_data.export(out, chosen["model"], t, max_model_len=int(max_len) or None,
-                              prometheus_url=prom or None) for t in files}
-st.code(texts["vllm"], language="bash")
-d = st.columns(len(files))
-for col, (t, (label, fname, mime)) in zip(d, files.items(), strict=True):
-    col.download_button(label, texts[t], file_name=fname, mime=mime, key=f"fleet_dl_{t}")
-with st.expander("Kubernetes + KEDA"):
-    st.code(texts["k8s"], language="yaml")
+try:
+    texts = {t: fleet_data.export(out, chosen["model"], t, max_model_len=int(max_len) or None,
+                                  prometheus_url=prom or None) for t in files}
+except ValueError as exc:
+    st.warning(f"No launch files for this arm: {widgets.plain(exc)}")
+else:
+    st.code(texts["vllm"], language="bash")
+    d = st.columns(len(files))
+    for col, (t, (label, fname, mime)) in zip(d, files.items(), strict=True):
+        col.download_button(label, texts[t], file_name=fname, mime=mime, key=f"fleet_dl_{t}")
+    with st.expander("Kubernetes + KEDA"):
+        st.code(texts["k8s"], language="yaml")
 export.render()

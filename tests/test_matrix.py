@@ -128,7 +128,8 @@ def _commands(kind: str, name: str, names: dict, sites: str, out) -> dict[tuple,
     # a fleet plan of every kind: a request trace with tokens plans; a pre-binned series only
     # with the share of its tokens that are output tokens; the other kinds are refused
     at = ("--bin", "10s") if kind in TRACES else ()
-    plan = ("plan", name, "--model", "Qwen/Qwen3-14B", "--itl-p99-ms", "100", *at)
+    plan = ("plan", name, "--model", "Qwen/Qwen3-14B", "--task", "lm-arena-chat",
+            "--itl-p99-ms", "100", *at)
     rows |= {("plan", None): plan, ("plan", "share"): (*plan, "--output-share", "0.35")}
     for target in TARGETS:
         # the one-hour Azure trace at 10 s (its 5-minute default leaves 2 calibration bins: a

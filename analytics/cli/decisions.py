@@ -9,6 +9,7 @@ from analytics.cli.common import (
     LazyChoices,
     add_grid_args,
     grid_request,
+    nonneg,
     open_unit,
     positive,
     unit_interval,
@@ -109,7 +110,7 @@ def add_parsers(sub) -> None:
     _slo_args(p)
     p.add_argument("--risk", type=open_unit, default=0.05,
                    help="stated probability that a bin falls short of demand")
-    p.add_argument("--capacity-risk", type=unit_interval, default=0.0,
+    p.add_argument("--capacity-risk", type=nonneg, default=0.0,
                    help="share of --risk spent on capacity: 0 plans the measured knee as "
                         "exact; above 0, its held-out-cell lower bound at that miscoverage")
     p.add_argument("--delta", type=open_unit, default=0.1,
@@ -134,8 +135,9 @@ def add_parsers(sub) -> None:
                    help="--emit: the engines' context length (--max-model-len)")
     p.add_argument("--prometheus-url", default=None,
                    help="--emit k8s: the operator's Prometheus server for the KEDA trigger")
-    p.add_argument("--waiting-per-replica", type=positive, default=1.0,
-                   help="--emit k8s: waiting requests per replica the KEDA trigger scales at")
+    p.add_argument("--waiting-per-replica", type=positive, default=None,
+                   help="--emit k8s: waiting requests per replica the KEDA trigger scales at "
+                        "(default: the knee's concurrency, one replica's batch)")
     p.add_argument("--time-limit", default="1-00:00:00", help="--emit slurm: sbatch --time")
     p.set_defaults(run=plan_cmd)
 

@@ -150,11 +150,23 @@ def arm_capacity(bench: pd.DataFrame, model: str, slo: Slo,
                 arm.to_dict("records"), verdicts, strict=True)
                 if ok is not None and r["concurrency"] == top)),
             "judged_on": ", ".join(used),
-            "vllm_serve": shlex.join(vllm_serve_args(model, knee))})
+            "vllm_serve": _serve_line(model, knee)})
     frame = pd.DataFrame(out).reindex(columns=COLUMNS)
     order = {"meets": 0, "breaks": 1, "unmeasured": 2}
     return frame.sort_values(["status", "tok_s_per_gpu"], key=lambda c: c.map(order)
                              if c.name == "status" else -c.fillna(-1)).reset_index(drop=True)
+
+
+def _serve_line(model: str, knee: dict) -> str | None:
+    """The knee's ``vllm serve`` line, or None where no launch file can be written for it
+    (:func:`analytics.decisions.fleet_export.check_launchable`)."""
+    from analytics.decisions.fleet_export import check_launchable
+
+    try:
+        check_launchable(model, knee)
+    except ValueError:
+        return None
+    return shlex.join(vllm_serve_args(model, knee))
 
 
 def vllm_serve_args(model: str, run: dict) -> list[str]:

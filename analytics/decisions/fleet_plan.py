@@ -42,6 +42,9 @@ import pandas as pd
 from analytics.decisions.capacity import Overbooking
 
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+#: The most replicas a plan holds in a bin (beyond it the scale is wrong, not the fleet; and
+#: sums of replicas stay exact in int64).
+MAX_REPLICAS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -173,11 +176,18 @@ def plan(ob: Overbooking, peak_demand: float, replica: ReplicaCapacity, bin_s: i
         raise ValueError(f"scale must be a positive number, not {scale!r}")
     if not 0 < output_share <= 1:
         raise ValueError(f"output share must be in (0, 1], not {output_share!r}")
-    if not pue >= 1.0:
-        raise ValueError(f"PUE is facility over IT energy, at least 1, not {pue!r}")
+    if not 1.0 <= pue <= 10.0:
+        raise ValueError(f"PUE is facility over IT energy, from 1 to 10, not {pue!r}")
+    if gco2_per_kwh is not None and not 0 <= gco2_per_kwh <= 5000:
+        raise ValueError(f"carbon intensity must be 0 to 5,000 gCO2/kWh, not {gco2_per_kwh!r}")
     f, mult = ob.frame, scale * output_share
-    demand = f["y"].to_numpy(float) * mult
-    provisioned = f["capacity"].to_numpy(float) * mult
+    with np.errstate(over="ignore"):  # an absurd scale is refused just below
+        demand = f["y"].to_numpy(float) * mult
+        provisioned = f["capacity"].to_numpy(float) * mult
+    most = float(np.nanmax(provisioned, initial=0.0)) / (replica.tok_s * bin_s)
+    if not (math.isfinite(most) and most <= MAX_REPLICAS) or min_replicas > MAX_REPLICAS:
+        raise ValueError(f"the plan would need over {MAX_REPLICAS:,} replicas in a bin "
+                         f"({most:.3g}): lower the scale or the fewest replicas kept up")
     reps = replicas_needed(provisioned, replica.tok_s, bin_s, min_replicas)
     served_cap = reps * replica.delivered_tok_s * bin_s
     frame = pd.DataFrame({"ts": pd.to_datetime(f["ts"]), "part": f["part"].to_numpy(),
@@ -200,7 +210,8 @@ def plan(ob: Overbooking, peak_demand: float, replica: ReplicaCapacity, bin_s: i
             "total": risk_total, "overbooking_factor": ob.factor,
             "rule": "union bound: P(shortfall in a bin) <= demand + capacity; the demand "
                     "term holds with probability 1 - delta (Learn-then-Test), the two are not "
-                    "calibrated jointly"}
+                    "calibrated jointly; the capacity term is one event for every bin (a "
+                    "replica below its bound is below it all the time), not a per-bin chance"}
     notes = []
     if replica.alpha == 0.0:
         notes.append(f"capacity risk 0: the {replica.basis} is taken as exact (each concurrency "
@@ -221,7 +232,8 @@ def _economics(test: pd.DataFrame, peak: int, r: ReplicaCapacity, bin_s: int, se
            "saved_fraction": (flat - planned) / flat if flat else None,
            "served_tokens": served, "usd": None, "usd_per_day": None,
            "usd_per_1m_tokens": None, "energy_kwh": None, "j_per_token": None,
-           "gco2_per_1m_tokens": None, "pue": pue, "gco2_per_kwh": gco2_per_kwh}
+           "gco2_per_1m_tokens": None, "pue": pue, "gco2_per_kwh": gco2_per_kwh,
+           "energy_lower_bound": r.idle_w_per_gpu is None}
     if r.price_usd_per_gpu_h is not None and math.isfinite(r.price_usd_per_gpu_h):
         usd = planned * r.price_usd_per_gpu_h
         out |= {"usd": usd, "usd_per_day": usd / (hours / 24) if hours else None,
@@ -286,6 +298,15 @@ def hourly_minimum(p: FleetPlan) -> list[int]:
     return [int(v) if pd.notna(v) else top for v in p.by_hour["replicas"]]
 
 
+def needed_max(p: FleetPlan) -> int:
+    """The most replicas the realised demand of any planned bin needed (calibration and test:
+    the bursts a reactive scaler has to reach)."""
+    if not len(p.frame):
+        return 0
+    return int(replicas_needed(np.array([p.frame["demand"].max()]), p.replica.tok_s,
+                               p.bin_s, 0)[0])
+
+
 def to_json(p: FleetPlan) -> dict:
     """Strict-JSON summary: replicas (min / mean / max over the test window, the flat peak,
     per UTC hour), the most replicas per weekday x UTC hour (null: no planned bin then), risk,
@@ -310,6 +331,7 @@ def to_json(p: FleetPlan) -> dict:
                      "mean": float(test["replicas"].mean()) if len(test) else None,
                      "max": int(test["replicas"].max()) if len(test) else None,
                      "peak": p.peak_replicas, "min_replicas": p.min_replicas,
+                     "needed_max": needed_max(p),
                      "by_hour_utc": hourly_minimum(p)},
         "by_weekday_hour_utc": {d: [None if pd.isna(v) else int(v) for v in g["replicas"]]
                                 for d, g in p.by_weekday_hour.groupby("weekday", sort=False)},

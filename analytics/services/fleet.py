@@ -234,6 +234,11 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
         raise ValueError(f"capacity risk must be at least 0 and below the stated risk "
                          f"{req.risk:g}, not {req.capacity_risk!r}")
     bench = store.bench_runs(con)
+    tasks = sorted(set(bench.loc[bench["model"] == req.model, "task"].dropna()))
+    if req.task is None and len(tasks) > 1:  # a knee across workloads would be the fastest's
+        raise ValueError(f"{req.model} was benchmarked on {len(tasks)} tasks "
+                         f"({', '.join(tasks[:6])}): state which workload the trace is "
+                         "(--task)")
     arms = fleet.arm_capacity(bench, req.model, req.slo, req.task)
     meets = arms[arms["status"] == "meets"]
     if meets.empty:
@@ -284,10 +289,10 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
         raise ValueError(f"arm {req.arm!r} does not meet the SLO or is not measured; arms that "
                          f"meet it: {', '.join(plans)}")
 
-    def cost(item):
+    def cost(item):  # priced arms first, by $ per 1M tokens (or $ where none was served)
         e = item[1][1].economics
-        return (e["usd_per_1m_tokens"] is None, e["usd_per_1m_tokens"] or 0.0,
-                e["planned_gpu_h"])
+        return (e["usd"] is None, e["usd_per_1m_tokens"] if e["usd_per_1m_tokens"] is not None
+                else (e["usd"] or 0.0), e["planned_gpu_h"])
 
     ranked = sorted(plans.items(), key=cost)
     chosen = req.arm or ranked[0][0]
@@ -295,6 +300,8 @@ def plan(con, dataset: str, req: PlanRequest, bin: str | int = "5min") -> dict:
             "ranked": ranked, "arms": arms, "share": share, "share_basis": share_basis,
             "bin_s": grid_req.bin_s, "carbon_basis": carbon_basis, "unbounded": unbounded,
             "predicted": predicted,
+            "assumed_times": [a for a in store.dataset_summary(con, dataset)["assumptions"]
+                              if a.startswith("start time assumed")],
             "chosen_by": "stated" if req.arm else "lowest $ per 1M tokens (arms the catalog "
                                                   "prices), then fewest GPU-hours"}
 
@@ -379,11 +386,13 @@ def document(out: dict, dataset: str, req: PlanRequest) -> dict:
            "chosen_by": out["chosen_by"],
            "output_share_basis": out["share_basis"],
            "carbon_basis": out["carbon_basis"], **fleet_plan.to_json(p)}
-    doc["arms"] = [{"label": label, "replicas_max": int(pl.frame.loc[
+    doc["arms"] = [{"label": label, "basis": pl.replica.basis, "replicas_max": int(pl.frame.loc[
         pl.frame["part"] == "test", "replicas"].max()),
         "planned_gpu_h": pl.economics["planned_gpu_h"],
         "usd_per_1m_tokens": _clean(pl.economics["usd_per_1m_tokens"]),
         "j_per_token": _clean(pl.economics["j_per_token"]),
+        "energy": "busy seconds only (no idle power in the catalog): a lower bound"
+                  if pl.economics["energy_lower_bound"] else "linear power model",
         "shortfall_rate": _clean(pl.backtest["shortfall_rate"])}
         for label, (_, pl) in out["ranked"]]
     doc["not_meeting"] = [{"label": arm_label(r), "status": r["status"], "why": r["why"]}
@@ -403,7 +412,13 @@ def document(out: dict, dataset: str, req: PlanRequest) -> dict:
     doc["not_meeting"] += [{"label": label, "status": "no lower bound",
                             "why": "the cost model has no held-out prediction of its knee run"}
                            for label in out["unbounded"]]
+    span = p.frame["ts"]
     doc["notes"] = doc["notes"] + [
+        f"the hourly profile comes from the {len(span):,} planned bins "
+        f"({span.min():%Y-%m-%d %H:%M} to {span.max():%Y-%m-%d %H:%M}, "
+        f"{(span.max() - span.min()).total_seconds() / 86400:.1f} days); an hour they do not "
+        "cover takes the busiest hour"] + [
+        f"hours of day are not UTC: {a}" for a in out["assumed_times"]] + [
         "capacity measured at the benchmark's own request lengths"
         + (f" (mean output {row['out_len']:.0f} tokens)" if pd.notna(row["out_len"]) else "")
         + "; a trace whose prompts are longer than the benchmark's needs more"]

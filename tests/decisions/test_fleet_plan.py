@@ -196,7 +196,10 @@ def test_every_export_parses_and_carries_the_plan(db, capsys):
     assert scaled["apiVersion"] == "keda.sh/v1alpha1" and spec["scaleTargetRef"]["name"] == \
         deployment["metadata"]["name"]
     assert spec["minReplicaCount"] == min(hourly)
-    assert spec["maxReplicaCount"] == max(doc["replicas"]["peak"], max(hourly))
+    # the most: the flat peak, the busiest planned hour, or what a bin's realised demand needed
+    # (8 at 300x: the burst the Prometheus trigger exists to absorb)
+    r = doc["replicas"]
+    assert spec["maxReplicaCount"] == max(r["peak"], max(hourly), r["needed_max"]) == 8
     # the cron windows give back the planned replicas of every UTC hour
     per_hour = [spec["minReplicaCount"]] * 24
     for t in spec["triggers"]:
@@ -207,7 +210,9 @@ def test_every_export_parses_and_carries_the_plan(db, capsys):
     assert per_hour == hourly
     prom = [t for t in spec["triggers"] if t["type"] == "prometheus"][0]["metadata"]
     assert prom["query"] == f'sum(vllm:num_requests_waiting{{model_name="{MODEL}"}})'
-    assert prom["serverAddress"] == "http://prometheus:9090" and float(prom["threshold"]) == 1
+    # one replica per knee's worth of waiting requests (its --max-num-seqs batch)
+    assert prom["serverAddress"] == "http://prometheus:9090"
+    assert float(prom["threshold"]) == arm["concurrency"] == 128
 
     sky = yaml.safe_load(emitted("skyserve"))
     policy = sky["service"]["replica_policy"]
@@ -229,9 +234,28 @@ def test_every_export_parses_and_carries_the_plan(db, capsys):
 
 
 def test_the_plan_command_refuses_clearly(db, capsys):
-    for args, says in (([], "pre-binned series"),
-                       (["--output-share", "0.3", "--arm", "TPU x1 TP1 bf16"], "does not meet"),
-                       (["--output-share", "0.3", "--emit", "nope"], "invalid choice")):
+    """Refusals, several from a break-it review: a model benchmarked on several tasks needs
+    --task (the knee across workloads was the fastest's); a scale whose replicas overflow; a
+    Slurm time that is not one (a newline put a shell line into the script); a context length
+    or a Prometheus address that is none."""
+    task = ["--task", TASK]
+    for args, says in (([*task], "pre-binned series"),
+                       (["--output-share", "0.3"], "state which workload the trace is"),
+                       ([*task, "--output-share", "0.3", "--arm", "TPU x1 TP1 bf16"],
+                        "does not meet"),
+                       ([*task, "--output-share", "0.3", "--emit", "nope"], "invalid choice"),
+                       ([*task, "--output-share", "0.3", "--scale", "1e308"],
+                        "replicas in a bin"),
+                       ([*task, "--output-share", "0.3", "--min-replicas", "10000000"],
+                        "replicas in a bin"),
+                       ([*task, "--output-share", "0.3", "--emit", "slurm", "--time-limit",
+                         "1:00:00\ntouch /tmp/x"], "is not a Slurm time"),
+                       ([*task, "--output-share", "0.3", "--emit", "vllm", "--max-model-len",
+                         "0"], "positive number of tokens"),
+                       ([*task, "--output-share", "0.3", "--emit", "k8s", "--prometheus-url",
+                         "not a url; $(id)"], "is not an http(s) URL"),
+                       ([*task, "--output-share", "0.3", "--capacity-risk", "0.05"],
+                        "below the stated risk")):
         argv = ["--db", str(db), "plan", WEEK, "--model", MODEL, "--itl-p99-ms", "80", *args]
         try:
             code = main(argv)
@@ -350,3 +374,30 @@ def test_a_vllm_bench_result_is_capacity_too_and_argonne_medians_cannot_judge_a_
     doc = service.slo_capacity_document(con, argonne, Slo(itl_p99_ms=110.0))
     con.close()
     assert {a["status"] for a in doc["arms"]} == {"unmeasured"} and doc["meets"] == 0
+
+
+def test_launch_files_are_refused_for_what_they_cannot_carry_faithfully():
+    """Break-it review: a model id that reads as a flag, or holds a character YAML ends a line
+    at (U+2028 put a Secret into the k8s file), gets no launch file; a benchmark that ran
+    8 GPUs at TP1 (expert parallel, unrecorded) is not launched on one."""
+    ob = _by_hand_overbooking()
+    p = fleet_plan.plan(ob, 100e3, fleet_plan.ReplicaCapacity(tok_s=10.0), 3600)
+    knee = {"hardware": "H100-80GB", "n_gpus": 1, "tp": 1, "precision": "bf16",
+            "concurrency": 64.0, "out_len": 500.0}
+    for model in ("--trust-remote-code", "org/x\u2028kind: Secret", "a\x85b", ""):
+        for target in fleet_export.TARGETS:
+            with pytest.raises(ValueError, match="no launch file"):
+                fleet_export.render(target, model, knee, p)
+    moe = {**knee, "n_gpus": 8}
+    with pytest.raises(ValueError, match="expert or data parallel"):
+        fleet_export.render("k8s", "org/moe", moe, p)
+    # the header of an odd but legal id keeps every document a document
+    text = fleet_export.render("k8s", 'org/q"uote #x: y', {**knee, "hardware": "H100\u2029: z"},
+                               p, prometheus_url="http://p:9090")
+    assert [d["kind"] for d in yaml.safe_load_all(text)] == ["Deployment", "ScaledObject"]
+    query = [t for t in list(yaml.safe_load_all(text))[1]["spec"]["triggers"]
+             if t["type"] == "prometheus"][0]["metadata"]["query"]
+    assert query == 'sum(vllm:num_requests_waiting{model_name="org/q\\"uote #x: y"})'
+    # a knee of unmeasured concurrency: the files say so and write no --max-num-seqs
+    loose = fleet_export.render("slurm", "org/m", {**knee, "concurrency": float("nan")}, p)
+    assert "an unmeasured concurrency" in loose and "--max-num-seqs" not in loose
