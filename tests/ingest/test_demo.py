@@ -126,7 +126,7 @@ def test_every_analysis_answers_on_the_demo_and_names_its_synthetic_inputs(demo_
                                                                           monkeypatch, tmp_path):
     """The CLI side of the demo: each analysis answers on it, and its document names the
     synthetic datasets it was computed from (a document from measured data has no such key:
-    tests/test_cli.py's golden documents are unchanged)."""
+    tests/cli/test_cli.py's golden documents are unchanged)."""
     monkeypatch.setenv("HEADROOM_CACHE_DIR", str(tmp_path / "cache"))
     db = demo_db[0]
     trace = "synthetic_demo_14d"

@@ -16,9 +16,19 @@ FILES = ("ml_energy/leaderboard_v3/all_task_configurations_flat.csv",
 WEEK = "burstgpt1_week1_per_minute_tps"
 
 
+@pytest.fixture(scope="module")
+def fleet_template(tmp_path_factory):
+    """The store of :data:`FILES`, ingested once: each test gets a copy with the same ledger
+    rows, so the envelope and the cost model fitted by one test are read back by the next
+    from the session's shared cache (keyed by the ledger)."""
+    path = tmp_path_factory.mktemp("fleet_page") / "template.duckdb"
+    seed(path, *FILES)
+    return path
+
+
 @pytest.fixture
-def fleet_app(app_env):
-    seed(app_env["db"], *FILES)
+def fleet_app(app_env, fleet_template):
+    app_env["db"].write_bytes(fleet_template.read_bytes())
     return app_env
 
 

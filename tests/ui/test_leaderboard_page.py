@@ -12,9 +12,17 @@ FLAT = "ml_energy/leaderboard_v3/all_task_configurations_flat.csv"
 PICK = "Qwen/Qwen3-14B (lm-arena-chat)"
 
 
+@pytest.fixture(scope="module")
+def board_template(tmp_path_factory):
+    """The ML.ENERGY v3 store, ingested once (each test gets a copy)."""
+    path = tmp_path_factory.mktemp("leaderboard") / "template.duckdb"
+    seed(path, FLAT)
+    return path
+
+
 @pytest.fixture
-def board_app(app_env):
-    seed(app_env["db"], FLAT)
+def board_app(app_env, board_template):
+    app_env["db"].write_bytes(board_template.read_bytes())
     return app_env
 
 

@@ -180,7 +180,7 @@ def test_held_out_cell_and_random_fold_coverage_are_both_reported(adv):
     with margin in either direction; a likely reason: cells hold 1.7-5.5 rows on average here,
     so a random fold leaks little of a cell), so the test pins only that both stay within 5
     points of each other and of nominal. How each is computed is derived by hand in
-    ``tests/test_advisor_folds.py`` (a fold runner given by hand)."""
+    ``tests/advisor/test_advisor_folds.py`` (a fold runner given by hand)."""
     for target in ("throughput_tok_s", "itl_ms", "power_w"):
         cov = adv.cost.metrics[target]["coverage"]
         assert {"held_out_cell", "random_fold", "raw", "nominal"} <= set(cov)
@@ -552,7 +552,7 @@ def test_the_benchmarks_reference_path_scores_exactly_like_advise(adv):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "bench_advisor.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / "bench_advisor.py"
     spec = importlib.util.spec_from_file_location("bench_advisor", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
