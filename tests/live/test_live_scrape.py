@@ -59,15 +59,21 @@ def _exposition(engine: Engine):
                          else (200, generate_latest(registry), "text/plain; version=0.0.4"))
 
 
-def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(live_week,
-                                                                          tmp_path):
+def _live_part(live_week, tmp_path):
+    """A copy of the live week's store, its minutes and 5-minute grid, and the live part's
+    start: 08:00 of the week's 6th day (the history: every bin before it), as a time and in
+    UNIX seconds."""
     db = tmp_path / "s.duckdb"
     db.write_bytes(live_week[0].read_bytes())
     minutes, grid = week_grids(db)
     grid["ts"] = pd.to_datetime(grid["ts"])
-    # the live part: 08:00-11:30 of the week's 6th day (the history: every bin before it)
     split = grid["ts"].iloc[0] + pd.Timedelta(days=5, hours=8)
-    t0 = (split - pd.Timestamp(0)).total_seconds()
+    return db, minutes, grid, split, (split - pd.Timestamp(0)).total_seconds()
+
+
+def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(live_week,
+                                                                          tmp_path):
+    db, minutes, grid, split, t0 = _live_part(live_week, tmp_path)  # live: 08:00-11:30
     # the restart half a second into a bin, before its first minute's tokens show (tokens the
     # old process counted after its last scrape are lost to any scraper: none here)
     surge_s, restart_s = t0 + 3 * 3600, t0 + 1800.5
@@ -78,16 +84,28 @@ def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(live_
         f = live_service.follower(db, source, LiveConfig(MODEL, HISTORY, refit_every_s=0,
                                                          refit_on_alarm=False), "scraped", split,
                                   clock=lambda: engine.now)
-        events = []
+        events, gone = [], {"from": float("inf")}
 
         def sleep(s):  # the test's clock: time passes only when the follower waits
             engine.now += s
-            # the engine does not answer for two minutes in the second hour
-            engine.down = t0 + 5400 <= engine.now < t0 + 5520
+            # the engine does not answer for two minutes in the second hour, and for good
+            # from ``gone`` on
+            engine.down = t0 + 5400 <= engine.now < t0 + 5520 or engine.now >= gone["from"]
 
         until = split + pd.Timedelta(hours=3, minutes=30)
         rows = list(live_service.follow(f, until, clock=lambda: engine.now, sleep=sleep,
                                         on_event=events.append))
+        # break-it review: an engine down for good skipped the poll, so --to was never reached
+        # and no bin closed; now the run ends at --to, its bins gaps past the grace
+        gone["from"] = engine.now + 300
+        later = until + pd.Timedelta(minutes=40)
+        down = []
+        tail = list(live_service.follow(f, later, clock=lambda: engine.now, sleep=sleep,
+                                        on_event=down.append))
+    assert len(tail) == 8 and tail[-1]["ts"] == (later - pd.Timedelta(minutes=5)).isoformat()
+    assert all(r["demand"] is None and r["gap_reason"] for r in tail[2:])
+    assert down and all("HTTP 503" in e["error"] for e in down)
+    assert engine.now < (later - pd.Timestamp(0)).total_seconds() + 600  # no endless wait
     assert len(rows) == 42 and rows[0]["ts"] == split.isoformat()
     live = grid[(grid["ts"] >= split) & (grid["ts"] < until)]
     surged = live["ts"] >= pd.Timestamp(surge_s, unit="s")
@@ -104,36 +122,3 @@ def test_scraped_engine_bins_equal_the_trace_through_a_restart_and_a_surge(live_
     first = int(np.argmax(surged.to_numpy()))
     alarms = [i for i, r in enumerate(rows) if r["alarm"]]
     assert alarms and alarms[0] == first + 3 and not any(r["alarm"] for r in rows[:first + 3])
-
-
-def test_an_engine_down_for_good_still_ends_at_until_with_its_bins_as_gaps(live_week,
-                                                                          tmp_path):
-    """Break-it review: a scrape that fails skipped the poll, so ``--to`` was never reached
-    and no bin closed while the engine was down. Now the bins close past the grace as gaps."""
-    db = tmp_path / "s.duckdb"
-    db.write_bytes(live_week[0].read_bytes())
-    minutes, grid = week_grids(db)
-    grid["ts"] = pd.to_datetime(grid["ts"])
-    split = grid["ts"].iloc[0] + pd.Timedelta(days=5, hours=8)
-    t0 = (split - pd.Timestamp(0)).total_seconds()
-    engine = Engine(minutes, surge_s=float("inf"), restart_s=float("inf"))
-    with http_server(_exposition(engine)) as url:
-        engine.now = t0 - 30
-        source = ScrapeSource(f"{url}/metrics", clock=lambda: engine.now)
-        f = live_service.follower(db, source, LiveConfig(MODEL, HISTORY, refit_every_s=0,
-                                                         refit_on_alarm=False), "down", split,
-                                  clock=lambda: engine.now)
-
-        def sleep(s):
-            engine.now += s
-            engine.down = engine.now >= t0 + 900  # from the 4th bin on, never again
-
-        until = split + pd.Timedelta(minutes=40)
-        events = []
-        rows = list(live_service.follow(f, until, clock=lambda: engine.now, sleep=sleep,
-                                        on_event=events.append))
-    assert len(rows) == 8 and rows[-1]["ts"] == (until - pd.Timedelta(minutes=5)).isoformat()
-    assert all(r["demand"] is not None for r in rows[:2])
-    assert all(r["demand"] is None and r["gap_reason"] for r in rows[4:])
-    assert events and all("HTTP 503" in e["error"] for e in events)
-    assert engine.now < (until - pd.Timestamp(0)).total_seconds() + 600  # no endless wait

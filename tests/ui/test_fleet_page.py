@@ -42,8 +42,8 @@ def _open(at):
 def test_the_page_plans_the_week_as_the_cli_does(fleet_app, capsys):
     at = _open(new_app().run())
     assert not at.exception, [e.value for e in at.exception]
-    at.number_input(key="slo_itl_p99_ms").set_value(80.0).run()
-    at.select_slider(key="fleet_scale").set_value(300).run()
+    at.number_input(key="slo_itl_p99_ms").set_value(80.0)
+    at.select_slider(key="fleet_scale").set_value(300).run()  # both in one rerun
     assert not at.exception, [e.value for e in at.exception]
     shown = metrics(at)
     assert shown["arm"] == "H100-80GB"
@@ -77,7 +77,7 @@ def test_the_page_plans_the_week_as_the_cli_does(fleet_app, capsys):
     carbon = strict_loads(capsys.readouterr().out)["economics"]["gco2_per_1m_tokens"]
     assert carbon > 0 and metrics(at)["gCO2 per 1M tokens"] == f"{carbon:,.0f}"
     # half the stated risk on capacity: the knee's held-out lower bound, more GPU-hours
-    at.slider(key="fleet_risk").set_value(0.10).run()
+    at.slider(key="fleet_risk").set_value(0.10).run()  # the capacity choices depend on it
     at.select_slider(key="fleet_cap_risk").set_value(0.05).run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("held-out-cell lower bound" in c.value for c in at.caption)
@@ -99,7 +99,7 @@ def test_a_series_without_a_request_dataset_asks_for_a_stated_share(app_env):
 
 def test_a_link_reopens_the_same_plan(fleet_app):
     at = _open(new_app().run())
-    at.number_input(key="slo_itl_p99_ms").set_value(80.0).run()
+    at.number_input(key="slo_itl_p99_ms").set_value(80.0)
     at.slider(key="fleet_risk").set_value(0.10).run()
     shown = metrics(at)
     link = dict(at.query_params)

@@ -12,15 +12,21 @@ from analytics.ui.charts.base import SYNTHETIC_LABEL, label_synthetic, line
 from analytics.ui.charts.demand import PART_COLORS
 
 
-def capacity_chart(frame: pd.DataFrame, factor: float | None, unit: str, bin_label: str,
-                   synthetic: bool = False) -> go.Figure:
-    """Demand vs provisioned capacity (f x envelope upper bound), violations marked."""
-    fig = go.Figure()
+def shade_test(fig: go.Figure, frame: pd.DataFrame) -> go.Figure:
+    """Shade the test window of ``frame`` (rows with ``part`` == ``test``) on ``fig``,
+    labelled; returns ``fig``."""
     test = frame[frame["part"] == "test"]
     if len(test):
         fig.add_vrect(x0=test["ts"].iloc[0], x1=test["ts"].iloc[-1],
                       fillcolor=PART_COLORS["test"], line_width=0, annotation_text="test",
                       annotation_position="top left")
+    return fig
+
+
+def capacity_chart(frame: pd.DataFrame, factor: float | None, unit: str, bin_label: str,
+                   synthetic: bool = False) -> go.Figure:
+    """Demand vs provisioned capacity (f x envelope upper bound), violations marked."""
+    fig = shade_test(go.Figure(), frame)
     fig.add_trace(line(frame["ts"], frame["capacity"], mode="lines",
                                name=f"capacity = {factor} x upper bound",
                                line={"width": 1, "color": "#2ca02c"}))

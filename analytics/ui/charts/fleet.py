@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analytics.ui.charts.base import label_synthetic, line
-from analytics.ui.charts.demand import PART_COLORS
+from analytics.ui.charts.decisions import shade_test
 
 
 def replicas_chart(frame: pd.DataFrame, arm: str, bin_label: str,
@@ -17,12 +17,7 @@ def replicas_chart(frame: pd.DataFrame, arm: str, bin_label: str,
     the planned replicas as a step line on the right; short bins marked.
 
     ``frame``: :attr:`analytics.decisions.fleet_plan.FleetPlan.frame`."""
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    test = frame[frame["part"] == "test"]
-    if len(test):
-        fig.add_vrect(x0=test["ts"].iloc[0], x1=test["ts"].iloc[-1],
-                      fillcolor=PART_COLORS["test"], line_width=0, annotation_text="test",
-                      annotation_position="top left")
+    fig = shade_test(make_subplots(specs=[[{"secondary_y": True}]]), frame)
     fig.add_trace(line(frame["ts"], frame["provisioned"], mode="lines",
                        name="certified demand (f x upper bound)",
                        line={"width": 1, "color": "#2ca02c"}), secondary_y=False)
