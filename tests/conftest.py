@@ -29,7 +29,9 @@ def share_cache(db, folder) -> None:
     session's ``folder``: a page or server that fits the same envelope as an earlier test reads
     it back instead of refitting. Safe to share: envelope entries are keyed by the grid's values,
     the parameters and the code version (:mod:`analytics.services.envelope_cache`), advisor
-    entries by the stores' own ledger rows with their ingest times (never shared across stores).
+    entries by the benchmark files' sha256 and rows and the job histories' own ledger rows
+    (:func:`analytics.advisor.persist.cache_key`): stores of the same benchmark files share a
+    fit.
     """
     (db.parent / f"{db.stem}-cache").symlink_to(folder, target_is_directory=True)
 

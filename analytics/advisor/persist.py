@@ -39,7 +39,7 @@ from analytics.advisor import Advisor, decide
 from analytics.advisor import model as cm
 
 #: Bump when the layout of an entry changes.
-FORMAT = 1
+FORMAT = 2
 #: Entries kept per cache folder (newest first by modification time).
 KEEP = 4
 #: Name prefix of an entry being written (:mod:`analytics.tempfiles`).
@@ -73,8 +73,13 @@ def cache_key(ledger: pd.DataFrame, params: cm.FitParams) -> tuple[str, dict]:
     params : the cost-model fit parameters
     """
     rows = ledger[ledger["kind"].isin(["bench_runs", "jobs"])]
-    data = [[int(r.dataset_id), str(r.name), str(r.kind), str(r.format), int(r.rows),
-             str(r.ingested_at)] for r in rows.itertuples(index=False)]
+    # a benchmark dataset is one file (its kind takes no appends): its bytes' sha256 and row
+    # count say what was fitted, in ledger order (the read order), so the same files give the
+    # same key in any store (a re-ingest, another store of the same files); a job history can
+    # grow by appends under its first file's sha256, so its ledger row keys it as well
+    data = [[str(r.kind), str(r.format), int(r.rows), str(r.sha256)]
+            + ([int(r.dataset_id), str(r.ingested_at)] if r.kind == "jobs" else [])
+            for r in rows.itertuples(index=False)]
     inputs = {"format": FORMAT, "code": code_version(), "params": asdict(params),
               "datasets": data}
     text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))

@@ -481,10 +481,16 @@ def test_lookup_tables_answer_like_the_pandas_filters(adv):
 def test_stored_fit_gives_the_same_numbers(adv, adv_backtest, tmp_path):
     ledger = pd.DataFrame({"dataset_id": [1, 2], "name": ["b", "j"],
                            "kind": ["bench_runs", "jobs"], "format": ["f", "g"],
-                           "rows": [10, 20], "ingested_at": ["t1", "t2"]})
+                           "rows": [10, 20], "sha256": ["s1", "s2"],
+                           "ingested_at": ["t1", "t2"]})
     key, inputs = persist.cache_key(ledger, adv.cost.params)
-    moved = ledger.assign(ingested_at=["t1", "t3"])  # a re-ingest moves the key
+    moved = ledger.assign(ingested_at=["t1", "t3"])  # a re-ingested job history moves the key
     assert persist.cache_key(moved, adv.cost.params)[0] != key
+    # the same benchmark file in another store (another id, name and time): the same key
+    elsewhere = ledger.assign(dataset_id=[7, 2], name=["b2", "j"], ingested_at=["t9", "t2"])
+    assert persist.cache_key(elsewhere, adv.cost.params)[0] == key
+    other = ledger.assign(sha256=["s3", "s2"])  # other benchmark bytes: another key
+    assert persist.cache_key(other, adv.cost.params)[0] != key
     assert persist.cache_key(ledger, model.FitParams(seed=1))[0] != key
     assert persist.load(tmp_path, key) is None
     assert persist.save(adv, tmp_path, key, inputs)
