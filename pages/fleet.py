@@ -183,22 +183,20 @@ for note in doc["notes"]:
     st.caption(widgets.plain(note))
 
 st.subheader("Launch it")
-f1, f2 = st.columns(2)
-max_len = f1.number_input("context length written as --max-model-len (0 = the model's)", 0,
+max_len = st.number_input("context length written as --max-model-len (0 = the model's)", 0,
                           1_000_000, 0, key="fleet_max_len", persist_state="session")
-prom = f2.text_input("Prometheus address written into the KEDA trigger (headroom never "
-                     "connects to it)", "", key="fleet_prom", max_chars=200,
-                     persist_state="session", placeholder="http://prometheus.monitoring:9090")
-if prom and not prom.startswith(("http://", "https://")):
-    st.warning("The Prometheus address must start with http:// or https://; left out.")
-    prom = ""
+prom = fleet_data.prometheus_url()
+st.caption("The KEDA trigger's Prometheus address is operator configuration "
+           "($HEADROOM_PROMETHEUS_URL, or `headroom plan --emit k8s --prometheus-url`): "
+           + ("set, written into the Kubernetes file." if prom else
+              "none is set, so the Kubernetes file has the cron triggers only."))
 files = {"vllm": ("vllm serve command", "vllm-serve.sh", "text/x-shellscript"),
          "k8s": ("Kubernetes Deployment + KEDA ScaledObject", "fleet-k8s.yaml", "text/yaml"),
          "skyserve": ("SkyServe service", "skyserve.yaml", "text/yaml"),
          "slurm": ("Slurm batch script", "fleet.sbatch", "text/x-shellscript")}
 try:
     texts = {t: fleet_data.export(out, chosen["model"], t, max_model_len=int(max_len) or None,
-                                  prometheus_url=prom or None) for t in files}
+                                  prometheus_url=prom) for t in files}
 except ValueError as exc:
     st.warning(f"No launch files for this arm: {widgets.plain(exc)}")
 else:

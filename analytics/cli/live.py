@@ -7,13 +7,13 @@ import os
 
 from analytics.cli.common import LazyChoices, nonneg, open_unit, positive, positive_int
 from analytics.cli.telemetry import _utc
+from analytics.live import PROMETHEUS_ENV as ENV_URL
 
 COMMANDS = {"live": "a model's demand from Prometheus, bin by bin against its envelope "
                     "(JSON Lines)",
             "live-config": "write the Prometheus alerting rules and the Grafana dashboard over "
                            "headroom's /metrics"}
 #: The Prometheus URL is operator configuration: this flag, or the environment.
-ENV_URL = "HEADROOM_PROMETHEUS_URL"
 
 
 def _models() -> tuple[str, ...]:

@@ -12,3 +12,7 @@ binned like a trace and judged bin by bin against a calibrated envelope.
 The Prometheus URL is operator configuration (CLI flag or ``HEADROOM_PROMETHEUS_URL``), never a
 page field: whoever picks it makes the server connect out.
 """
+
+#: The environment variable that holds the operator's Prometheus address (the live road reads
+#: from it; the Fleet plan page writes it into its KEDA trigger): never a page field.
+PROMETHEUS_ENV = "HEADROOM_PROMETHEUS_URL"

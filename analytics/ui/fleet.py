@@ -3,7 +3,10 @@ and its exports, through :mod:`analytics.services.fleet`, cached on the data ver
 
 from __future__ import annotations
 
+import os
+
 from analytics.decisions.fleet import Slo
+from analytics.live import PROMETHEUS_ENV
 from analytics.services import fleet
 from analytics.ui.cache import cached
 
@@ -44,3 +47,10 @@ def predicted_arms(scored):
     """The advisor's feasible arms with $ per 1M tokens quantiles
     (:func:`analytics.services.fleet.predicted_arms`)."""
     return fleet.predicted_arms(scored)
+
+
+def prometheus_url() -> str | None:
+    """The operator's Prometheus address (``$HEADROOM_PROMETHEUS_URL``) that the KEDA trigger of
+    the Kubernetes export carries; None when the operator set none. Operator configuration,
+    never a page field (headroom itself does not connect to it here)."""
+    return os.environ.get(PROMETHEUS_ENV) or None

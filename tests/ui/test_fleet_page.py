@@ -69,6 +69,9 @@ def test_the_page_plans_the_week_as_the_cli_does(fleet_app, capsys):
     k8s = next(c.value for c in at.code if "ScaledObject" in c.value)
     _, scaled = yaml.safe_load_all(k8s)
     assert scaled["spec"]["minReplicaCount"] == min(r["by_hour_utc"])
+    # no page field sets the Prometheus address: without the operator's, cron triggers only
+    assert not any("Prometheus" in t.label for t in at.text_input)
+    assert {t["type"] for t in scaled["spec"]["triggers"]} == {"cron"}
     # a stored carbon site: gCO2 per 1M tokens from its series' mean, as the CLI's --site
     at.selectbox(key="fleet_site").set_value("CISO").run()
     assert main(["--db", str(fleet_app["db"]), "plan", WEEK, "--model", "Qwen/Qwen3-14B",
@@ -110,3 +113,13 @@ def test_a_link_reopens_the_same_plan(fleet_app):
     fresh.switch_page("pages/fleet.py").run()
     assert not fresh.exception, [e.value for e in fresh.exception]
     assert metrics(fresh) == shown
+
+
+def test_the_keda_trigger_carries_the_operators_prometheus(fleet_app, monkeypatch):
+    monkeypatch.setenv("HEADROOM_PROMETHEUS_URL", "http://prometheus.monitoring:9090")
+    at = _open(new_app().run())
+    assert not at.exception, [e.value for e in at.exception]
+    k8s = next(c.value for c in at.code if "ScaledObject" in c.value)
+    _, scaled = yaml.safe_load_all(k8s)
+    prom = [t for t in scaled["spec"]["triggers"] if t["type"] == "prometheus"]
+    assert prom[0]["metadata"]["serverAddress"] == "http://prometheus.monitoring:9090"
