@@ -42,6 +42,13 @@ HEAVY_FAILURE_SHARE = 0.05
 MAX_UPLOAD_MB = 400
 
 
+def cache_dir_for(db_path: Path) -> Path:
+    """The folder of fitted-model caches beside the store ``db_path``: ``<store stem>-cache``
+    (:attr:`Settings.cache_dir`)."""
+    db_path = Path(db_path)
+    return db_path.parent / f"{db_path.stem}-cache"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where headroom keeps its store and looks for raw files.
@@ -77,7 +84,7 @@ class Settings:
 
     @property
     def cache_dir(self) -> Path:
-        return self.db_path.parent / f"{self.db_path.stem}-cache"
+        return cache_dir_for(self.db_path)
 
     @classmethod
     def from_env(cls) -> Settings:

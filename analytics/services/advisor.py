@@ -21,6 +21,7 @@ from analytics.advisor import backtest as advisor_backtest
 from analytics.advisor import decide, gate, persist, value, voi
 from analytics.advisor import model as advisor_model
 from analytics.advisor import voi_backtest as voi_bt
+from analytics.config import cache_dir_for
 from analytics.hardware import catalog as hardware
 
 Advisor = advisor_pkg.Advisor
@@ -95,7 +96,7 @@ def fit_on(con, params: advisor_model.FitParams) -> Advisor:
     db = store.db_path(con)
     ledger = store.list_datasets(con)
     key, inputs = persist.cache_key(ledger, params)
-    root = db.parent / f"{db.stem}-cache" / "advisor" if db is not None else None
+    root = cache_dir_for(db) / "advisor" if db is not None else None
     adv = persist.load(root, key) if root is not None else None
     if adv is None:
         adv = advisor_pkg.build(store.bench_runs(con), store.jobs(con), params)

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from analytics import tempfiles
+from analytics.config import cache_dir_for
 from analytics.envelope import pipeline
 
 #: entries kept per store; older ones are removed after a write
@@ -62,8 +63,7 @@ def folder_for(db_path: str | Path | None) -> Path | None:
         return None
     if os.environ.get("HEADROOM_ENVELOPE_CACHE", "").lower() in ("off", "0", "no", "false"):
         return None
-    db = Path(db_path)
-    return db.parent / f"{db.stem}-cache" / "envelope"
+    return cache_dir_for(Path(db_path)) / "envelope"
 
 
 def code_files() -> list[Path]:
